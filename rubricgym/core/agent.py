@@ -1,0 +1,47 @@
+"""The agent protocol every policy implements: scripted oracles, API clients and local models alike."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Protocol, runtime_checkable
+
+from rubricgym.core.types import Message, Task, ToolSpec
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A policy: given the chat so far and the tools, returns its next output.
+
+    The output is model text (tool calls inside it are parsed by the env) or a ``Message`` carrying structured
+    tool calls, as an OpenAI-compatible API returns them.
+    """
+
+    name: str
+    model: str | None
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message: ...
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        """An agent for one episode of ``task``: stateful agents return a fresh copy, stateless ones ``self``."""
+        ...
+
+
+class BaseAgent(ABC):
+    """Convenience base: a stateless agent whose ``episode`` returns itself."""
+
+    name: str = "agent"
+    model: str | None = None
+
+    @abstractmethod
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
+        """The next output for this chat."""
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return self  # type: ignore[return-value]
+
+    async def aclose(self) -> None:
+        """Release connections or models; the default holds none."""
+
+
+class AgentError(RuntimeError):
+    """An agent could not produce an output (endpoint down after retries, model failed to load...)."""

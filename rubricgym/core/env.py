@@ -1,0 +1,335 @@
+"""``RubricEnv``: the env contract, a ``gymnasium.Env`` over text with a typed (OpenEnv-style) face beside it.
+
+A subclass declares its tools, how to run one tool call, and how to label a step with a stage; the base class
+does parsing, malformed-action feedback, truncation at ``max_steps``, observation truncation, the chat history
+and the episode record that becomes a ``Trajectory``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.checks import NamedCheck
+from rubricgym.core.parsing import format_parse_error, parse_action, validate_action
+from rubricgym.core.types import (
+    Action,
+    Message,
+    Observation,
+    Outcome,
+    State,
+    Step,
+    Task,
+    ToolCall,
+    ToolSpec,
+    Trajectory,
+    json_type,
+)
+
+# Printable ASCII, whitespace and a spread of non-ASCII letters and symbols: what ``sample`` draws from.
+# ``contains`` accepts any Unicode string, so this only shapes the random strings used for fuzzing.
+SAMPLE_CHARSET = (
+    "".join(chr(c) for c in range(32, 127)) + "\n\t" + "éèüößñçøåæœÆØÅ" + "αβγδλπΩ" + "中文日本語한국어" + "…—“”€£→✓"
+)
+TRUNCATION_MARKER = "\n[... truncated {n} characters ...]"
+
+
+class UnicodeText(spaces.Text):
+    """A text space that contains any Unicode string up to ``max_length`` characters.
+
+    Gymnasium's ``Text`` only contains strings drawn from its charset (alphanumeric by default), which rejects
+    the newlines and non-ASCII text that LLM envs produce; sampling still uses a broad explicit charset.
+    """
+
+    def __init__(self, max_length: int, seed: int | None = None):
+        super().__init__(max_length=max_length, min_length=0, charset=SAMPLE_CHARSET, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"UnicodeText(max_length={self.max_length})"
+
+
+@dataclass
+class ToolOutput:
+    """What running one tool call produced."""
+
+    text: str
+    done: bool = False
+    answer: str | None = None
+    error: str | None = None
+    """Set when the call was well-formed but failed (bad argument value, unknown doc...); ``text`` explains."""
+    reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolError(Exception):
+    """Raised by a tool on a bad argument value; becomes an explanatory observation, never a crash."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a marker that says how much was dropped."""
+    if len(text) <= limit:
+        return text
+    marker_room = len(TRUNCATION_MARKER.format(n=len(text)))
+    keep = max(0, limit - marker_room)
+    return text[:keep] + TRUNCATION_MARKER.format(n=len(text) - keep)
+
+
+class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
+    """Base class of every rubricgym env.
+
+    Subclasses set ``env_id`` and ``stages`` and implement ``tools``, ``sample_task`` and ``call_tool``; they
+    may override ``stage_of``, ``system_prompt``, ``checks``, ``default_rubric`` and ``agents``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    env_id: ClassVar[str] = ""
+    stages: ClassVar[tuple[str, ...]] = ()
+    default_max_steps: ClassVar[int] = 10
+    max_observation_chars: ClassVar[int] = 8000
+    max_action_chars: ClassVar[int] = 32_000
+
+    def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} not supported; use one of {self.metadata['render_modes']}")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.max_steps = max_steps or self.default_max_steps
+        self.render_mode = render_mode
+        # the initial observation holds system prompt + task, so allow twice the per-step budget
+        self.observation_space = UnicodeText(max_length=2 * self.max_observation_chars + 20_000)
+        self.action_space = UnicodeText(max_length=self.max_action_chars)
+        self._task: Task | None = None
+        self._episode_id: str | None = None
+        self._messages: list[Message] = []
+        self._steps: list[Step] = []
+        self._stage: str | None = None
+        self._done = False
+        self._outcome = Outcome()
+        self._seed: int | None = None
+
+    # ---- hooks for subclasses ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]:
+        """The tools available in the current episode."""
+
+    @abstractmethod
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        """A task drawn with ``rng``; used by ``reset`` when no task is given and by ``task_set``."""
+
+    @abstractmethod
+    def call_tool(self, call: ToolCall) -> ToolOutput:
+        """Run one validated tool call; raise ``ToolError`` for a bad argument value."""
+
+    def begin(self, task: Task) -> None:
+        """Prepare episode state for ``task`` (called by ``reset`` before the first observation)."""
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        """The stage label of a step that made ``call`` (``None`` for a malformed action)."""
+        return self._stage or (self.stages[0] if self.stages else "act")
+
+    def system_prompt(self) -> str:
+        """Instructions shown before the task: the tools and how to call them."""
+        lines = [
+            "You are an agent that solves the task by calling tools.",
+            "Call exactly one tool per turn by writing a JSON object inside <tool_call></tool_call> tags:",
+            '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
+            "Available tools:",
+        ]
+        for t in self.tools():
+            props = t.parameters.get("properties", {})
+            args = ", ".join(f"{k}: {'|'.join(json_type(v))}" for k, v in props.items())
+            lines.append(f"- {t.name}({args}): {t.description}")
+        return "\n".join(lines)
+
+    @classmethod
+    def checks(cls) -> dict[str, NamedCheck]:
+        """The env's named programmatic checks, for rubric criteria to reference by name."""
+        return {}
+
+    @classmethod
+    def default_rubric(cls) -> dict[str, Any]:
+        """The env's default rubric, in the rewards schema (``{"id", "version", "criteria": [...]}``)."""
+        return {"id": cls.env_id or cls.__name__, "version": "1", "criteria": []}
+
+    @classmethod
+    def agents(cls) -> dict[str, Callable[..., Agent]]:
+        """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
+        return {}
+
+    # ---- task sets --------------------------------------------------------------------------------------
+
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """``n`` tasks of ``split``, deterministic in ``seed`` (task i uses its own child seed)."""
+        seeds = np.random.SeedSequence([seed, _split_key(split)]).spawn(n)
+        return [self.sample_task(np.random.default_rng(s), split) for s in seeds]
+
+    # ---- Gymnasium face ---------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        obs = self.reset_typed(seed=seed, task=(options or {}).get("task"))
+        return obs.text, self._info(obs)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs = self.step_typed(action)
+        info = self._info(obs)
+        last = self._steps[-1]
+        info.update(parse_error=last.action.parse_error, tool_error=last.tool_error)
+        return obs.text, obs.reward, obs.done, obs.truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m.role}] {m.content or ''}" for m in self._messages)
+
+    def _info(self, obs: Observation) -> dict[str, Any]:
+        return {"stage": obs.stage, "step": len(self._steps), "task_id": self._task.id if self._task else None}
+
+    # ---- typed face -------------------------------------------------------------------------------------
+
+    def reset_typed(self, seed: int | None = None, task: Task | dict[str, Any] | None = None) -> Observation:
+        """Start an episode of ``task`` (a ``Task`` or its dict) or of a task drawn with ``seed``."""
+        super().reset(seed=seed)
+        self._seed = seed
+        if task is None:
+            task = self.sample_task(self.np_random)
+        elif isinstance(task, dict):
+            task = Task.model_validate(task)
+        elif not isinstance(task, Task):
+            raise TypeError(f"options['task'] must be a Task or a dict, got {type(task).__name__}")
+        if self.env_id and task.env_id != self.env_id:
+            raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
+        self._task = task
+        self._episode_id = uuid.uuid4().hex
+        self._steps = []
+        self._done = False
+        self._outcome = Outcome()
+        self._stage = self.stages[0] if self.stages else None
+        self.begin(task)
+        self._messages = [
+            Message(role="system", content=self.system_prompt()),
+            Message(role="user", content=task.prompt),
+        ]
+        return Observation(messages=list(self._messages), stage=self._stage, tools=self.tools())
+
+    def step_typed(self, action: Action | str | Message) -> Observation:
+        """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
+        if self._task is None:
+            raise RuntimeError("call reset() before step()")
+        if self._done:
+            raise RuntimeError("the episode is over (terminated or truncated): call reset() to start another")
+        t0 = time.perf_counter()
+        tools = self.tools()
+        if not isinstance(action, Action):
+            action = parse_action(action, tools)
+        elif action.parse_error is None:
+            action = validate_action(action, tools)
+        if len(action.text) > self.max_action_chars:
+            action = action.model_copy(update={"text": truncate(action.text, self.max_action_chars)})
+
+        call = action.tool_call if action.parse_error is None else None
+        if call is None:
+            out = ToolOutput(text=format_parse_error(action.parse_error or "no tool call found", tools))
+        else:
+            try:
+                out = self.call_tool(call)
+            except ToolError as e:
+                out = ToolOutput(text=f"Error from {call.name}: {e}", error=str(e))
+        stage = self.stage_of(call)
+        self._stage = stage
+
+        index = len(self._steps)
+        truncated = not out.done and index + 1 >= self.max_steps
+        text = truncate(out.text, self.max_observation_chars)
+        if truncated:
+            text += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
+        reply = (
+            Message(role="tool", content=text, tool_call_id=call.id, name=call.name)
+            if call is not None and action.structured
+            else Message(role="user", content=text)
+        )
+        assistant = Message(
+            role="assistant",
+            content=(action.text or None) if action.structured else action.text,
+            tool_calls=[call] if call is not None and action.structured else None,
+        )
+        self._messages += [assistant, reply]
+        obs = Observation(
+            messages=[reply], done=out.done, truncated=truncated, reward=out.reward, stage=stage, tools=tools
+        )
+        self._steps.append(
+            Step(
+                index=index,
+                stage=stage,
+                action=action,
+                observation=obs,
+                tool_result=out.text if call is not None and out.error is None else None,
+                tool_error=out.error,
+                duration_s=time.perf_counter() - t0,
+                info=out.info,
+            )
+        )
+        if out.done or truncated:
+            self._done = True
+            self._outcome = Outcome(
+                answer=out.answer,
+                reward=out.reward,
+                terminated=out.done,
+                truncated=truncated,
+                summary=self.summary(),
+            )
+        return obs
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """Async ``step_typed``; envs whose tools do I/O (sandboxes, browsers) override this."""
+        return self.step_typed(action)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The whole chat of the current episode (a copy)."""
+        return list(self._messages)
+
+    def state(self) -> State:
+        return State(
+            episode_id=self._episode_id,
+            env_id=self.env_id,
+            task_id=self._task.id if self._task else None,
+            step_count=len(self._steps),
+            stage=self._stage,
+            done=self._done,
+            max_steps=self.max_steps,
+            extras=self.summary() if self._task else {},
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Env-specific final-state summary recorded in ``Outcome.summary`` (JSON-serialisable)."""
+        return {}
+
+    def trajectory(self, **fields: Any) -> Trajectory:
+        """The episode so far as a ``Trajectory`` (``fields`` set agent, model, seed, versions...)."""
+        if self._task is None:
+            raise RuntimeError("no episode: call reset() first")
+        fields.setdefault("seed", self._seed)
+        return Trajectory(
+            task=self._task,
+            messages=list(self._messages),
+            steps=list(self._steps),
+            outcome=self._outcome,
+            **fields,
+        )
+
+
+def _split_key(split: str) -> int:
+    return int.from_bytes(split.encode()[:8].ljust(8, b"\0"), "little")

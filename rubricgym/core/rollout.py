@@ -1,0 +1,168 @@
+"""Rollouts: run agents in envs and collect ``Trajectory`` records.
+
+``rollout`` plays one episode; ``rollout_group`` plays one task ``n`` times (a GRPO group); ``rollout_many``
+plays many tasks concurrently with a progress bar, streams finished trajectories to a ``TrajectoryStore`` and
+skips tasks the store already holds (resume). A failing agent (an endpoint down after its retries) does not
+lose finished work: the failure is reported and the run stops launching new episodes after
+``max_consecutive_failures`` failures in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.env import RubricEnv
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.core.types import Task, Trajectory
+
+EnvFactory = Callable[[], RubricEnv]
+_VERSIONED = ("rubricgym", "gymnasium", "pydantic", "torch", "transformers", "vllm")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python and of the packages that shape a trajectory (only those already imported)."""
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        if name in sys.modules or name == "rubricgym":
+            try:
+                out[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+    return out
+
+
+def _env_factory(env: str | EnvFactory, env_kwargs: dict | None) -> EnvFactory:
+    if isinstance(env, str):
+        from rubricgym.core.registry import make, spec
+
+        spec(env)  # fail now, with close matches, not inside a worker
+        return lambda: make(env, **(env_kwargs or {}))
+    return env
+
+
+async def rollout(
+    env: RubricEnv, agent: Agent, task: Task, *, seed: int | None = None, group_id: str | None = None
+) -> Trajectory:
+    """Play one episode of ``task`` with ``agent`` in ``env`` and return its trajectory."""
+    started, t0 = time.time(), time.perf_counter()
+    episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
+    obs = env.reset_typed(seed=seed, task=task)
+    history = list(obs.messages)
+    while True:
+        output = await episode_agent.act(list(history), obs.tools)
+        obs = await env.astep_typed(output)
+        history = env.messages
+        if obs.done or obs.truncated:
+            break
+    return env.trajectory(
+        agent=getattr(agent, "name", type(agent).__name__),
+        model=getattr(agent, "model", None),
+        seed=seed,
+        group_id=group_id,
+        versions=package_versions(),
+        created_at=started,
+        duration_s=time.perf_counter() - t0,
+    )
+
+
+async def rollout_group(
+    env: str | EnvFactory, agent: Agent, task: Task, n: int, *, seed: int = 0, env_kwargs: dict | None = None
+) -> list[Trajectory]:
+    """``n`` independent episodes of one task (seeds ``seed .. seed+n-1``) sharing a ``group_id``."""
+    factory = _env_factory(env, env_kwargs)
+    group_id = uuid.uuid4().hex
+    return list(
+        await asyncio.gather(*(rollout(factory(), agent, task, seed=seed + i, group_id=group_id) for i in range(n)))
+    )
+
+
+@dataclass
+class RolloutReport:
+    """What ``rollout_many`` did: new trajectories, tasks skipped on resume, and failures."""
+
+    trajectories: list[Trajectory] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    aborted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+async def rollout_many(
+    env: str | EnvFactory,
+    agent: Agent,
+    tasks: Sequence[Task],
+    *,
+    group_size: int = 1,
+    concurrency: int = 4,
+    store: TrajectoryStore | None = None,
+    resume: bool = True,
+    seed: int = 0,
+    env_kwargs: dict | None = None,
+    progress: bool = True,
+    max_consecutive_failures: int = 3,
+    description: str = "rollouts",
+) -> RolloutReport:
+    """Roll out every task (``group_size`` times each) with at most ``concurrency`` episodes in flight."""
+    if concurrency < 1 or group_size < 1:
+        raise ValueError(f"concurrency and group_size must be >= 1, got {concurrency} and {group_size}")
+    factory = _env_factory(env, env_kwargs)
+    report = RolloutReport()
+    done_ids = store.finished_task_ids() if (store is not None and resume) else set()
+    todo = []
+    for i, task in enumerate(tasks):
+        if task.id in done_ids:
+            report.skipped.append(task.id)
+        else:
+            todo.append((i, task))
+    semaphore = asyncio.Semaphore(concurrency)
+    consecutive = 0
+    stop = asyncio.Event()
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"), disable=not progress, transient=False,
+    )
+
+    async def one(i: int, task: Task, bar_id: int) -> None:
+        nonlocal consecutive
+        async with semaphore:
+            if stop.is_set():
+                return
+            try:
+                group_id = uuid.uuid4().hex if group_size > 1 else None
+                trajs = await asyncio.gather(
+                    *(rollout(factory(), agent, task, seed=seed + i * group_size + g, group_id=group_id)
+                      for g in range(group_size))
+                )
+            except Exception as e:  # the agent or env failed: keep going, keep what finished
+                report.failures.append((task.id, f"{type(e).__name__}: {e}"))
+                consecutive += 1
+                if consecutive >= max_consecutive_failures:
+                    stop.set()
+                    report.aborted = True
+                bar.update(bar_id, advance=1, status=f"[red]{len(report.failures)} failed")
+                return
+            consecutive = 0
+            if store is not None:
+                store.extend(list(trajs))
+            report.trajectories.extend(trajs)
+            mean = sum(t.outcome.reward for t in report.trajectories) / len(report.trajectories)
+            bar.update(bar_id, advance=1, status=f"mean env reward {mean:.3f}")
+
+    with bar:
+        bar_id = bar.add_task(description, total=len(todo), status="")
+        await asyncio.gather(*(one(i, task, bar_id) for i, task in todo))
+    return report

@@ -1,0 +1,191 @@
+"""Append-only trajectory store: a run directory with one trajectory per JSONL line.
+
+Each append is written whole, flushed and fsynced, so a crash loses at most the line being written. A torn
+last line is detected on load, reported (``StoreReport``) and skipped; the next append starts on a fresh line
+so earlier lines are never damaged. ``finished_task_ids`` lets a run resume where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubricgym.core.types import Trajectory
+
+TRAJECTORIES = "trajectories.jsonl"
+RUN_META = "run.json"
+
+
+@dataclass
+class StoreReport:
+    """What loading found besides good records."""
+
+    loaded: int = 0
+    torn_tail: bool = False
+    torn_lines: list[int] = field(default_factory=list)
+    """Lines cut short by an interrupted write (skipped; the trajectory is simply not there)."""
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        parts = [f"{self.loaded} trajectories"]
+        if self.torn_lines:
+            parts.append(f"{len(self.torn_lines)} torn line(s) from an interrupted write skipped (line "
+                         + ", ".join(map(str, self.torn_lines[:5])) + ")")
+        if self.bad_lines:
+            parts.append(f"{len(self.bad_lines)} unreadable line(s): " + ", ".join(str(n) for n, _ in self.bad_lines[:5]))
+        return "; ".join(parts)
+
+
+class TrajectoryStore:
+    """A run directory of trajectories. Safe to append from several asyncio tasks or threads."""
+
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / TRAJECTORIES
+        self._lock = threading.Lock()
+        self.report = StoreReport()
+
+    # ---- writing --------------------------------------------------------------------------------------------
+
+    def append(self, trajectory: Trajectory) -> None:
+        """Write one trajectory as a line, flushed and fsynced before returning."""
+        line = trajectory.model_dump_json().encode("utf-8") + b"\n"
+        self.append_lines([line])
+
+    def extend(self, trajectories: list[Trajectory]) -> None:
+        """Append several trajectories with one fsync."""
+        self.append_lines([t.model_dump_json().encode("utf-8") + b"\n" for t in trajectories])
+
+    def append_lines(self, lines: list[bytes]) -> None:
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                if self._needs_newline(fd):
+                    os.write(fd, b"\n")  # a torn tail stays its own (skipped) line
+                data = b"".join(lines)
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _needs_newline(self, fd: int) -> bool:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return False
+        with open(self.path, "rb") as f:
+            f.seek(size - 1)
+            return f.read(1) != b"\n"
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        """Record the run's configuration (``run.json``), merged with what is there."""
+        path = self.dir / RUN_META
+        current = json.loads(path.read_text()) if path.exists() else {}
+        current.update(meta)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+
+    def meta(self) -> dict[str, Any]:
+        path = self.dir / RUN_META
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    # ---- reading --------------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return self.iter()
+
+    def iter(self) -> Iterator[Trajectory]:
+        """Every readable trajectory in file order; problems go to ``self.report``."""
+        self.report = StoreReport()
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            data = f.read()
+        lines = data.split(b"\n")
+        last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+        for i, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                traj = Trajectory.model_validate_json(raw)
+            except (ValidationError, ValueError) as e:
+                if _looks_truncated(raw):
+                    self.report.torn_lines.append(i + 1)
+                    self.report.torn_tail |= i == last
+                else:
+                    self.report.bad_lines.append((i + 1, str(e).splitlines()[0]))
+                continue
+            self.report.loaded += 1
+            yield traj
+
+    def load(self, where: Callable[[Trajectory], bool] | None = None, **equals: Any) -> list[Trajectory]:
+        """Trajectories matching ``where`` and every ``field=value`` (``env_id``, ``agent``, ``model``, ...)."""
+        out = []
+        for t in self.iter():
+            if where is not None and not where(t):
+                continue
+            if any(getattr(t, k) != v for k, v in equals.items()):
+                continue
+            out.append(t)
+        return out
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.iter())
+
+    def finished_task_ids(self) -> set[str]:
+        """Ids of tasks with a stored trajectory (used to resume)."""
+        return {t.task.id for t in self.iter()}
+
+    def to_parquet(self, path: str | Path | None = None) -> Path:
+        """Export to Parquet: one row per trajectory, scalar columns plus the full record as JSON."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = [trajectory_row(t) for t in self.iter()]
+        out = Path(path) if path else self.dir / "trajectories.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), out)
+        return out
+
+
+def trajectory_row(t: Trajectory) -> dict[str, Any]:
+    """A flat summary of a trajectory (its reward fields prefixed ``reward/``) plus the full JSON record."""
+    row: dict[str, Any] = {
+        "id": t.id,
+        "task_id": t.task.id,
+        "env_id": t.task.env_id,
+        "split": t.task.split,
+        "agent": t.agent,
+        "model": t.model,
+        "seed": t.seed,
+        "group_id": t.group_id,
+        "n_steps": len(t.steps),
+        "answer": t.outcome.answer,
+        "env_reward": t.outcome.reward,
+        "terminated": t.outcome.terminated,
+        "truncated": t.outcome.truncated,
+        "duration_s": t.duration_s,
+        "record": t.model_dump_json(),
+    }
+    for k, v in t.rewards.items():
+        row[f"reward/{k}"] = v
+    return row
+
+
+def _looks_truncated(raw: bytes) -> bool:
+    """Not JSON at all: we only ever write whole JSON lines, so this is an interrupted write."""
+    try:
+        json.loads(raw)
+    except ValueError:
+        return True
+    return False

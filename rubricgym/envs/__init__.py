@@ -1,0 +1,3 @@
+"""Built-in env families; importing this package registers them."""
+
+from rubricgym.envs import toy  # noqa: F401  (registers toy-* envs)

@@ -1,0 +1,128 @@
+"""``toy-calculator-v0``: multi-step arithmetic word problems solved with a calculator tool.
+
+Stages: ``compute`` (calculator calls) and ``answer`` (the final answer). The env's terminal reward is 1 for a
+correct answer; the default rubric adds process criteria (valid calls, grounded answer, correct sub-results).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.checks import NamedCheck
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.types import Task, ToolCall, ToolSpec
+from rubricgym.envs.toy import checks
+from rubricgym.envs.toy.arith import CalculatorError, evaluate, format_number, word_problem
+
+CALCULATOR = ToolSpec(
+    name="calculator",
+    description="Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).",
+    parameters={
+        "type": "object",
+        "properties": {"expression": {"type": "string", "description": "e.g. '17 * 23 - 4'"}},
+        "required": ["expression"],
+        "additionalProperties": False,
+    },
+)
+ANSWER = ToolSpec(
+    name="answer",
+    description="Give the final numeric answer; this ends the episode.",
+    parameters={
+        "type": "object",
+        "properties": {"value": {"type": ["number", "string"], "description": "the final number"}},
+        "required": ["value"],
+        "additionalProperties": False,
+    },
+)
+
+
+def parse_number(value: Any) -> float:
+    """The number in an answer value (a JSON number or a numeric string such as '1,024')."""
+    if isinstance(value, bool):
+        raise ToolError("the answer must be a number, not true/false")
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).replace(",", "").strip())
+    except ValueError:
+        raise ToolError(f"the answer {value!r} is not a number; call answer with a number, e.g. 42") from None
+
+
+class CalculatorEnv(RubricEnv):
+    """Arithmetic word problems of 2-4 operations (``min_ops``/``max_ops``) with a calculator tool."""
+
+    env_id = "toy-calculator-v0"
+    stages = ("compute", "answer")
+    default_max_steps = 8
+    max_observation_chars = 2000
+
+    def __init__(self, min_ops: int = 2, max_ops: int = 4, max_steps: int | None = None, render_mode: str | None = None):
+        if not 1 <= min_ops <= max_ops <= 8:
+            raise ValueError(f"need 1 <= min_ops <= max_ops <= 8, got min_ops={min_ops}, max_ops={max_ops}")
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        self.min_ops, self.max_ops = min_ops, max_ops
+
+    def tools(self) -> list[ToolSpec]:
+        return [CALCULATOR, ANSWER]
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
+        text, steps, answer = word_problem(rng, n_ops)
+        task_id = "calc-" + hashlib.sha1(f"{split}|{text}".encode()).hexdigest()[:10]
+        return Task(
+            id=task_id,
+            env_id=self.env_id,
+            split=split,
+            prompt=text + " Use the calculator for every operation, then call answer.",
+            params={"n_ops": n_ops},
+            hidden={"answer": answer, "steps": steps},
+        )
+
+    def call_tool(self, call: ToolCall) -> ToolOutput:
+        if call.name == "calculator":
+            try:
+                value = evaluate(str(call.arguments["expression"]))
+            except CalculatorError as e:
+                raise ToolError(str(e)) from None
+            return ToolOutput(text=format_number(value), info={"value": value})
+        value = parse_number(call.arguments["value"])
+        expected = self._task.hidden["answer"] if self._task else None
+        correct = expected is not None and abs(value - float(expected)) < 1e-6
+        return ToolOutput(
+            text="Answer recorded.",
+            done=True,
+            answer=format_number(int(value) if value.is_integer() else value),
+            reward=1.0 if correct else 0.0,
+            info={"value": value, "correct": correct},
+        )
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        if call is None:
+            return self._stage or "compute"
+        return "answer" if call.name == "answer" else "compute"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "calculator_calls": sum(1 for s in self._steps if s.action.tool_call and s.action.tool_call.name == "calculator"),
+            "invalid_steps": sum(1 for s in self._steps if s.action.parse_error or s.tool_error),
+            "correct": bool(self._steps and self._steps[-1].info.get("correct")),
+        }
+
+    @classmethod
+    def checks(cls) -> dict[str, NamedCheck]:
+        return checks.ALL
+
+    @classmethod
+    def default_rubric(cls) -> dict[str, Any]:
+        return checks.DEFAULT_RUBRIC
+
+    @classmethod
+    def agents(cls) -> dict[str, Callable[..., Agent]]:
+        from rubricgym.envs.toy.agents import CalculatorOracle, GuessingAgent, RandomAgent
+
+        return {"oracle": CalculatorOracle, "random": RandomAgent, "guess": GuessingAgent}
