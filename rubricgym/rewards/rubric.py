@@ -1,0 +1,256 @@
+"""Rubric schema: ``Criterion`` and ``Rubric``, loaded from and saved to YAML, JSON or TOML.
+
+A rubric file (or an env's ``default_rubric()``, or ``Task.rubric``) looks like::
+
+    id: toy-calculator              # required
+    version: "1"                    # bump when criteria change; part of the content hash
+    description: optional free text
+    aggregation:                    # optional; default {"method": "rar"}
+      method: rar | signed | rar_implicit | renorm | swe_trace | carr
+      gamma: 0.7                    # swe_trace: the margin γ in (0.5, 1)
+      outcome_check: tests_pass     # swe_trace / renorm / carr: named check (or criterion id) whose met=True
+                                    #   means success; default: the env's outcome reward (>= 0.5 is success)
+      alpha: 0.3                    # carr: C-GRPO mixing weight
+      answer_entity: E0             # carr: the BFS root
+    criteria:
+      - id: correct                 # unique within the rubric
+        text: The final answer is correct.
+        level: essential            # essential 1.0 | important 0.7 | optional 0.3 | pitfall 0.9 (phrased positively)
+        weight: -0.9                # optional explicit signed weight; overrides the level's weight
+        scope: trajectory           # step (judged on every step, with the preceding context) | trajectory
+        stage: answer               # optional: step-scope criteria only run on steps of this stage; every
+                                    #   criterion with a stage counts towards that stage's roll-up
+        check: final_answer_correct # a named programmatic check of the env (``env.checks()``), or
+        judge: "Is the answer ..."  # an instruction for an LLM judge (neither: the LLM judges ``text``)
+        entities: [E0, E1]          # carr: the entities a single-hop statement mentions
+
+Errors name the file, the criterion and the field (``RubricError``). The content hash (``Rubric.hash``) covers
+everything that changes a verdict and keys the judge cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from rubricgym.core.types import Wire
+from rubricgym.rewards.aggregate import LEVEL_WEIGHTS
+
+Level = Literal["essential", "important", "optional", "pitfall"]
+Method = Literal["rar", "signed", "rar_implicit", "renorm", "swe_trace", "carr"]
+
+
+class RubricError(ValueError):
+    """A rubric that does not fit the schema; the message names the file, criterion and field."""
+
+
+class Criterion(Wire):
+    """One rubric item, judged by a named env ``check`` or by an LLM (``judge`` instruction or ``text``)."""
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    level: Level = "important"
+    weight: float | None = None
+    scope: Literal["step", "trajectory"] = "trajectory"
+    stage: str | None = None
+    check: str | None = None
+    judge: str | None = None
+    entities: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_judging_mode(self) -> Criterion:
+        if self.check is not None and self.judge is not None:
+            raise ValueError("set either 'check' (a named env check) or 'judge' (an LLM instruction), not both")
+        if self.weight is not None and self.weight == 0:
+            raise ValueError("weight 0 makes the criterion count for nothing: remove it or give it a weight")
+        return self
+
+    @property
+    def resolved_weight(self) -> float:
+        """The explicit signed weight if given, else the RaR weight of the level."""
+        return self.weight if self.weight is not None else LEVEL_WEIGHTS[self.level]
+
+    @property
+    def judged_by(self) -> Literal["check", "llm"]:
+        return "check" if self.check is not None else "llm"
+
+
+class Aggregation(Wire):
+    """How verdicts become the rubric's total (see ``rewards.aggregate`` for the formulas)."""
+
+    method: Method = "rar"
+    gamma: float = 0.7
+    outcome_check: str | None = None
+    alpha: float = 0.3
+    answer_entity: str = "E0"
+    likert_low: float = 1.0
+    likert_high: float = 10.0
+
+    @model_validator(mode="after")
+    def _params(self) -> Aggregation:
+        if self.method == "swe_trace" and not 0.5 < self.gamma < 1.0:
+            raise ValueError(f"swe_trace needs gamma in (0.5, 1), got {self.gamma}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+        if self.likert_high <= self.likert_low:
+            raise ValueError("likert_high must be above likert_low")
+        return self
+
+
+class Rubric(Wire):
+    """A versioned list of criteria plus how to aggregate them."""
+
+    id: str = Field(min_length=1)
+    version: str = "1"
+    description: str = ""
+    criteria: list[Criterion]
+    aggregation: Aggregation = Field(default_factory=Aggregation)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_version(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("version"), int | float):
+            data = {**data, "version": str(data["version"])}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rubric:
+        seen: set[str] = set()
+        for c in self.criteria:
+            if c.id in seen:
+                raise ValueError(f"criterion id {c.id!r} appears twice: ids must be unique")
+            seen.add(c.id)
+        method = self.aggregation.method
+        if method == "rar" and any(c.resolved_weight < 0 for c in self.criteria):
+            raise ValueError("aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones")
+        if method == "carr" and not any(c.entities for c in self.criteria):
+            raise ValueError("aggregation 'carr' needs criteria with 'entities' (the statement's entity ids)")
+        return self
+
+    # ---- identity -------------------------------------------------------------------------------------------
+
+    @property
+    def hash(self) -> str:
+        """Content hash (sha256, 16 hex) of everything that can change a verdict or the total."""
+        payload = json.dumps(self.model_dump(exclude={"description"}), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def criterion(self, id: str) -> Criterion:
+        for c in self.criteria:
+            if c.id == id:
+                return c
+        raise KeyError(f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}")
+
+    @property
+    def step_criteria(self) -> list[Criterion]:
+        return [c for c in self.criteria if c.scope == "step"]
+
+    @property
+    def trajectory_criteria(self) -> list[Criterion]:
+        return [c for c in self.criteria if c.scope == "trajectory"]
+
+    # ---- files ----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<dict>") -> Rubric:
+        """Validate ``data``; errors name ``source``, the criterion (by id when it has one) and the field."""
+        if isinstance(data, Rubric):
+            return data
+        if not isinstance(data, dict):
+            raise RubricError(f"{source}: a rubric must be a mapping with 'id' and 'criteria', got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise RubricError(_explain(e, data, source)) from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Rubric:
+        """Read a rubric from ``.yaml``/``.yml``, ``.json`` or ``.toml``."""
+        p = Path(path)
+        if not p.exists():
+            raise RubricError(f"{p}: no such rubric file")
+        text = p.read_text(encoding="utf-8")
+        suffix = p.suffix.lower()
+        try:
+            if suffix in (".yaml", ".yml"):
+                data = yaml.safe_load(text)
+            elif suffix == ".json":
+                data = json.loads(text)
+            elif suffix == ".toml":
+                data = tomllib.loads(text)
+            else:
+                raise RubricError(f"{p}: unknown rubric format {suffix!r}; use .yaml, .json or .toml")
+        except (yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+            raise RubricError(f"{p}: not valid {suffix.lstrip('.').upper()}: {e}") from None
+        return cls.from_dict(data, source=str(p))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the rubric in the format its suffix names; ``Rubric.load`` reads it back unchanged."""
+        p = Path(path)
+        data = self.model_dump(exclude_none=True)
+        suffix = p.suffix.lower()
+        if suffix in (".yaml", ".yml"):
+            text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        elif suffix == ".json":
+            text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        elif suffix == ".toml":
+            text = _to_toml(data)
+        else:
+            raise RubricError(f"{p}: unknown rubric format {suffix!r}; use .yaml, .json or .toml")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+        return p
+
+
+def load_rubric(source: str | Path | dict[str, Any] | Rubric) -> Rubric:
+    """A ``Rubric`` from a file path, a dict in the schema, or a ``Rubric``."""
+    if isinstance(source, Rubric):
+        return source
+    if isinstance(source, dict):
+        return Rubric.from_dict(source)
+    return Rubric.load(source)
+
+
+def _explain(error: ValidationError, data: dict[str, Any], source: str) -> str:
+    lines = []
+    criteria = data.get("criteria") if isinstance(data.get("criteria"), list) else []
+    for err in error.errors():
+        loc = list(err["loc"])
+        where = "rubric"
+        if len(loc) >= 2 and loc[0] == "criteria" and isinstance(loc[1], int):
+            i = loc[1]
+            cid = criteria[i].get("id") if i < len(criteria) and isinstance(criteria[i], dict) else None
+            where = f"criterion {cid!r}" if cid else f"criterion #{i + 1}"
+            loc = loc[2:]
+        field = ".".join(str(x) for x in loc) or "(whole)"
+        lines.append(f"{source}: {where}, field {field!r}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise RubricError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _to_toml(data: dict[str, Any]) -> str:
+    """TOML for the rubric's shape: scalars at the top, an ``[aggregation]`` table, ``[[criteria]]`` tables."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict | list)]
+    for k, v in data.items():
+        if isinstance(v, dict):
+            lines += ["", f"[{k}]"] + [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    for item in data.get("criteria", []):
+        lines += ["", "[[criteria]]"] + [f"{k} = {_toml_value(v)}" for k, v in item.items()]
+    return "\n".join(lines) + "\n"
