@@ -152,6 +152,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             props = t.parameters.get("properties", {})
             args = ", ".join(f"{k}: {'|'.join(json_type(v))}" for k, v in props.items())
             lines.append(f"- {t.name}({args}): {t.description}")
+        tools = self.tools()
+        if tools:
+            lines.append(f"Example of a correct turn: {tools[0].example_call()}")
         return "\n".join(lines)
 
     @classmethod

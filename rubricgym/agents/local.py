@@ -1,0 +1,224 @@
+"""``LocalAgent``: a transformers causal LM on the CPU (by default the embedded SmolLM2-135M-Instruct).
+
+Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one left-padded
+``generate`` call, which is ~4x the throughput of one-at-a-time on CPU. Each episode view records a ``Turn`` per
+call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly what was generated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubricgym.agents.models import DEFAULT_MODEL, model_path
+from rubricgym.core.agent import BaseAgent
+from rubricgym.core.types import Message, Task, ToolSpec
+
+
+@dataclass
+class Turn:
+    """One generation: the exact tokens the policy saw and produced, and its sampling log-probs."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+
+
+@dataclass(frozen=True)
+class GenParams:
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: GenParams
+    seed: int | None
+    future: asyncio.Future[Turn]
+
+
+@dataclass
+class _Shared:
+    """The loaded model and the batching queue, shared by an agent and its episode views."""
+
+    model: Any = None
+    tokenizer: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: list[_Request] = field(default_factory=list)
+    worker: asyncio.Task[None] | None = None
+
+
+def chat_dicts(messages: list[Message]) -> list[dict[str, str]]:
+    """Messages as plain ``{"role", "content"}`` dicts for a chat template (tool calls rendered as text)."""
+    out = []
+    for m in messages:
+        content = m.content or ""
+        if m.tool_calls and not content:
+            content = "".join(
+                "<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments}) + "</tool_call>"
+                for c in m.tool_calls
+            )
+        out.append({"role": m.role, "content": content})
+    return out
+
+
+class LocalAgent(BaseAgent):
+    """A local Hugging Face causal LM as an agent. ``model`` is a known name or a model directory."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        temperature: float = 0.7,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        seed: int | None = None,
+        dtype: str = "float32",
+        max_batch: int = 8,
+    ):
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
+            raise ValueError(
+                "need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1 and max_batch >= 1; "
+                f"got {temperature}, {top_p}, {max_new_tokens}, {max_batch}"
+            )
+        self.model = model
+        self.params = GenParams(temperature, top_p, max_new_tokens)
+        self.seed = seed
+        self.dtype = dtype
+        self.max_batch = max_batch
+        self.turns: list[Turn] = []
+        self._shared = _Shared()
+
+    # ---- model ------------------------------------------------------------------------------------------
+
+    def load(self) -> LocalAgent:
+        """Load the model and tokenizer now (otherwise the first ``act`` does)."""
+        with self._shared.lock:
+            if self._shared.model is None:
+                import torch
+                import transformers
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+                transformers.logging.set_verbosity_error()
+                transformers.utils.logging.disable_progress_bar()
+                path = model_path(self.model)
+                tok = AutoTokenizer.from_pretrained(path)
+                tok.padding_side = "left"
+                if tok.pad_token_id is None:
+                    tok.pad_token = tok.eos_token
+                lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+                lm.eval()
+                self._shared.tokenizer, self._shared.model = tok, lm
+        return self
+
+    @property
+    def model_obj(self) -> Any:
+        """The ``transformers`` model (the trainer updates its weights in place)."""
+        return self.load()._shared.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.load()._shared.tokenizer
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """The chat template applied to ``messages`` with the assistant turn opened."""
+        ids = self.tokenizer.apply_chat_template(chat_dicts(messages), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    # ---- agent ------------------------------------------------------------------------------------------
+
+    def episode(self, task: Task, seed: int | None) -> LocalAgent:
+        view = object.__new__(LocalAgent)
+        view.__dict__.update(self.__dict__)
+        view.turns = []
+        view.seed = seed if seed is not None else self.seed
+        return view
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        turn = await self.generate(self.prompt_ids(messages))
+        self.turns.append(turn)
+        return turn.text
+
+    async def generate(self, prompt_ids: list[int]) -> Turn:
+        """Queue one prompt; concurrent calls are batched together."""
+        self.load()
+        loop = asyncio.get_running_loop()
+        seed = None if self.seed is None else self.seed * 1000 + len(self.turns)
+        req = _Request(prompt_ids, self.params, seed, loop.create_future())
+        shared = self._shared
+        shared.pending.append(req)
+        if shared.worker is None or shared.worker.done():
+            shared.worker = loop.create_task(self._drain())
+        return await req.future
+
+    async def _drain(self) -> None:
+        shared = self._shared
+        await asyncio.sleep(0)  # let the other episodes of this tick queue their prompts
+        while shared.pending:
+            head = shared.pending[0]
+            batch = [r for r in shared.pending if r.params == head.params][: self.max_batch]
+            for r in batch:
+                shared.pending.remove(r)
+            try:
+                turns = await asyncio.to_thread(self._generate_batch, [r.prompt_ids for r in batch], head.params,
+                                                head.seed)
+            except Exception as e:
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(e)
+                continue
+            for r, t in zip(batch, turns, strict=True):
+                if not r.future.done():
+                    r.future.set_result(t)
+
+    def _generate_batch(self, prompts: list[list[int]], params: GenParams, seed: int | None) -> list[Turn]:
+        import torch
+
+        shared = self._shared
+        tok, lm = shared.tokenizer, shared.model
+        width = max(len(p) for p in prompts)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        sample = params.temperature > 0
+        kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": params.max_new_tokens}
+        if sample:
+            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        with shared.lock, torch.inference_mode():
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = lm.generate(
+                input_ids=input_ids, attention_mask=attention, pad_token_id=pad, output_scores=True,
+                return_dict_in_generate=True, **kwargs,
+            )
+            scores = lm.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        turns = []
+        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        for i, prompt in enumerate(prompts):
+            gen = out.sequences[i, width:].tolist()
+            lps = scores[i].tolist()
+            n = len(gen)
+            for j, t in enumerate(gen):  # keep up to and including the first end-of-turn token
+                if t in eos:
+                    n = j + 1
+                    break
+            completion, logprobs = gen[:n], lps[:n]
+            text = tok.decode([t for t in completion if t not in eos], skip_special_tokens=True)
+            turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text))
+        return turns
+
+
+def _as_list(x: Any) -> list[int]:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [int(x)]
