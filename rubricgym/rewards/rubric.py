@@ -15,7 +15,7 @@ A rubric file (or an env's ``default_rubric()``, or ``Task.rubric``) looks like:
     criteria:
       - id: correct                 # unique within the rubric
         text: The final answer is correct.
-        level: essential            # essential 1.0 | important 0.7 | optional 0.3 | pitfall 0.9 (phrased positively)
+        level: essential            # essential 1.0 | important 0.7 | optional 0.3 | pitfall 0.9 (positive)
         weight: -0.9                # optional explicit signed weight; overrides the level's weight
         scope: trajectory           # step (judged on every step, with the preceding context) | trajectory
         stage: answer               # optional: step-scope criteria only run on steps of this stage; every
@@ -66,7 +66,9 @@ class Criterion(Wire):
     @model_validator(mode="after")
     def _one_judging_mode(self) -> Criterion:
         if self.check is not None and self.judge is not None:
-            raise ValueError("set either 'check' (a named env check) or 'judge' (an LLM instruction), not both")
+            raise ValueError(
+                "set either 'check' (a named env check) or 'judge' (an LLM instruction), not both"
+            )
         if self.weight is not None and self.weight == 0:
             raise ValueError("weight 0 makes the criterion count for nothing: remove it or give it a weight")
         return self
@@ -128,12 +130,14 @@ class Rubric(Wire):
             seen.add(c.id)
         method = self.aggregation.method
         if method == "rar" and any(c.resolved_weight < 0 for c in self.criteria):
-            raise ValueError("aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones")
+            raise ValueError(
+                "aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones"
+            )
         if method == "carr" and not any(c.entities for c in self.criteria):
             raise ValueError("aggregation 'carr' needs criteria with 'entities' (the statement's entity ids)")
         return self
 
-    # ---- identity -------------------------------------------------------------------------------------------
+    # ---- identity ------------------------------------------------------------------------------------
 
     @property
     def hash(self) -> str:
@@ -145,7 +149,9 @@ class Rubric(Wire):
         for c in self.criteria:
             if c.id == id:
                 return c
-        raise KeyError(f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}")
+        raise KeyError(
+            f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}"
+        )
 
     @property
     def step_criteria(self) -> list[Criterion]:
@@ -155,7 +161,7 @@ class Rubric(Wire):
     def trajectory_criteria(self) -> list[Criterion]:
         return [c for c in self.criteria if c.scope == "trajectory"]
 
-    # ---- files ----------------------------------------------------------------------------------------------
+    # ---- files ---------------------------------------------------------------------------------------
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<dict>") -> Rubric:
@@ -163,7 +169,9 @@ class Rubric(Wire):
         if isinstance(data, Rubric):
             return data
         if not isinstance(data, dict):
-            raise RubricError(f"{source}: a rubric must be a mapping with 'id' and 'criteria', got {type(data).__name__}")
+            raise RubricError(
+                f"{source}: a rubric must be a mapping with 'id' and 'criteria', got {type(data).__name__}"
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as e:
@@ -246,7 +254,7 @@ def _toml_value(v: Any) -> str:
 
 
 def _to_toml(data: dict[str, Any]) -> str:
-    """TOML for the rubric's shape: scalars at the top, an ``[aggregation]`` table, ``[[criteria]]`` tables."""
+    """TOML for the rubric's shape: top-level scalars, an ``[aggregation]`` table, ``[[criteria]]`` tables."""
     lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict | list)]
     for k, v in data.items():
         if isinstance(v, dict):

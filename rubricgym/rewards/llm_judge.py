@@ -1,0 +1,264 @@
+"""``LLMJudge``: judges criteria with any OpenAI-compatible chat endpoint (vLLM, a hosted API, a local model).
+
+The prompt shows the task, the criterion and the evidence (the whole trajectory, or the judged step after its
+preceding context), asks for a rationale before the verdict and for one JSON object (``response_format`` when
+the server supports it; it is dropped after a server rejects it). Replies are parsed robustly; an unusable
+reply is asked again ``parse_retries`` times. Transport retries, backoff, timeouts and the concurrency limit
+come from ``core.llm.ChatClient``. Any failure becomes a ``Verdict`` with ``error`` set, never a zero.
+A ``JudgeCache`` makes re-judging identical evidence free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from rubricgym.core.llm import ChatClient, EndpointError, EndpointResponseError
+from rubricgym.core.types import Trajectory
+from rubricgym.rewards.cache import CacheKey, JudgeCache, evidence_hash
+from rubricgym.rewards.parse import JudgeParseError, normalise_score, parse_scores, parse_verdict
+from rubricgym.rewards.render import render_trajectory
+from rubricgym.rewards.rubric import Criterion, Rubric
+from rubricgym.rewards.verdict import Evidence, Verdict
+
+PROMPT_VERSION = "criterion-v1"
+IMPLICIT_PROMPT_VERSION = "rubric-likert-v1"
+
+SYSTEM = (
+    "You are a strict, careful grader of an AI agent's work. You judge exactly one criterion. "
+    "Credit only what the evidence shows. Empty or evasive answers, restating the task or the criterion, "
+    "generic openers such as "
+    '"Let\'s solve this step by step", and confident claims without substance never meet a criterion. '
+    "Reply with one JSON object and nothing else."
+)
+OUTPUT_SPEC = (
+    'Reply with JSON: {"rationale": "<one to three sentences, written before deciding>", '
+    '"met": true or false, '
+    '"score": <a number from 0 to 1: how fully the criterion is met>, "evidence_steps": [<step numbers>], '
+    '"quotes": ["<short exact quotes from the evidence>"]}'
+)
+
+
+def criterion_messages(
+    criterion: Criterion, trajectory: Trajectory, step: int | None, context_steps: int
+) -> list[dict]:
+    """The chat messages that ask for a verdict on ``criterion`` (the cache hashes exactly these)."""
+    scope = f"step {step} (earlier steps are context)" if step is not None else "the whole trajectory"
+    parts = [
+        "# Task given to the agent",
+        trajectory.task.prompt.strip(),
+        f"# Criterion ({criterion.level}; judge {scope})",
+        criterion.text.strip(),
+    ]
+    if criterion.judge:
+        parts += ["# How to judge it", criterion.judge.strip()]
+    parts += ["# Evidence", render_trajectory(trajectory, step, context_steps), "# Your verdict", OUTPUT_SPEC]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def rubric_messages(rubric: Rubric, trajectory: Trajectory, low: float, high: float) -> list[dict]:
+    """RaR implicit: one Likert score for how well the trajectory meets the whole rubric."""
+    items = "\n".join(f"- [{c.level}] {c.text}" for c in rubric.criteria)
+    user = "\n\n".join(
+        [
+            "# Task given to the agent",
+            trajectory.task.prompt.strip(),
+            "# Rubric",
+            items,
+            "# Evidence",
+            render_trajectory(trajectory),
+            "# Your verdict",
+            "Weigh every rubric item by its level. "
+            'Reply with JSON: {"rationale": "<two or three sentences>", '
+            f'"score": <an integer from {low:g} (fails the rubric) to {high:g} (meets every item)>}}',
+        ]
+    )
+    return [
+        {"role": "system", "content": SYSTEM.replace("exactly one criterion", "against a whole rubric")},
+        {"role": "user", "content": user},
+    ]
+
+
+class LLMJudge:
+    """Judge criteria with an OpenAI-compatible endpoint.
+
+    Give a ``ChatClient`` or ``base_url`` + ``model`` (then ``timeout_s``, ``max_retries`` and ``concurrency``
+    configure the client). ``judge_all`` makes it also take criteria that name a ``check`` (not the default).
+    """
+
+    def __init__(
+        self,
+        client: ChatClient | None = None,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        id: str | None = None,
+        cache: JudgeCache | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 300,
+        json_mode: bool = True,
+        parse_retries: int = 1,
+        context_steps: int = 3,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        judge_all: bool = False,
+    ):
+        if client is None:
+            if not base_url or not model:
+                raise ValueError("LLMJudge needs a ChatClient or both base_url and model")
+            client = ChatClient(
+                base_url, model, timeout_s=timeout_s, max_retries=max_retries, max_concurrency=concurrency
+            )
+        self.client = client
+        self.model = client.model
+        self.id = id or f"llm:{client.model}"
+        self.cache = cache
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.json_mode = json_mode
+        self.parse_retries = parse_retries
+        self.context_steps = context_steps
+        self.timeout_s = timeout_s
+        self.judge_all = judge_all
+
+    def can_judge(self, criterion: Criterion) -> bool:
+        return self.judge_all or criterion.check is None
+
+    @property
+    def prompt_version(self) -> str:
+        return f"{PROMPT_VERSION}|t={self.temperature}|max={self.max_tokens}|ctx={self.context_steps}"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def _complete(self, messages: list[dict], temperature: float) -> str | None:
+        fmt = {"type": "json_object"} if self.json_mode else None
+        try:
+            result = await self.client.chat(
+                messages, temperature=temperature, max_tokens=self.max_tokens, response_format=fmt
+            )
+        except EndpointResponseError as e:
+            if fmt is None or "response_format" not in str(e) and "json" not in str(e).lower():
+                raise
+            self.json_mode = False  # this server does not do JSON mode: ask in plain text from now on
+            result = await self.client.chat(messages, temperature=temperature, max_tokens=self.max_tokens)
+        return result.message.content
+
+    async def _ask(self, messages: list[dict], parse: Any) -> tuple[dict[str, Any], int]:
+        """Ask until ``parse`` accepts a reply; returns (parsed, attempts). Raises on the last failure."""
+        last: Exception | None = None
+        for attempt in range(self.parse_retries + 1):
+            text = await asyncio.wait_for(
+                self._complete(messages, self.temperature if attempt == 0 else max(self.temperature, 0.7)),
+                timeout=self.timeout_s * (self.client.max_retries + 1) + 5,
+            )
+            try:
+                return parse(text), attempt + 1
+            except JudgeParseError as e:
+                last = e
+        assert last is not None
+        raise last
+
+    async def judge(
+        self,
+        criterion: Criterion,
+        trajectory: Trajectory,
+        step: int | None = None,
+        *,
+        rubric: Rubric | None = None,
+    ) -> Verdict:
+        messages = criterion_messages(criterion, trajectory, step, self.context_steps)
+        key = CacheKey(
+            self.id,
+            self.model,
+            self.prompt_version,
+            rubric.hash if rubric else "-",
+            criterion.id,
+            evidence_hash(json.dumps(messages, sort_keys=True)),
+        )
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit.model_copy(update={"step": step})
+        t0 = time.perf_counter()
+        try:
+            parsed, attempts = await self._ask(messages, parse_verdict)
+        except (EndpointError, JudgeParseError, TimeoutError) as e:
+            kind = "timed out" if isinstance(e, TimeoutError) else str(e)
+            return Verdict.failed(
+                criterion.id,
+                f"{type(e).__name__}: {kind}",
+                step=step,
+                judge=self.id,
+                model=self.model,
+                latency_s=time.perf_counter() - t0,
+            )
+        verdict = Verdict(
+            criterion_id=criterion.id,
+            step=step,
+            score=parsed["score"],
+            met=parsed["met"],
+            rationale=parsed["rationale"],
+            evidence=Evidence(steps=parsed["evidence_steps"], quotes=parsed["quotes"]),
+            judge=self.id,
+            model=self.model,
+            latency_s=time.perf_counter() - t0,
+            details={"attempts": attempts},
+        )
+        if self.cache is not None:
+            self.cache.put(key, verdict)
+        return verdict
+
+    async def judge_rubric(self, rubric: Rubric, trajectory: Trajectory) -> Verdict:
+        """RaR implicit: one verdict (``criterion_id="__rubric__"``) whose score is the normalised Likert."""
+        agg = rubric.aggregation
+        low, high = agg.likert_low, agg.likert_high
+        messages = rubric_messages(rubric, trajectory, low, high)
+        key = CacheKey(
+            self.id,
+            self.model,
+            f"{IMPLICIT_PROMPT_VERSION}|t={self.temperature}",
+            rubric.hash,
+            "__rubric__",
+            evidence_hash(json.dumps(messages, sort_keys=True)),
+        )
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+
+        def parse(text: str | None) -> dict[str, Any]:
+            obj = parse_scores(text, ["score"])
+            try:
+                likert = float(obj["score"])
+            except (TypeError, ValueError):
+                raise JudgeParseError(f"score {obj['score']!r} is not a number") from None
+            if not low <= likert <= high:
+                raise JudgeParseError(f"score {likert} is outside {low:g}..{high:g}")
+            return {"likert": likert, "rationale": str(obj.get("rationale", ""))}
+
+        t0 = time.perf_counter()
+        try:
+            parsed, attempts = await self._ask(messages, parse)
+        except (EndpointError, JudgeParseError, TimeoutError) as e:
+            return Verdict.failed(
+                "__rubric__",
+                f"{type(e).__name__}: {e}",
+                judge=self.id,
+                model=self.model,
+                latency_s=time.perf_counter() - t0,
+            )
+        score = normalise_score(parsed["likert"] - low, high - low)
+        assert score is not None
+        verdict = Verdict(
+            criterion_id="__rubric__",
+            score=score,
+            met=score >= 0.5,
+            rationale=parsed["rationale"],
+            judge=self.id,
+            model=self.model,
+            latency_s=time.perf_counter() - t0,
+            details={"likert": parsed["likert"], "attempts": attempts},
+        )
+        if self.cache is not None:
+            self.cache.put(key, verdict)
+        return verdict
