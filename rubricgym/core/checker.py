@@ -1,0 +1,214 @@
+"""``rubricgym check ENV_ID``: an env checker for LLM envs.
+
+Beyond Gymnasium's ``check_env`` it checks what LLM envs get wrong: tool schemas, a fuzz of random and malformed
+actions (nothing may raise; each must get an explanatory observation), Unicode round trips, seeded determinism
+of ``reset``, truncation at ``max_steps``, and the env's named checks and default rubric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rubricgym.core.env import RubricEnv
+from rubricgym.core.registry import EnvSpec, spec
+from rubricgym.core.types import Trajectory
+
+CheckRow = tuple[str, bool, str]
+
+
+@dataclass
+class CheckReport:
+    env_id: str
+    rows: list[CheckRow]
+
+    @property
+    def ok(self) -> bool:
+        return all(passed for _, passed, _ in self.rows)
+
+
+def _malformed_actions(env: RubricEnv, rng: np.random.Generator, n: int) -> list[str]:
+    tools = env.tools()
+    name = tools[0].name if tools else "tool"
+    fixed = [
+        "",
+        " ",
+        "\n\n\t",
+        "{",
+        "}{",
+        "null",
+        "[1, 2, 3]",
+        '{"name": 5}',
+        '{"arguments": {}}',
+        f'{{"name": "{name}", "arguments": "not json"}}',
+        f'{{"name": "{name}", "arguments": [1]}}',
+        f'<tool_call>{{"name": "{name}", "arguments": {{}}}}</tool_call>',
+        "<tool_call></tool_call>",
+        "<tool_call>{not json}</tool_call>",
+        '<tool_call>{"name": "no_such_tool_xyz", "arguments": {}}</tool_call>',
+        "```json\n{\"name\": \"" + name + "\"}\n```",
+        "Ünïcödé 中文 🙂 \u200b \x00 text",
+        "x" * 50_000,
+    ]
+    for t in tools:  # each argument given the wrong type, and extra junk arguments
+        props = t.parameters.get("properties", {})
+        fixed.append(json.dumps({"name": t.name, "arguments": {k: {"nested": [None]} for k in props}}))
+        fixed.append(json.dumps({"name": t.name, "arguments": {k: 10**30 for k in props} | {"zz_extra": 1}}))
+    space = env.action_space
+    space.seed(int(rng.integers(2**31)))
+    randoms = [space.sample() for _ in range(max(0, n - len(fixed)))]
+    return fixed + randoms
+
+
+def _run(name: str, fn: Callable[[], str]) -> CheckRow:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            detail = fn()
+        return (name, True, detail)
+    except Exception as e:
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        return (name, False, f"{type(e).__name__}: {e} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
+
+
+def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
+    """Run every check on env ``env_id`` and return the table of results."""
+    env_spec = spec(env_id)
+    rows: list[CheckRow] = []
+    rng = np.random.default_rng(seed)
+
+    rows.append(_run("construct", lambda: type(env_spec.make()).__name__))
+    if not rows[-1][1]:
+        return CheckReport(env_id, rows)
+    rows.append(_run("gymnasium check_env", lambda: _gym_check(env_spec)))
+    rows.append(_run("tool schemas", lambda: _tool_schemas(env_spec.make())))
+    rows.append(_run(f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)))
+    rows.append(_run("unicode round trip", lambda: _unicode(env_spec)))
+    rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
+    rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
+    rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed)))
+    return CheckReport(env_id, rows)
+
+
+def _gym_check(env_spec: EnvSpec) -> str:
+    from gymnasium.utils.env_checker import check_env
+
+    env = env_spec.make()
+    try:
+        check_env(env, skip_render_check=False)
+    except AssertionError as e:
+        if env_spec.nondeterministic and "determin" in str(e).lower():
+            return "passed (step determinism skipped: registered nondeterministic)"
+        raise
+    finally:
+        env.close()
+    return "passed"
+
+
+def _tool_schemas(env: RubricEnv) -> str:
+    from jsonschema import Draft202012Validator
+
+    env.reset(seed=0)
+    tools = env.tools()
+    if not tools:
+        raise AssertionError("the env declares no tools; an LLM env needs at least one (e.g. `answer`)")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise AssertionError(f"duplicate tool names: {names}")
+    for t in tools:
+        Draft202012Validator.check_schema(t.parameters)
+        if t.parameters.get("type") != "object":
+            raise AssertionError(f"tool {t.name!r}: parameters must be a JSON schema of type 'object'")
+        missing = set(t.parameters.get("required", [])) - set(t.parameters.get("properties", {}))
+        if missing:
+            raise AssertionError(f"tool {t.name!r}: required {sorted(missing)} not among properties")
+        if not t.description.strip():
+            raise AssertionError(f"tool {t.name!r} has no description; models need one to use it")
+    return f"{len(tools)} tools: {', '.join(names)}"
+
+
+def _fuzz(env_spec: EnvSpec, rng: np.random.Generator, n: int) -> str:
+    env = env_spec.make(max_steps=10_000)
+    env.reset(seed=0)
+    actions = _malformed_actions(env, rng, n)
+    flagged = 0
+    for i, action in enumerate(actions):
+        obs, reward, terminated, truncated, info = env.step(action)
+        if not isinstance(obs, str) or not obs.strip():
+            raise AssertionError(f"action #{i} {action[:40]!r} got an empty observation; explain what was wrong")
+        if not env.observation_space.contains(obs):
+            raise AssertionError(f"action #{i}: observation of {len(obs)} chars is outside the observation space")
+        step = env.trajectory().steps[-1]
+        if step.action.parse_error or step.tool_error:
+            flagged += 1
+        if terminated or truncated:
+            env.reset(seed=i + 1)
+    env.close()
+    return f"{len(actions)} actions, none raised; {flagged} flagged as parse/tool errors"
+
+
+def _unicode(env_spec: EnvSpec) -> str:
+    env = env_spec.make()
+    env.reset(seed=1)
+    text = "Ünïcödé 中文 — “quotes” 🙂\nnew line\ttab"
+    env.step(text)
+    traj = env.trajectory()
+    back = Trajectory.model_validate_json(traj.model_dump_json())
+    if back != traj:
+        raise AssertionError("the trajectory changed in a JSON round trip")
+    if back.steps[-1].action.text != text:
+        raise AssertionError("non-ASCII action text was not kept verbatim")
+    return "trajectory JSON round trip is lossless"
+
+
+def _determinism(env_spec: EnvSpec) -> str:
+    a, b = env_spec.make(), env_spec.make()
+    first = [a.reset(seed=s)[0] for s in (3, 4)]
+    second = [b.reset(seed=s)[0] for s in (3, 4)]
+    if first != second:
+        raise AssertionError("reset(seed=s) gave different observations for the same seed")
+    ids = {a.reset(seed=s)[1]["task_id"] for s in range(5)}
+    return f"same seed -> same episode; 5 seeds -> {len(ids)} distinct tasks"
+
+
+def _truncation(env_spec: EnvSpec) -> str:
+    env = env_spec.make(max_steps=3)
+    env.reset(seed=0)
+    for i in range(3):
+        _, _, terminated, truncated, _ = env.step("not a tool call")
+        if terminated:
+            raise AssertionError("an invalid action terminated the episode; it should only cost a step")
+        if truncated != (i == 2):
+            raise AssertionError(f"truncated={truncated} after step {i + 1} of max_steps=3")
+    return "truncates exactly at max_steps=3"
+
+
+def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
+    from rubricgym.core.rollout import rollout
+
+    cls = env_spec.load()
+    checks = cls.checks()
+    rubric = cls.default_rubric()
+    unknown = [c.get("check") for c in rubric.get("criteria", []) if c.get("check") and c["check"] not in checks]
+    if unknown:
+        raise AssertionError(f"default rubric names checks the env does not provide: {unknown}")
+    agents = cls.agents()
+    env = env_spec.make()
+    task = env.task_set(1, seed=seed)[0]
+    results = []
+    for name, factory in agents.items():
+        traj = asyncio.run(rollout(env_spec.make(), factory(seed=seed), task, seed=seed))
+        for c in checks.values():
+            if c.scope == "step":
+                for i in range(len(traj.steps)):
+                    c(traj, i)
+            else:
+                c(traj)
+        results.append(f"{name}: {len(traj.steps)} steps, reward {traj.outcome.reward:g}")
+    return f"{len(checks)} checks ran on trajectories of " + ("; ".join(results) or "no scripted agents")
