@@ -1,0 +1,123 @@
+"""Token-level PPO-clip policy loss with asymmetric clipping, k3 KL to a reference, entropy bonus.
+
+Pure functions on tensors of shape (batch, tokens); ``mask`` is 1 on tokens the policy generated and 0 on
+prompt, env/tool text, padding and on every token of a sample whose verdicts errored (masked, never scored 0).
+
+- Clipped surrogate (PPO, arXiv 1707.06347) with DAPO's asymmetric "clip-higher" range
+  ``[1 - eps_low, 1 + eps_high]`` = [0.8, 1.28] by default (arXiv 2503.14476, used by ArenaRL).
+- KL to a frozen reference with Schulman's k3 estimator ``exp(ref - logp) - (ref - logp) - 1`` (unbiased,
+  always >= 0; GRPO, arXiv 2402.03300); ``beta = 0`` needs no reference model.
+- Aggregation: ``token-mean`` (every generated token weighs the same, DAPO) or ``seq-mean`` (mean per
+  sequence, then over sequences, the original GRPO).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+Aggregation = Literal["token-mean", "seq-mean"]
+
+
+@dataclass
+class LossStats:
+    """Diagnostics of one loss evaluation (means over unmasked tokens)."""
+
+    loss: float
+    policy_loss: float
+    kl: float
+    entropy: float
+    clip_fraction: float
+    ratio_mean: float
+    tokens: int
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference): ``exp(ref - logp) - (ref - logp) - 1``."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, how: Aggregation = "token-mean") -> torch.Tensor:
+    """Reduce per-token ``values`` over the tokens where ``mask`` is 1 (an all-masked batch gives 0)."""
+    mask = mask.to(values.dtype)
+    if how == "token-mean":
+        return (values * mask).sum() / mask.sum().clamp(min=1.0)
+    if how == "seq-mean":
+        per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        has = (mask.sum(-1) > 0).to(values.dtype)
+        return (per_seq * has).sum() / has.sum().clamp(min=1.0)
+    raise ValueError(f"aggregation must be 'token-mean' or 'seq-mean', got {how!r}")
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    ref_logp: torch.Tensor | None = None,
+    beta: float = 0.0,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    aggregation: Aggregation = "token-mean",
+) -> tuple[torch.Tensor, LossStats]:
+    """The loss to minimise and its diagnostics.
+
+    Per token: ``max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
+    ``ρ = exp(logp - old_logp)``; ``advantages`` is per token (a sequence-level advantage broadcast, or a
+    stage/step advantage spread over its tokens). ``normalizer``-free: see ``aggregate``.
+    """
+    if beta > 0 and ref_logp is None:
+        raise ValueError("beta > 0 needs the reference log-probs (ref_logp); set beta=0 to train without KL")
+    if entropy_coef and entropy is None:
+        raise ValueError("entropy_coef != 0 needs the per-token entropy")
+    mask = mask.to(logp.dtype)
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    policy = aggregate(per_token, mask, aggregation)
+    loss = policy
+    kl_value = torch.zeros((), dtype=logp.dtype)
+    if ref_logp is not None:
+        kl_value = aggregate(k3_kl(logp, ref_logp), mask, aggregation)
+        if beta > 0:
+            loss = loss + beta * kl_value
+    ent_value = torch.zeros((), dtype=logp.dtype)
+    if entropy is not None:
+        ent_value = aggregate(entropy, mask, aggregation)
+        if entropy_coef:
+            loss = loss - entropy_coef * ent_value
+    with torch.no_grad():
+        n = mask.sum().clamp(min=1.0)
+        clip_frac = (((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)).to(mask.dtype) * mask).sum() / n
+        stats = LossStats(
+            loss=float(loss), policy_loss=float(policy), kl=float(kl_value), entropy=float(ent_value),
+            clip_fraction=float(clip_frac), ratio_mean=float((ratio * mask).sum() / n),
+            tokens=int(mask.sum()),
+        )
+    return loss, stats
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probs of ``targets`` under ``logits / temperature`` (the distribution the sampler drew from).
+
+    ``logits[:, t]`` predicts ``targets[:, t]``. Computed row by row through ``log_softmax`` gathered at the
+    target, without materialising a second full-vocabulary tensor per row.
+    """
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.gather(logits.log_softmax(-1), -1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token entropy of ``softmax(logits / temperature)``."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp = logits.log_softmax(-1)
+    return -(logp.exp() * logp).sum(-1)
