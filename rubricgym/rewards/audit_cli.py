@@ -1,0 +1,116 @@
+"""``rubricgym audit-judge``: probe a judge with master-key responses and known-good trajectories."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rubricgym.rewards.audit import MASTER_KEYS, AuditReport, audit_judge
+from rubricgym.rewards.judges import CheckJudge, Judge
+from rubricgym.rewards.llm_judge import LLMJudge
+from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def report_tables(report: AuditReport) -> list[Table]:
+    levels = Table(title=f"judge audit: {report.judge} on {report.rubric_id}")
+    for col in ("criterion level", "master-key FPR", "judged", "good-work FNR", "judged", "errors"):
+        levels.add_column(col, justify="left" if col == "criterion level" else "right")
+    for level in sorted(set(report.false_positive) | set(report.false_negative)):
+        fp, fn = report.false_positive.get(level), report.false_negative.get(level)
+        levels.add_row(
+            level,
+            _fmt(fp.rate if fp else None),
+            str(fp.judged if fp else 0),
+            _fmt(fn.rate if fn else None),
+            str(fn.judged if fn else 0),
+            str((fp.errors if fp else 0) + (fn.errors if fn else 0)),
+        )
+    keys = Table(title="false-positive rate per master key")
+    for col in ("master key", "FPR", "judged", "errors"):
+        keys.add_column(col, justify="left" if col == "master key" else "right")
+    for name, rate in report.by_master_key.items():
+        keys.add_row(name, _fmt(rate.rate), str(rate.judged), str(rate.errors))
+    return [levels, keys]
+
+
+async def _run(
+    env_id: str, rubric: Rubric | None, judge: Judge, n_tasks: int, seed: int, good_agent: str | None
+) -> AuditReport:
+    from rubricgym.core.registry import make, spec
+    from rubricgym.core.rollout import rollout_many
+
+    cls = spec(env_id).load()
+    env = make(env_id)
+    tasks = env.task_set(n_tasks, seed=seed, split="test")
+    rubric = rubric or load_rubric(cls.default_rubric())
+    good = []
+    if good_agent:
+        agents = cls.agents()
+        if good_agent not in agents:
+            raise typer.BadParameter(
+                f"env {env_id!r} has no agent {good_agent!r}; it has: {', '.join(agents)}"
+            )
+        rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False)
+        good = rep.trajectories
+    report = await audit_judge(judge, rubric, tasks, good)
+    if isinstance(judge, LLMJudge):
+        await judge.aclose()
+    return report
+
+
+def audit_command(
+    env: Annotated[
+        str, typer.Option(help="env whose tasks (and default rubric) the probes use")
+    ] = "toy-calculator-v0",
+    rubric: Annotated[
+        Path | None, typer.Option(help="rubric file; default: the env's default rubric")
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(help="base URL of the LLM judge to audit; default: the env's programmatic checks"),
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(help="model name the judge server serves")] = None,
+    judge_all: Annotated[
+        bool, typer.Option(help="let the LLM judge also take criteria that name a check")
+    ] = False,
+    tasks: Annotated[int, typer.Option(help="tasks to probe")] = 3,
+    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    good_agent: Annotated[
+        str, typer.Option(help="the env's agent whose trajectories count as known-good ('' for none)")
+    ] = "oracle",
+    out: Annotated[Path | None, typer.Option(help="write the report as JSON here")] = None,
+) -> None:
+    """Report a judge's false-positive rate on master-key responses and false-negative rate on good work."""
+    console = Console()
+    try:
+        override = Rubric.load(rubric) if rubric else None
+    except RubricError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
+    if judge:
+        if not judge_model:
+            raise typer.BadParameter("--judge needs --judge-model")
+        the_judge: Judge = LLMJudge(base_url=judge, model=judge_model, judge_all=judge_all)
+    else:
+        the_judge = CheckJudge()
+    report = asyncio.run(_run(env, override, the_judge, tasks, seed, good_agent or None))
+    for table in report_tables(report):
+        console.print(table)
+    console.print(
+        f"overall: FPR {_fmt(report.fpr())}, FNR {_fmt(report.fnr())}, {report.errors} failed verdicts "
+        f"({len(MASTER_KEYS)} master keys x {tasks} tasks)"
+    )
+    for example in report.error_examples:
+        console.print(f"[yellow]error[/yellow] {example}")
+    if out:
+        out.write_text(report.model_dump_json(indent=2))
+        console.print(f"wrote {out}")

@@ -1,0 +1,267 @@
+"""``rubricgym score`` and ``rubricgym audit-judge``: added to the main app by ``register(app)``.
+
+``score RUN_DIR`` reads ``RUN_DIR/trajectories.jsonl``, scores every trajectory with a rubric (``--rubric``,
+else the task's own rubric, else the env's default rubric) using the env's checks plus an optional LLM judge
+or panel, writes ``RUN_DIR/scores.jsonl`` (one ``Breakdown`` per line, every verdict kept) and
+``RUN_DIR/scores_summary.json``, and prints a per-criterion table. Verdicts are cached in
+``RUN_DIR/judge_cache.sqlite`` so re-scoring unchanged trajectories makes no endpoint calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.core.types import Trajectory
+from rubricgym.rewards.cache import JudgeCache
+from rubricgym.rewards.judges import CheckJudge, Judge
+from rubricgym.rewards.llm_judge import LLMJudge
+from rubricgym.rewards.panel import PanelJudge
+from rubricgym.rewards.prm import Breakdown, ProcessRewardModel
+from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
+
+SCORES = "scores.jsonl"
+SUMMARY = "scores_summary.json"
+CACHE = "judge_cache.sqlite"
+
+
+def rubric_for(traj: Trajectory, override: Rubric | None) -> Rubric:
+    """``override``, else the task's own rubric, else the env's default rubric."""
+    if override is not None:
+        return override
+    if traj.task.rubric:
+        return load_rubric(traj.task.rubric)
+    from rubricgym.core.registry import spec
+
+    return load_rubric(spec(traj.task.env_id).load().default_rubric())
+
+
+def build_judges(
+    judge_url: str | None,
+    judge_model: str | None,
+    panel: list[str],
+    panel_method: str,
+    cache: JudgeCache | None,
+    timeout_s: float = 60.0,
+    max_retries: int = 3,
+    concurrency: int = 8,
+) -> list[Judge]:
+    """``CheckJudge`` first, then an ``LLMJudge`` (``--judge``) or a ``PanelJudge`` of them (``--panel``)."""
+    judges: list[Judge] = [CheckJudge()]
+
+    def llm(url: str, model: str) -> LLMJudge:
+        return LLMJudge(
+            base_url=url,
+            model=model,
+            cache=cache,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            concurrency=concurrency,
+        )
+
+    members = []
+    for item in panel:
+        url, sep, model = item.rpartition("=")
+        if not sep or not url or not model:
+            raise typer.BadParameter(f"--panel takes URL=MODEL, got {item!r}")
+        members.append(llm(url, model))
+    if judge_url:
+        if not judge_model:
+            raise typer.BadParameter("--judge needs --judge-model (the model name the server serves)")
+        members.insert(0, llm(judge_url, judge_model))
+    if len(members) == 1:
+        judges.append(members[0])
+    elif members:
+        judges.append(PanelJudge(members, method=panel_method))  # type: ignore[arg-type]
+    return judges
+
+
+async def score_run(
+    trajs: list[Trajectory], rubric: Rubric | None, judges: list[Judge], concurrency: int = 8
+) -> list[Breakdown]:
+    """Score ``trajs`` (grouped by rubric) and return breakdowns in input order."""
+    groups: dict[str, tuple[Rubric, list[int]]] = {}
+    for i, t in enumerate(trajs):
+        r = rubric_for(t, rubric)
+        groups.setdefault(r.hash, (r, []))[1].append(i)
+    out: list[Breakdown | None] = [None] * len(trajs)
+    for r, idx in groups.values():
+        prm = ProcessRewardModel(r, judges)
+        for i, bd in zip(
+            idx, await prm.score_many([trajs[i] for i in idx], concurrency=concurrency), strict=True
+        ):
+            out[i] = bd
+    for j in judges:
+        for member in getattr(j, "judges", [j]):
+            if hasattr(member, "aclose"):
+                await member.aclose()
+    return [b for b in out if b is not None]
+
+
+def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[str, Any]:
+    """Per-criterion means, met rates and error counts over a run, plus the total's mean."""
+    rows: dict[str, dict[str, Any]] = {}
+    for bd in breakdowns:
+        rubric = rubrics[bd.rubric_hash]
+        for v in bd.verdicts:
+            c = next((c for c in rubric.criteria if c.id == v.criterion_id), None)
+            row = rows.setdefault(
+                v.criterion_id,
+                {
+                    "criterion": v.criterion_id,
+                    "level": c.level if c else "-",
+                    "scope": c.scope if c else "-",
+                    "judged_by": c.judged_by if c else "llm",
+                    "scores": [],
+                    "met": 0,
+                    "errors": 0,
+                    "cached": 0,
+                },
+            )
+            if v.ok:
+                row["scores"].append(float(v.score or 0.0))
+                row["met"] += bool(v.met)
+                row["cached"] += v.cached
+            else:
+                row["errors"] += 1
+    criteria = []
+    for row in rows.values():
+        scores = row.pop("scores")
+        n = len(scores)
+        criteria.append(
+            {**row, "n": n, "mean": sum(scores) / n if n else None, "met_rate": row["met"] / n if n else None}
+        )
+    totals = [b.total for b in breakdowns if b.total is not None]
+    return {
+        "trajectories": len(breakdowns),
+        "total_mean": sum(totals) / len(totals) if totals else None,
+        "valid": sum(b.valid for b in breakdowns),
+        "errors": sum(b.n_errors for b in breakdowns),
+        "rubrics": [
+            {"id": r.id, "version": r.version, "hash": h, "method": r.aggregation.method}
+            for h, r in rubrics.items()
+        ],
+        "criteria": criteria,
+    }
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Table:
+    table = Table(title=title)
+    for col, just in (
+        ("criterion", "left"),
+        ("level", "left"),
+        ("scope", "left"),
+        ("judged by", "left"),
+        ("n", "right"),
+        ("mean", "right"),
+        ("met", "right"),
+        ("errors", "right"),
+        ("cached", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in summary["criteria"]:
+        table.add_row(
+            r["criterion"],
+            r["level"],
+            r["scope"],
+            r["judged_by"],
+            str(r["n"]),
+            _fmt(r["mean"]),
+            _fmt(r["met_rate"]),
+            f"[red]{r['errors']}[/red]" if r["errors"] else "0",
+            str(r["cached"]),
+        )
+    return table
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def score_command(
+    run_dir: Annotated[Path, typer.Argument(help="run directory holding trajectories.jsonl")],
+    rubric: Annotated[
+        Path | None, typer.Option(help="rubric file (.yaml/.json/.toml); default: the env's")
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible base URL of an LLM judge, e.g. http://127.0.0.1:8000/v1"),
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(help="model name the judge server serves")] = None,
+    panel: Annotated[list[str] | None, typer.Option(help="panel member URL=MODEL (repeat)")] = None,
+    panel_method: Annotated[str, typer.Option(help="majority or mean")] = "majority",
+    cache: Annotated[Path | None, typer.Option(help=f"verdict cache (default RUN_DIR/{CACHE})")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="judge everything afresh")] = False,
+    concurrency: Annotated[int, typer.Option(help="trajectories scored at once")] = 8,
+    timeout: Annotated[float, typer.Option(help="seconds per judge request")] = 60.0,
+    max_retries: Annotated[int, typer.Option(help="judge request retries")] = 3,
+) -> None:
+    """Score a run's trajectories with a rubric; write scores.jsonl + scores_summary.json; print a table."""
+    console = Console()
+    store = TrajectoryStore(run_dir)
+    trajs = store.load()
+    if not trajs:
+        console.print(f"[red]no trajectories in {store.path}[/red] ({store.report})")
+        raise typer.Exit(1)
+    try:
+        override = Rubric.load(rubric) if rubric else None
+    except RubricError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from None
+    judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / CACHE)
+    judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
+    breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency))
+    rubrics = {}
+    for t in trajs:
+        r = rubric_for(t, override)
+        rubrics[r.hash] = r
+    _write_atomic(Path(run_dir) / SCORES, "".join(b.model_dump_json() + "\n" for b in breakdowns))
+    summary = summarise(breakdowns, rubrics)
+    if judge_cache is not None:
+        summary["cache"] = {
+            "path": str(judge_cache.path),
+            "hits": judge_cache.hits,
+            "misses": judge_cache.misses,
+        }
+    for j in judges:
+        if isinstance(j, PanelJudge):
+            summary["panel_agreement"] = j.agreement().__dict__
+    _write_atomic(Path(run_dir) / SUMMARY, json.dumps(summary, indent=2))
+    console.print(criterion_table(summary, f"{run_dir}: {len(trajs)} trajectories"))
+    by_agent: dict[str, list[float]] = defaultdict(list)
+    for b in breakdowns:
+        if b.total is not None:
+            by_agent[b.agent].append(b.total)
+    for agent, totals in sorted(by_agent.items()):
+        console.print(
+            f"agent [bold]{agent}[/bold]: mean total {sum(totals) / len(totals):.3f} over {len(totals)}"
+        )
+    if summary["errors"]:
+        console.print(
+            f"[yellow]{summary['errors']} verdict(s) failed[/yellow]: they are left out of the totals "
+            f"({summary['trajectories'] - summary['valid']} trajectories need masking); see {SCORES}"
+        )
+    console.print(f"wrote {Path(run_dir) / SCORES} and {Path(run_dir) / SUMMARY}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``score`` and ``audit-judge`` to ``app``."""
+    from rubricgym.rewards.audit_cli import audit_command
+
+    app.command("score")(score_command)
+    app.command("audit-judge")(audit_command)
