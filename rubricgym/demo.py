@@ -48,8 +48,17 @@ def run_demo(tasks: int = 8, out: Path = Path("runs/demo"), console: Console | N
     results: dict[str, list[dict[str, float]]] = {}
     for name, agent in agents.items():
         store = TrajectoryStore(out / name)
-        asyncio.run(rollout_many(ENV_ID, agent, task_set, store=store, concurrency=8,
-                                 env_kwargs={"min_ops": 1, "max_ops": 2, "max_steps": 4}, description=name))
+        asyncio.run(
+            rollout_many(
+                ENV_ID,
+                agent,
+                task_set,
+                store=store,
+                concurrency=8,
+                env_kwargs={"min_ops": 1, "max_ops": 2, "max_steps": 4},
+                description=name,
+            )
+        )
         results[name] = [{"env_reward": t.outcome.reward, **check_scores(t)} for t in store.iter()]
     table = Table(title="mean score per criterion (toy-calculator-v0, default rubric via checks)")
     table.add_column("criterion")

@@ -170,8 +170,9 @@ class LocalAgent(BaseAgent):
             for r in batch:
                 shared.pending.remove(r)
             try:
-                turns = await asyncio.to_thread(self._generate_batch, [r.prompt_ids for r in batch], head.params,
-                                                head.seed)
+                turns = await asyncio.to_thread(
+                    self._generate_batch, [r.prompt_ids for r in batch], head.params, head.seed
+                )
             except Exception as e:
                 for r in batch:
                     if not r.future.done():
@@ -198,8 +199,12 @@ class LocalAgent(BaseAgent):
             if seed is not None:
                 torch.manual_seed(seed)
             out = lm.generate(
-                input_ids=input_ids, attention_mask=attention, pad_token_id=pad, output_scores=True,
-                return_dict_in_generate=True, **kwargs,
+                input_ids=input_ids,
+                attention_mask=attention,
+                pad_token_id=pad,
+                output_scores=True,
+                return_dict_in_generate=True,
+                **kwargs,
             )
             scores = lm.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
         turns = []

@@ -12,10 +12,10 @@ import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,9 @@ def gguf_path(known: KnownModel) -> Path:
         )
     path = Path(next(iter(spec.submodule_search_locations))) / known.gguf_file
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing from the installed {known.package!r}; reinstall it ({known.pip_hint})")
+        raise FileNotFoundError(
+            f"{path} is missing from the installed {known.package!r}; reinstall it ({known.pip_hint})"
+        )
     return path
 
 

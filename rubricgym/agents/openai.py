@@ -32,7 +32,11 @@ class OpenAIAgent(BaseAgent):
         seed: int | None = None,
     ):
         self.client = ChatClient(
-            base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries,
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
             max_concurrency=max_concurrency,
         )
         self.model = model

@@ -75,11 +75,25 @@ class VLLMServer:
 
     def command(self, python: Path) -> list[str]:
         return [
-            str(python), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.model_dir), "--served-model-name", self.served_name,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--enforce-eager", "--dtype", "bfloat16", "--max-model-len", str(self.max_model_len),
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--enforce-eager",
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
             *self.extra_args,
         ]
 
@@ -91,14 +105,19 @@ class VLLMServer:
                 f"or point ${VLLM_VENV_ENV} at a venv where `import vllm` works"
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
         env.pop("VIRTUAL_ENV", None)
-        log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(
-            self.command(python), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        log.close()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(python), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         try:
             asyncio.run(self._wait(timeout_s))
         except BaseException:

@@ -39,7 +39,7 @@ class BaseAgent(ABC):
     def episode(self, task: Task, seed: int | None) -> Agent:
         return self  # type: ignore[return-value]
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op by default
         """Release connections or models; the default holds none."""
 
 

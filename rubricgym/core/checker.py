@@ -52,7 +52,7 @@ def _malformed_actions(env: RubricEnv, rng: np.random.Generator, n: int) -> list
         "<tool_call></tool_call>",
         "<tool_call>{not json}</tool_call>",
         '<tool_call>{"name": "no_such_tool_xyz", "arguments": {}}</tool_call>',
-        "```json\n{\"name\": \"" + name + "\"}\n```",
+        '```json\n{"name": "' + name + '"}\n```',
         "Ünïcödé 中文 🙂 \u200b \x00 text",
         "x" * 50_000,
     ]

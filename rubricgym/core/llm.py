@@ -155,8 +155,12 @@ class ChatClient:
         }
         if tools:
             body["tools"] = [t.to_openai() for t in tools]
-        for key, value in (("temperature", temperature), ("max_tokens", max_tokens),
-                           ("response_format", response_format), ("seed", seed)):
+        for key, value in (
+            ("temperature", temperature),
+            ("max_tokens", max_tokens),
+            ("response_format", response_format),
+            ("seed", seed),
+        ):
             if value is not None:
                 body[key] = value
         body.update(extra)

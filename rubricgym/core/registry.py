@@ -135,9 +135,7 @@ def spec(id: str) -> EnvSpec:
     except KeyError:
         close = difflib.get_close_matches(id, list(_REGISTRY.specs), n=3, cutoff=0.4)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise KeyError(
-            f"unknown env id {id!r}.{hint} Run `rubricgym envs` to list registered envs."
-        ) from None
+        raise KeyError(f"unknown env id {id!r}.{hint} Run `rubricgym envs` to list registered envs.") from None
 
 
 def make(id: str, **kwargs: Any) -> RubricEnv:

@@ -132,8 +132,13 @@ async def rollout_many(
     stop = asyncio.Event()
 
     bar = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"), disable=not progress, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        disable=not progress,
+        transient=False,
     )
 
     async def one(i: int, task: Task, bar_id: int) -> None:
@@ -144,8 +149,10 @@ async def rollout_many(
             try:
                 group_id = uuid.uuid4().hex if group_size > 1 else None
                 trajs = await asyncio.gather(
-                    *(rollout(factory(), agent, task, seed=seed + i * group_size + g, group_id=group_id)
-                      for g in range(group_size))
+                    *(
+                        rollout(factory(), agent, task, seed=seed + i * group_size + g, group_id=group_id)
+                        for g in range(group_size)
+                    )
                 )
             except Exception as e:  # the agent or env failed: keep going, keep what finished
                 report.failures.append((task.id, f"{type(e).__name__}: {e}"))

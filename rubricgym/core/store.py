@@ -36,10 +36,15 @@ class StoreReport:
     def __str__(self) -> str:
         parts = [f"{self.loaded} trajectories"]
         if self.torn_lines:
-            parts.append(f"{len(self.torn_lines)} torn line(s) from an interrupted write skipped (line "
-                         + ", ".join(map(str, self.torn_lines[:5])) + ")")
+            parts.append(
+                f"{len(self.torn_lines)} torn line(s) from an interrupted write skipped (line "
+                + ", ".join(map(str, self.torn_lines[:5]))
+                + ")"
+            )
         if self.bad_lines:
-            parts.append(f"{len(self.bad_lines)} unreadable line(s): " + ", ".join(str(n) for n, _ in self.bad_lines[:5]))
+            parts.append(
+                f"{len(self.bad_lines)} unreadable line(s): " + ", ".join(str(n) for n, _ in self.bad_lines[:5])
+            )
         return "; ".join(parts)
 
 

@@ -6,6 +6,7 @@ record raises ``TaskFileError`` naming the file, the line (or row) and the field
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -30,7 +31,9 @@ def _describe(e: ValidationError) -> str:
 
 def _task_from(record: Any, where: str, env_id: str | None, split: str | None) -> Task:
     if not isinstance(record, dict):
-        raise TaskFileError(f"{where}: expected a JSON object with at least 'id' and 'prompt', got {type(record).__name__}")
+        raise TaskFileError(
+            f"{where}: expected a JSON object with at least 'id' and 'prompt', got {type(record).__name__}"
+        )
     record = dict(record)
     if env_id is not None:
         record.setdefault("env_id", env_id)
@@ -182,8 +185,6 @@ def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
     out = dict(row)
     for k in _JSON_COLUMNS:
         if isinstance(out.get(k), str):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):  # left as a string: validation then names the field
                 out[k] = json.loads(out[k])
-            except json.JSONDecodeError:
-                pass  # left as a string; validation then names the field
     return out

@@ -78,9 +78,7 @@ class ToolSpec(Wire):
         props = self.parameters.get("properties", {})
         for name in self.parameters.get("required", list(props)):
             kind = json_type(props.get(name, {}))[0]
-            args[name] = {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(
-                kind, "..."
-            )
+            args[name] = {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "...")
         return "<tool_call>" + json.dumps({"name": self.name, "arguments": args}) + "</tool_call>"
 
 

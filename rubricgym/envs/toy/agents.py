@@ -55,7 +55,7 @@ class RandomAgent(BaseAgent):
         r = self.rng.random()
         a, b = int(self.rng.integers(1, 100)), int(self.rng.integers(1, 100))
         if r < 0.2:
-            return "".join(self.rng.choice(list("abc xyz{}[]\":,0123456789"), size=int(self.rng.integers(0, 40))))
+            return "".join(self.rng.choice(list('abc xyz{}[]":,0123456789'), size=int(self.rng.integers(0, 40))))
         if r < 0.3:
             return '<tool_call>{"name": "calculator", "arguments": {"expression": </tool_call>'
         if r < 0.75:

@@ -32,7 +32,9 @@ def evaluate(expression: str) -> float | int:
     try:
         tree = ast.parse(expression.replace("×", "*").replace("÷", "/").replace("^", "**"), mode="eval")
     except SyntaxError:
-        raise CalculatorError(f"{expression!r} is not an arithmetic expression (use numbers, + - * / // % ** and parentheses)") from None
+        raise CalculatorError(
+            f"{expression!r} is not an arithmetic expression (use numbers, + - * / // % ** and parentheses)"
+        ) from None
     value = _eval(tree.body)
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -54,14 +54,17 @@ def parse_number(value: Any) -> float:
 
 
 class CalculatorEnv(RubricEnv):
-    """Arithmetic word problems of 2-4 operations (``min_ops``/``max_ops``) with a calculator tool."""
+    """Arithmetic word problems of ``min_ops``..``max_ops`` operations (default 2-4) with a calculator tool."""
 
     env_id = "toy-calculator-v0"
     stages = ("compute", "answer")
     default_max_steps = 8
     max_observation_chars = 2000
 
-    def __init__(self, min_ops: int = 2, max_ops: int = 4, max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(
+        self, min_ops: int | None = None, max_ops: int = 4, max_steps: int | None = None, render_mode: str | None = None
+    ):
+        min_ops = min(2, max_ops) if min_ops is None else min_ops
         if not 1 <= min_ops <= max_ops <= 8:
             raise ValueError(f"need 1 <= min_ops <= max_ops <= 8, got min_ops={min_ops}, max_ops={max_ops}")
         super().__init__(max_steps=max_steps, render_mode=render_mode)
@@ -108,7 +111,9 @@ class CalculatorEnv(RubricEnv):
 
     def summary(self) -> dict[str, Any]:
         return {
-            "calculator_calls": sum(1 for s in self._steps if s.action.tool_call and s.action.tool_call.name == "calculator"),
+            "calculator_calls": sum(
+                1 for s in self._steps if s.action.tool_call and s.action.tool_call.name == "calculator"
+            ),
             "invalid_steps": sum(1 for s in self._steps if s.action.parse_error or s.tool_error),
             "correct": bool(self._steps and self._steps[-1].info.get("correct")),
         }

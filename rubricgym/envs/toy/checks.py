@@ -24,8 +24,11 @@ def _valid(step: Step) -> bool:
 def final_answer_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
     last = traj.steps[-1] if traj.steps else None
     ok = bool(last and last.info.get("correct"))
-    return CheckResult.of(ok, f"answered {traj.outcome.answer!r}, expected {traj.task.hidden.get('answer')!r}",
-                          [last.index] if last else [])
+    return CheckResult.of(
+        ok,
+        f"answered {traj.outcome.answer!r}, expected {traj.task.hidden.get('answer')!r}",
+        [last.index] if last else [],
+    )
 
 
 @check("answered", description="The episode ended with a call of the answer tool.")
@@ -46,7 +49,9 @@ def no_invalid_actions(traj: Trajectory, step: int | None = None) -> CheckResult
         return CheckResult.of(False, "no steps")
     bad = [s.index for s in traj.steps if not _valid(s)]
     score = 1.0 - len(bad) / len(traj.steps)
-    return CheckResult(score=score, met=not bad, rationale=f"{len(bad)} invalid of {len(traj.steps)} steps", evidence=bad)
+    return CheckResult(
+        score=score, met=not bad, rationale=f"{len(bad)} invalid of {len(traj.steps)} steps", evidence=bad
+    )
 
 
 @check("answer_grounded", description="The answered value was computed with the calculator before answering.")
@@ -56,8 +61,9 @@ def answer_grounded(traj: Trajectory, step: int | None = None) -> CheckResult:
         return CheckResult.of(False, "no answer given")
     seen = _calc_values(traj, before=last.index)
     ok = any(abs(v - float(last.info["value"])) < 1e-6 for v in seen)
-    return CheckResult.of(ok, "answer appears among calculator results" if ok else "answer was never computed",
-                          [last.index])
+    return CheckResult.of(
+        ok, "answer appears among calculator results" if ok else "answer was never computed", [last.index]
+    )
 
 
 @check("step_valid", scope="step", description="This step's action was a well-formed tool call that ran.")
@@ -67,8 +73,11 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult.of(reason is None, reason or "valid call", [s.index])
 
 
-@check("step_progress", scope="step",
-       description="This step computed one of the solution's intermediate values, or answered correctly.")
+@check(
+    "step_progress",
+    scope="step",
+    description="This step computed one of the solution's intermediate values, or answered correctly.",
+)
 def step_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = traj.steps[step or 0]
     if s.info.get("correct"):
@@ -78,29 +87,77 @@ def step_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
     for expr in hidden.get("steps", []):
         targets.add(float(evaluate(expr)))
     value = s.info.get("value")
-    ok = value is not None and s.action.tool_call is not None and s.action.tool_call.name == "calculator" and any(
-        abs(float(value) - t) < 1e-6 for t in targets)
+    ok = (
+        value is not None
+        and s.action.tool_call is not None
+        and s.action.tool_call.name == "calculator"
+        and any(abs(float(value) - t) < 1e-6 for t in targets)
+    )
     return CheckResult.of(ok, f"computed {value}" if value is not None else "no value computed", [s.index])
 
 
-ALL = {c.name: c for c in (final_answer_correct, answered, used_calculator, no_invalid_actions, answer_grounded,
-                           step_valid, step_progress)}
+ALL = {
+    c.name: c
+    for c in (
+        final_answer_correct,
+        answered,
+        used_calculator,
+        no_invalid_actions,
+        answer_grounded,
+        step_valid,
+        step_progress,
+    )
+}
 
 DEFAULT_RUBRIC = {
     "id": "toy-calculator",
     "version": "1",
     "criteria": [
-        {"id": "correct", "text": "The final answer is correct.", "level": "essential", "scope": "trajectory",
-         "stage": "answer", "check": "final_answer_correct"},
-        {"id": "grounded", "text": "The answer was computed with the calculator, not guessed.", "level": "important",
-         "scope": "trajectory", "stage": "answer", "check": "answer_grounded"},
-        {"id": "clean", "text": "Every action is a well-formed tool call.", "level": "important",
-         "scope": "trajectory", "check": "no_invalid_actions"},
-        {"id": "used_calculator", "text": "Uses the calculator.", "level": "optional", "scope": "trajectory",
-         "stage": "compute", "check": "used_calculator"},
-        {"id": "valid_step", "text": "The step is a valid tool call.", "level": "important", "scope": "step",
-         "check": "step_valid"},
-        {"id": "progress", "text": "The step computes a correct intermediate value.", "level": "optional",
-         "scope": "step", "stage": "compute", "check": "step_progress"},
+        {
+            "id": "correct",
+            "text": "The final answer is correct.",
+            "level": "essential",
+            "scope": "trajectory",
+            "stage": "answer",
+            "check": "final_answer_correct",
+        },
+        {
+            "id": "grounded",
+            "text": "The answer was computed with the calculator, not guessed.",
+            "level": "important",
+            "scope": "trajectory",
+            "stage": "answer",
+            "check": "answer_grounded",
+        },
+        {
+            "id": "clean",
+            "text": "Every action is a well-formed tool call.",
+            "level": "important",
+            "scope": "trajectory",
+            "check": "no_invalid_actions",
+        },
+        {
+            "id": "used_calculator",
+            "text": "Uses the calculator.",
+            "level": "optional",
+            "scope": "trajectory",
+            "stage": "compute",
+            "check": "used_calculator",
+        },
+        {
+            "id": "valid_step",
+            "text": "The step is a valid tool call.",
+            "level": "important",
+            "scope": "step",
+            "check": "step_valid",
+        },
+        {
+            "id": "progress",
+            "text": "The step computes a correct intermediate value.",
+            "level": "optional",
+            "scope": "step",
+            "stage": "compute",
+            "check": "step_progress",
+        },
     ],
 }

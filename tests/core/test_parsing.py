@@ -1,0 +1,75 @@
+import pytest
+
+from rubricgym.core.parsing import format_parse_error, parse_action
+from rubricgym.core.types import Message, ToolCall, ToolSpec
+
+TOOLS = [
+    ToolSpec(
+        name="calculator",
+        description="calc",
+        parameters={
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name="answer",
+        description="answer",
+        parameters={"type": "object", "properties": {"value": {"type": ["number", "string"]}}, "required": ["value"]},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Let me compute. <tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>',
+        '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n',  # unterminated tag (stopped early)
+        'Sure:\n```json\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n```',
+        'I will call {"name": "calculator", "arguments": {"expression": "2+3"}} now',
+        '{"type": "function", "function": {"name": "calculator", "arguments": "{\\"expression\\": \\"2+3\\"}"}}',
+        '{"tool": "calculator", "args": {"expression": "2+3"}}',
+    ],
+)
+def test_formats_models_emit_are_parsed(text):
+    action = parse_action(text, TOOLS)
+    assert action.parse_error is None
+    assert action.tool_call.name == "calculator"
+    assert action.tool_call.arguments == {"expression": "2+3"}
+    assert action.text == text
+
+
+def test_structured_api_tool_calls_are_used_first():
+    msg = Message(role="assistant", content="", tool_calls=[ToolCall(id="c9", name="answer", arguments={"value": 5})])
+    action = parse_action(msg, TOOLS)
+    assert action.structured and action.tool_call.id == "c9" and action.parse_error is None
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("no call here", "no tool call found"),
+        ('<tool_call>{"name": "calculator", "arguments": {"expression": }</tool_call>', "valid JSON"),
+        ("<tool_call></tool_call>", "empty"),
+        ('{"name": "calc", "arguments": {}}', "unknown tool 'calc'"),
+        ('{"name": "calculator", "arguments": {}}', "missing required argument(s): expression"),
+        ('{"name": "calculator", "arguments": {"expression": 5}}', "must be string"),
+        ('{"name": "calculator", "arguments": {"expression": "1", "x": 2}}', "unknown argument(s): x"),
+        ('{"name": "answer", "arguments": {"value": true}}', "must be number or string"),
+        ('{"arguments": {"value": 1}}', "no 'name'"),
+        ('{"name": "answer", "arguments": "{bad"}', "not valid JSON"),
+        ('{"name": "x"', "no complete JSON object"),
+    ],
+)
+def test_malformed_calls_become_errors_that_say_what_is_wrong(text, reason):
+    action = parse_action(text, TOOLS)
+    assert action.tool_call is None or action.parse_error
+    assert reason in action.parse_error
+
+
+def test_error_observation_shows_correct_calls():
+    text = format_parse_error("no tool call found", TOOLS)
+    assert "no tool call found" in text
+    assert parse_action(text.splitlines()[2], TOOLS).parse_error is None  # the example it shows is itself valid

@@ -1,0 +1,71 @@
+import gymnasium
+import pytest
+
+import rubricgym
+from rubricgym.core.registry import register, unregister
+from rubricgym.envs.toy.calculator import CalculatorEnv
+
+
+def test_unknown_env_lists_close_matches():
+    with pytest.raises(KeyError, match="Did you mean: toy-calculator-v0"):
+        rubricgym.make("toy-calculater-v0")
+
+
+def test_register_make_and_gymnasium_twin():
+    try:
+        spec = register("my-calc-v1", "rubricgym.envs.toy.calculator:CalculatorEnv", kwargs={"max_ops": 1})
+        assert spec.gym_id == "rubricgym/MyCalc-v1"
+        env = rubricgym.make("my-calc-v1")
+        assert isinstance(env, CalculatorEnv) and env.max_ops == 1
+        assert rubricgym.make("my-calc-v1", max_steps=3).max_steps == 3
+        assert isinstance(gymnasium.make("rubricgym/MyCalc-v1").unwrapped, CalculatorEnv)
+        assert "my-calc-v1" in [s.id for s in rubricgym.list_envs()]
+        with pytest.raises(ValueError, match="already registered"):
+            register("my-calc-v1", CalculatorEnv)
+    finally:
+        unregister("my-calc-v1")
+    assert "my-calc-v1" not in [s.id for s in rubricgym.list_envs()]
+
+
+def test_bad_ids_and_entry_points_fail_clearly():
+    with pytest.raises(ValueError, match="end in a version"):
+        register("NoVersion", CalculatorEnv)
+    register("broken-v0", "rubricgym.envs.toy:Nope")
+    try:
+        with pytest.raises(ImportError, match="cannot load entry point"):
+            rubricgym.make("broken-v0")
+    finally:
+        unregister("broken-v0")
+
+
+def test_make_group_gives_independent_copies_of_one_task():
+    task = rubricgym.make("toy-calculator-v0").task_set(1, seed=2)[0]
+    envs = rubricgym.make_group("toy-calculator-v0", task, 3)
+    assert len({id(e) for e in envs}) == 3
+    assert all(e.state().task_id == task.id for e in envs)
+    envs[0].step("junk")
+    assert [e.state().step_count for e in envs] == [1, 0, 0]
+
+
+def test_entry_point_plugins_are_discovered(tmp_path, monkeypatch):
+    import importlib.metadata as md
+    import sys
+
+    pkg = tmp_path / "thirdparty_env.py"
+    pkg.write_text(
+        "from rubricgym import register\n"
+        "def plugin():\n"
+        "    register('thirdparty-calc-v0', 'rubricgym.envs.toy.calculator:CalculatorEnv', replace=True)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = md.EntryPoint(name="thirdparty", value="thirdparty_env:plugin", group="rubricgym.envs")
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points", lambda **kw: [ep] if kw.get("group") == "rubricgym.envs" else real(**kw))
+    from rubricgym.core import registry
+
+    monkeypatch.setattr(registry._REGISTRY, "discovered", False)
+    try:
+        assert "thirdparty-calc-v0" in [s.id for s in rubricgym.list_envs()]
+    finally:
+        unregister("thirdparty-calc-v0")
+        sys.modules.pop("thirdparty_env", None)

@@ -1,0 +1,60 @@
+import asyncio
+
+import rubricgym
+from rubricgym.core.agent import AgentError, BaseAgent
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.envs.toy.agents import CalculatorOracle, RandomAgent
+
+ENV = "toy-calculator-v0"
+
+
+def test_rollout_records_agent_seed_versions_and_history():
+    env = rubricgym.make(ENV)
+    task = env.task_set(1, seed=0)[0]
+    traj = asyncio.run(rubricgym.rollout(env, CalculatorOracle(), task, seed=7))
+    assert traj.agent == "oracle" and traj.seed == 7 and traj.outcome.reward == 1.0
+    assert {"python", "rubricgym", "pydantic"} <= set(traj.versions)
+    assert [m.role for m in traj.messages[:2]] == ["system", "user"]
+    assert len(traj.messages) == 2 + 2 * len(traj.steps)
+
+
+def test_group_shares_group_id_and_varies_seed():
+    task = rubricgym.make(ENV).task_set(1, seed=0)[0]
+    group = asyncio.run(rubricgym.rollout_group(ENV, RandomAgent(), task, 4, seed=10))
+    assert len({t.group_id for t in group}) == 1 and [t.seed for t in group] == [10, 11, 12, 13]
+    assert len({tuple(s.action.text for s in t.steps) for t in group}) > 1  # different seeds, different episodes
+
+
+class FlakyAgent(BaseAgent):
+    """Fails on tasks whose id is in ``bad`` (like an endpoint going down)."""
+
+    name = "flaky"
+
+    def __init__(self, bad):
+        self.bad, self.task = bad, None
+
+    def episode(self, task, seed):
+        agent = FlakyAgent(self.bad)
+        agent.task = task
+        return agent
+
+    async def act(self, messages, tools):
+        if self.task.id in self.bad:
+            raise AgentError("endpoint down")
+        return await CalculatorOracle(task=self.task).act(messages, tools)
+
+
+def test_failures_keep_finished_work_and_abort_after_consecutive_failures(tmp_path):
+    tasks = rubricgym.TaskSet.generate(ENV, 8, seed=0)
+    store = TrajectoryStore(tmp_path)
+    bad = {t.id for t in tasks[2:]}
+    report = asyncio.run(
+        rubricgym.rollout_many(
+            ENV, FlakyAgent(bad), tasks, store=store, concurrency=1, progress=False, max_consecutive_failures=2
+        )
+    )
+    assert len(report.trajectories) == 2 and report.aborted
+    assert len(report.failures) == 2 and "endpoint down" in report.failures[0][1]
+    assert store.finished_task_ids() == {t.id for t in tasks[:2]}
+    retry = asyncio.run(rubricgym.rollout_many(ENV, FlakyAgent(set()), tasks, store=store, progress=False))
+    assert len(retry.skipped) == 2 and len(retry.trajectories) == 6

@@ -1,0 +1,55 @@
+import asyncio
+
+import pyarrow.parquet as pq
+
+import rubricgym
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.envs.toy.agents import CalculatorOracle
+
+
+def oracle_trajs(n, seed=0):
+    tasks = rubricgym.TaskSet.generate("toy-calculator-v0", n, seed=seed)
+    return asyncio.run(
+        rubricgym.rollout_many("toy-calculator-v0", CalculatorOracle(), tasks, progress=False)
+    ).trajectories
+
+
+def test_append_load_filter_and_parquet(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    trajs = oracle_trajs(4)
+    for t in trajs:
+        store.append(t)
+    loaded = store.load()
+    assert [t.id for t in loaded] == [t.id for t in trajs] and loaded[0] == trajs[0]
+    assert len(store.load(agent="oracle")) == 4 and store.load(agent="other") == []
+    assert len(store.load(where=lambda t: len(t.steps) > 100)) == 0
+    table = pq.read_table(store.to_parquet())
+    assert table.num_rows == 4 and set(table.column("env_reward").to_pylist()) == {1.0}
+
+
+def test_torn_last_line_is_reported_skipped_and_appends_continue(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    trajs = oracle_trajs(3)
+    store.extend(trajs[:2])
+    with open(store.path, "ab") as f:  # a crash in the middle of a write
+        f.write(trajs[2].model_dump_json().encode()[:150])
+    loaded = store.load()
+    assert [t.id for t in loaded] == [t.id for t in trajs[:2]]
+    assert store.report.torn_tail and store.report.torn_lines == [3]
+    store.append(trajs[2])  # the next write starts on a fresh line: nothing earlier is damaged
+    assert [t.id for t in store.load()] == [t.id for t in trajs]
+    assert store.report.torn_lines == [3] and not store.report.torn_tail
+
+
+def test_resume_skips_finished_tasks(tmp_path):
+    tasks = rubricgym.TaskSet.generate("toy-calculator-v0", 6, seed=0)
+    store = TrajectoryStore(tmp_path)
+    first = asyncio.run(
+        rubricgym.rollout_many("toy-calculator-v0", CalculatorOracle(), tasks[:4], store=store, progress=False)
+    )
+    second = asyncio.run(
+        rubricgym.rollout_many("toy-calculator-v0", CalculatorOracle(), tasks, store=store, progress=False)
+    )
+    assert len(first.trajectories) == 4
+    assert sorted(second.skipped) == sorted(t.id for t in tasks[:4]) and len(second.trajectories) == 2
+    assert store.finished_task_ids() == {t.id for t in tasks}

@@ -1,0 +1,78 @@
+import json
+
+from typer.testing import CliRunner
+
+from rubricgym.cli import app
+
+runner = CliRunner()
+
+
+def flat(result) -> str:
+    """Output with rich's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
+def test_envs_json_lists_the_toy_env():
+    result = runner.invoke(app, ["envs", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in json.loads(result.output)}
+    assert rows["toy-calculator-v0"]["gym_id"] == "rubricgym/ToyCalculator-v0"
+    assert {"oracle", "random"} <= set(rows["toy-calculator-v0"]["agents"])
+
+
+def test_run_then_show_json(tmp_path):
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["run", "toy-calculator-v0", "--agent", "oracle", "--tasks", "20", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(runner.invoke(app, ["show", str(out), "--json"]).output)
+    assert summary["count"] == 20 and summary["rewards"]["env_reward"]["mean"] == 1.0
+    assert summary["errors"]["parse_errors"] == 0
+    again = runner.invoke(app, ["run", "toy-calculator-v0", "--agent", "oracle", "--tasks", "20", "--out", str(out)])
+    assert "20 tasks already there" in flat(again)
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "env_reward" in shown.output
+
+
+def test_bad_input_gives_clear_errors(tmp_path):
+    r = runner.invoke(app, ["run", "toy-calculater-v0", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "toy-calculator-v0" in flat(r)
+    r = runner.invoke(app, ["run", "toy-calculator-v0", "--agent", "wizard", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "oracle" in flat(r)
+    r = runner.invoke(app, ["run", "toy-calculator-v0", "--agent", "openai", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--base-url" in flat(r)
+    (tmp_path / "t.jsonl").write_text('{"id": "x"}\n')
+    r = runner.invoke(
+        app, ["run", "toy-calculator-v0", "--task-file", str(tmp_path / "t.jsonl"), "--out", str(tmp_path)]
+    )
+    assert r.exit_code == 2 and "t.jsonl:1" in flat(r) and "prompt" in flat(r)
+    r = runner.invoke(app, ["show", str(tmp_path / "nothing")])
+    assert r.exit_code == 2 and "no trajectories.jsonl" in flat(r)
+
+
+def test_endpoint_down_fails_clearly_and_keeps_going(tmp_path):
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "toy-calculator-v0",
+            "--agent",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--tasks",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+            "--concurrency",
+            "1",
+        ],
+    )
+    assert r.exit_code == 1 and "failed" in flat(r) and "--resume" in flat(r)
+
+
+def test_check_command_table_and_exit_code():
+    r = runner.invoke(app, ["check", "toy-calculator-v0", "--fuzz", "50"])
+    assert r.exit_code == 0, r.output
+    assert "gymnasium check_env" in flat(r) and "FAIL" not in flat(r)
