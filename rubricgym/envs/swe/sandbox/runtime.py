@@ -1,0 +1,85 @@
+"""Host paths shared by sandboxes: the sandbox root directory and the read-only pytest runtime.
+
+Sandboxed commands run ``/usr/bin/python3`` (the system Python; the host's own interpreter may live in a home
+directory the unprivileged sandbox user cannot read). Tests need pytest, so the pure-Python distributions of
+the host's pytest and its dependencies are copied once into ``<root>/runtime/`` and mounted read-only at
+``/opt/rubricgym`` (on ``PYTHONPATH``) in every sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+SANDBOX_PYTHON = "/usr/bin/python3"
+RUNTIME_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
+
+
+def sandbox_root() -> Path:
+    """``$RUBRICGYM_SANDBOX_DIR`` or ``<tmp>/rubricgym-sandboxes-<uid>``: created 0711 and owned by us.
+
+    It must be traversable by the unprivileged sandbox user (a home directory usually is not), and it is
+    refused if someone else owns it or it is a symlink (a pre-planted path in a shared /tmp).
+    """
+    default = Path(tempfile.gettempdir()) / f"rubricgym-sandboxes-{os.geteuid()}"
+    root = Path(os.environ.get("RUBRICGYM_SANDBOX_DIR") or default)
+    root.mkdir(parents=True, exist_ok=True, mode=0o711)
+    st = root.lstat()
+    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+        raise RuntimeError(f"sandbox root {root} is a symlink or owned by uid {st.st_uid}, not us: remove it "
+                           "or set RUBRICGYM_SANDBOX_DIR to a directory we own")
+    os.chmod(root, 0o711)
+    return root
+
+
+def _dist_names() -> list[str]:
+    from packaging.requirements import Requirement
+
+    names, todo = [], list(RUNTIME_DISTRIBUTIONS)
+    while todo:
+        name = todo.pop()
+        if name in names:
+            continue
+        names.append(name)
+        for req in md.requires(name) or []:
+            r = Requirement(req)
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                todo.append(r.name)
+    return sorted(names)
+
+
+def runtime_dir() -> Path:
+    """The read-only pytest runtime directory, built from the host's installed distributions on first use."""
+    names = _dist_names()
+    key = hashlib.sha1("|".join(f"{n}={md.version(n)}" for n in names).encode()).hexdigest()[:12]
+    target = sandbox_root() / "runtime" / f"pytest-{key}"
+    if target.is_dir():
+        return target
+    target.parent.mkdir(exist_ok=True, mode=0o755)
+    os.chmod(target.parent, 0o755)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+    for name in names:
+        dist = md.distribution(name)
+        for f in dist.files or []:
+            parts = f.parts
+            if not parts or parts[0] == ".." or "__pycache__" in parts or f.suffix == ".pyc":
+                continue
+            src = Path(str(dist.locate_file(f)))
+            if src.is_file():
+                dst = tmp.joinpath(*parts)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+    for dirpath, _dirnames, filenames in os.walk(tmp):
+        os.chmod(dirpath, 0o755)
+        for fn in filenames:
+            os.chmod(os.path.join(dirpath, fn), 0o644)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
