@@ -8,6 +8,7 @@ fail. Generation is a pure function of ``(seed, n_docs)`` and fast enough for 10
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 KINDS = ("person", "organisation", "place", "event")
@@ -19,7 +20,7 @@ ENTITY_SHARE = 0.9
 
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "kr", "tr",
            "st", "th", "sh", "ch", "h", "j", "y", "w", "qu", "fl", "sk"]
-_VOWELS = ["a", "e", "i", "o", "u", "ae", "ia", "ou", "ei", "y"]
+_VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ia", "ei"]
 _CODAS = ["", "", "n", "r", "l", "s", "th", "m", "nd", "rk", "x", "v"]
 _PLACE_SUFFIX = ["ford", "mere", "holm", "vik", "dale", "bury", "stad", "wick", "port", "gard", "ton", "haven"]
 OCCUPATIONS = ["cartographer", "glassblower", "astronomer", "botanist", "composer", "engineer", "linguist",
@@ -30,6 +31,7 @@ ORG_KINDS = ["guild", "trading company", "observatory", "conservatory", "press",
 PLACE_KINDS = ["town", "city", "village", "port", "market town"]
 EVENT_KINDS = ["festival", "exhibition", "regatta", "congress", "tournament", "fair", "symposium", "expedition"]
 ROLES = ["apprentice", "director", "clerk", "fellow", "treasurer", "lecturer", "curator", "engineer"]
+_KIND_WORDS = {w for k in ORG_KINDS + EVENT_KINDS for w in k.split()}
 REGIONS_N = 40
 RIVERS_N = 60
 
@@ -117,7 +119,10 @@ class _Names:
         r = self.rng
         for _ in range(50):
             chars = list(name)
-            pos = [i for i, c in enumerate(chars) if c.isalpha() and c.islower()]
+            # edit the first word that is a generated name (not a year, not a kind such as "Guild")
+            words = [(m.start(), m.end()) for m in re.finditer(r"[A-Za-z]+", name)]
+            lo, hi = next(((a, b) for a, b in words if name[a:b].lower() not in _KIND_WORDS), words[0])
+            pos = [i for i in range(lo + 1, hi) if chars[i].islower()]
             i = r.choice(pos)
             op = r.random()
             if op < 0.4:
@@ -167,8 +172,8 @@ def generate_world(seed: int = 0, n_docs: int = 500) -> World:
             attrs = {"birth_year": rng.randint(1820, 1990), "occupation": rng.choice(OCCUPATIONS)}
             add(kind, name, [f"{last}, {first}"], attrs)
         elif kind == "place":
-            base = names.word(rng.choice((1, 2)))
             name = names.unique(lambda: names.word(rng.choice((1, 2))) + rng.choice(_PLACE_SUFFIX))
+            base = next(name[: -len(s)] for s in _PLACE_SUFFIX + [""] if name.endswith(s))
             attrs = {"place_kind": rng.choice(PLACE_KINDS), "founded": rng.randint(900, 1900),
                      "region": rng.choice(regions), "river": rng.choice(rivers),
                      "population": rng.randint(2, 900) * 100}
@@ -183,16 +188,14 @@ def generate_world(seed: int = 0, n_docs: int = 500) -> World:
             add(kind, name, [_acronym(name)] if len(name.split()) > 2 else [], attrs)
         else:
             ekind = rng.choice(EVENT_KINDS)
-            year = rng.randint(1850, 2020)
             stem = rng.choice(places) if places and rng.random() < 0.7 else names.word(2)
             name = names.unique(lambda: f"{rng.randint(1850, 2020)} {stem} {ekind.title()}")
             year = int(name.split(" ", 1)[0])
             attrs = {"event_kind": ekind, "year": year, "attendance": rng.randint(2, 400) * 50}
             add(kind, name, [name.split(" ", 1)[1] + f" of {year}"], attrs)
 
-    order = [k for k in ("place", "organisation", "person", "event") for _ in range(1)]
     quotas = {k: max(3, round(n_entities * KIND_SHARE[k] * (1 - TWIN_RATE))) for k in KINDS}
-    for kind in order:  # places first: organisation and event names borrow place names
+    for kind in ("place", "organisation", "person", "event"):  # organisations and events borrow place names
         for _ in range(quotas[kind]):
             new_entity(kind)
     # near-duplicates: same kind and headline attributes, a one-letter name change, relations of their own

@@ -1,0 +1,168 @@
+"""Scripted agents for deep search: an oracle, a shortcut guesser (and its lucky twin) and a random agent.
+
+- ``oracle`` follows the gold chain from the task's hidden record: it plans, searches each entity by name,
+  opens its page, confirms every rubric statement with ``find`` and answers citing the page of each.
+- ``shortcut`` searches the question once and answers with the top result's title, citing that page unread.
+- ``shortcut-lucky`` behaves the same but guesses the right answer (as a model that memorised it would): it
+  shows that CaRR ranks an unsupported right answer below a supported one.
+- ``random`` sends garbage, malformed calls and random tool calls (fuzzing and baselines).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+
+from rubricgym.core.agent import Agent, BaseAgent
+from rubricgym.core.types import Message, Task, ToolSpec
+
+Script = Generator[str, str, None]
+_URL = re.compile(r"URL: (\S+)")
+
+
+def tool_call(name: str, **arguments: Any) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
+
+
+def _last_observation(messages: list[Message]) -> str:
+    return next((m.content or "" for m in reversed(messages) if m.role in ("user", "tool")), "")
+
+
+class _ScriptedAgent(BaseAgent):
+    """Runs a generator that yields actions and receives each following observation."""
+
+    def __init__(self, seed: int | None = None, task: Task | None = None):
+        self.seed = seed
+        self.task = task
+        self._script: Script | None = None
+
+    def episode(self, task: Task, seed: int | None) -> _ScriptedAgent:
+        return type(self)(seed, task)
+
+    def script(self, task: Task) -> Script:
+        raise NotImplementedError
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        if self.task is None:
+            raise RuntimeError(f"the {self.name} agent needs the task: use agent.episode(task, seed) (rollout does)")
+        try:
+            if self._script is None:
+                self._script = self.script(self.task)
+                return next(self._script)
+            return self._script.send(_last_observation(messages))
+        except StopIteration:
+            return tool_call("answer", text="Answer: unknown")
+
+
+def _fill(text: str, names: dict[str, str]) -> str:
+    return re.sub(r"<(E\d+)>", lambda m: names.get(m.group(1), m.group(0)), text)
+
+
+class OracleAgent(_ScriptedAgent):
+    """Follows the gold chain and cites the page that supports every statement (see the module docstring)."""
+
+    name = "oracle"
+
+    def script(self, task: Task) -> Script:
+        hidden = task.hidden
+        ents: dict[str, dict[str, Any]] = hidden.get("entities", {})
+        names = {eid: e["name"] for eid, e in ents.items()}
+        order = sorted(ents, key=lambda e: int(e[1:]), reverse=True)  # from the leaf back to the answer
+        yield tool_call("plan", text="Resolve the chain from its most constrained end: "
+                        + " -> ".join(f"{e} ({names[e]})" for e in order) + ", then answer with citations.")
+        opened: set[str] = set()
+        for eid in order:
+            obs = yield tool_call("search", query=names[eid], k=5)
+            url = ents[eid].get("url") or next(iter(_URL.findall(obs)), None)
+            if url and url not in opened:
+                yield tool_call("open", doc=url)
+                opened.add(url)
+        lines = [f"Answer: {hidden['answer']}", ""]
+        confirmed: dict[str, str] = {}
+        for k, st in enumerate(hidden.get("statements", []), 1):
+            fact = _fill(st["text"], names)
+            url = None
+            for ev in st.get("evidence", []):
+                if ev["url"] in opened or not url:
+                    url, sentence = ev["url"], ev["text"]
+            if url is None:  # no recorded evidence (real corpora): search the filled statement and read it
+                obs = yield tool_call("search", query=fact, k=3)
+                url = next(iter(_URL.findall(obs)), None)
+                if url and url not in opened:
+                    yield tool_call("open", doc=url)
+                    opened.add(url)
+            elif confirmed.get(sentence) != url:
+                if url not in opened:
+                    yield tool_call("open", doc=url)
+                    opened.add(url)
+                yield tool_call("find", doc=url, pattern=sentence.rstrip("."))
+                confirmed[sentence] = url
+            lines.append(f"- {fact} [{k}]({url})" if url else f"- {fact}")
+        yield tool_call("answer", text="\n".join(lines))
+
+
+class ShortcutAgent(_ScriptedAgent):
+    """One search of the question, then an answer citing the top result without reading it."""
+
+    name = "shortcut"
+    lucky = False
+
+    def script(self, task: Task) -> Script:
+        question = task.prompt.split(". Search")[0]
+        obs = yield tool_call("search", query=question, k=5)
+        urls = _URL.findall(obs)
+        titles = re.findall(r"^\[1\] (.+)$", obs, re.MULTILINE)
+        guess = task.hidden.get("answer", "") if self.lucky else (titles[0] if titles else "unknown")
+        cite = f" [1]({urls[0]})" if urls else ""
+        yield tool_call("answer", text=f"Answer: {guess}\n\nThe top search result points to {guess}.{cite}")
+
+
+class LuckyShortcutAgent(ShortcutAgent):
+    """The shortcut agent with a right guess and no evidence for it."""
+
+    name = "shortcut-lucky"
+    lucky = True
+
+
+class RandomAgent(BaseAgent):
+    """Random outputs: garbage, malformed calls, random searches, opens, finds and answers."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def episode(self, task: Task, seed: int | None) -> RandomAgent:
+        return RandomAgent(seed if seed is not None else self.seed)
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        rng = self.rng
+        prompt = next((m.content or "" for m in messages if m.role == "user"), "")
+        words = re.findall(r"\w+", prompt) or ["page"]
+        urls = [u for m in messages for u in _URL.findall(m.content or "")] or ["https://nowhere.test/x"]
+        r = rng.random()
+        if r < 0.1:
+            return "".join(rng.choice(list("abc xyz{}[]\":,<>0123456789é中"), size=int(rng.integers(0, 40))))
+        if r < 0.15:
+            return '<tool_call>{"name": "search", "arguments": {"query": </tool_call>'
+        if r < 0.5:
+            q = " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(1, 5))))
+            return tool_call("search", query=q, k=int(rng.integers(1, 8)))
+        if r < 0.7:
+            return tool_call("open", doc=str(rng.choice(urls)), offset=int(rng.integers(0, 3)) * 500)
+        if r < 0.85:
+            return tool_call("find", doc=str(rng.choice(urls)), pattern=str(rng.choice(words)))
+        return tool_call("answer", text=f"Answer: {rng.choice(words)} [1]({rng.choice(urls)})")
+
+
+AGENTS: dict[str, Callable[..., Agent]] = {
+    "oracle": OracleAgent,
+    "shortcut": ShortcutAgent,
+    "shortcut-lucky": LuckyShortcutAgent,
+    "random": RandomAgent,
+}

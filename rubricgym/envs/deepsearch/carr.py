@@ -1,0 +1,182 @@
+"""CaRR scoring as pure functions of a finished episode: answers, citations, what was seen, support, chains.
+
+Following CaRR (arXiv 2601.06021): the references section is stripped; inline citations ``[n](url)`` name up to
+20 cited pages; the content of a cited page is only what the agent actually saw of it (search snippets, opened
+windows, find matches, recorded in each ``Step.info["seen"]``); a statement counts when all its entities are
+identified in the answer and cited content fully supports it; the rubric reward is the share of statements
+reachable from the answer entity over supported statements (``rewards.aggregate.carr_rubric_reward``).
+
+Identification and support are programmatic here: an entity is identified when the answer names it (or an
+alias); a statement with evidence sentences is supported when one of them appears verbatim in what the agent
+saw of a cited page that holds it, and one without (real corpora) when at least ``LEXICAL_RECALL`` of its
+content words do. ``judge.py`` has the LLM versions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rubricgym.core.types import Step
+from rubricgym.rewards.aggregate import c_grpo_reward, carr_rubric_reward
+
+MAX_CITED = 20
+LEXICAL_RECALL = 0.8
+ALPHA = 0.3
+CITATION = re.compile(r"\[(\d{1,4})\]\(\s*<?([^()\s<>]+)>?\s*\)")
+_REFERENCES = re.compile(
+    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:references|sources|citations|bibliography|works cited)(?:\*\*)?[ \t]*:?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_ANSWER_LINE = re.compile(r"^[\W_]*(?:final[ \t]+)?answer(?:[ \t]+is)?[ \t]*(?:\*\*)?[ \t]*[:：=-][ \t]*(.+)$",
+                          re.IGNORECASE | re.MULTILINE)
+_PLACEHOLDER = re.compile(r"<(E\d+)>")
+_STOP = frozenset((
+    "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was", "were",
+    "be", "been", "are", "from", "as", "that", "which", "who", "this", "these", "those", "its", "it", "his",
+    "her", "their", "has", "have", "had", "not", "no", "into", "than", "then", "there",
+))
+
+
+def strip_references(text: str) -> str:
+    """``text`` without its trailing references section (from a 'References'/'Sources' heading on)."""
+    m = _REFERENCES.search(text)
+    return text[: m.start()] if m else text
+
+
+def cited_urls(text: str) -> list[str]:
+    """The distinct URLs cited inline as ``[n](url)`` outside the references section, first ``MAX_CITED``."""
+    urls = [m.group(2).rstrip(".,;") for m in CITATION.finditer(strip_references(text))]
+    return list(dict.fromkeys(urls))[:MAX_CITED]
+
+
+def answer_line(text: str) -> str:
+    """The stated answer: the rest of an 'Answer:' line, else the first non-empty line; citations removed."""
+    m = _ANSWER_LINE.search(text)
+    line = m.group(1) if m else next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = CITATION.sub("", line)
+    return re.sub(r"\[\d+\]", "", line).strip()
+
+
+def normalize(text: str) -> str:
+    """Case-folded text with markdown emphasis and punctuation turned into single spaces."""
+    text = text.replace("**", " ").replace("__", " ").casefold()
+    text = re.sub(r"[^\w\s'’-]|_", " ", text)
+    return " ".join(text.split())
+
+
+def contains_sentence(seen: str, sentence: str) -> bool:
+    """Whether ``sentence`` appears in ``seen`` as whole words, after normalising both."""
+    n = normalize(sentence)
+    return bool(n) and f" {n} " in f" {normalize(seen)} "
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether normalised ``text`` contains normalised ``name`` as a whole phrase."""
+    n = normalize(name)
+    if not n:
+        return False
+    return re.search(r"(?<![\w'’-])" + re.escape(n) + r"(?![\w'’-])", normalize(text)) is not None
+
+
+def outcome_match(answer: str, names: Sequence[str], confusable: Sequence[str] = ()) -> bool:
+    """Exact/alias match: the answer line equals a gold name, or names one with little else around it."""
+    a = normalize(answer)
+    a = a[4:] if a.startswith("the ") else a
+    if not a or any(mentions(a, c) for c in confusable if not any(mentions(c, n) for n in names)):
+        return False
+    for name in names:
+        n = normalize(name)
+        if n and (a == n or (mentions(a, n) and len(a) <= len(n) + 40)):
+            return True
+    return False
+
+
+def _body(text: str) -> str:
+    """The answer without references and without the URLs of its citations (entity names are matched here)."""
+    return CITATION.sub(lambda m: f"[{m.group(1)}]", strip_references(text))
+
+
+def seen_by_url(steps: Iterable[Step]) -> dict[str, str]:
+    """Everything the agent saw of each page before answering: snippets, opened windows, find matches."""
+    out: dict[str, list[str]] = {}
+    for s in steps:
+        for item in s.info.get("seen", []):
+            out.setdefault(str(item.get("url", "")), []).append(str(item.get("text", "")))
+    return {url: "\n".join(parts) for url, parts in out.items()}
+
+
+def fill(template: str, names: dict[str, str]) -> str:
+    """A statement with each ``<Ek>`` replaced by the entity's name."""
+    return _PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), template)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in normalize(text).split() if len(w) > 2 and w not in _STOP}
+
+
+def supported_by(statement: dict[str, Any], names: dict[str, str], cited: Sequence[str],
+                 seen: dict[str, str]) -> str | None:
+    """The cited URL whose seen content fully supports ``statement``, or None."""
+    evidence = statement.get("evidence") or []
+    if evidence:
+        for ev in evidence:
+            url = ev["url"]
+            if url in cited and contains_sentence(seen.get(url, ""), ev["text"]):
+                return url
+        return None
+    words = _content_words(fill(statement["text"], names))
+    if not words:
+        return None
+    for url in cited:
+        have = _content_words(seen.get(url, ""))
+        if len(words & have) / len(words) >= LEXICAL_RECALL:
+            return url
+    return None
+
+
+def identified(hidden: dict[str, Any], answer_text: str, correct: bool) -> dict[str, bool]:
+    """Which entities the answer identifies: ``E0`` when the answer is right, others when it names them."""
+    body = _body(answer_text)
+    out: dict[str, bool] = {}
+    for eid, ent in hidden.get("entities", {}).items():
+        if eid == "E0":
+            out[eid] = correct
+        else:
+            out[eid] = any(mentions(body, n) for n in [ent.get("name", ""), *ent.get("aliases", [])] if n)
+    out.setdefault("E0", correct)
+    return out
+
+
+def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step],
+          alpha: float = ALPHA) -> dict[str, Any]:
+    """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details."""
+    names = [hidden.get("answer", ""), *hidden.get("aliases", [])]
+    text = answer_text or ""
+    answer = answer_line(text) if answer_text is not None else ""
+    correct = answer_text is not None and outcome_match(answer, [n for n in names if n], hidden.get("confusable", []))
+    cited = cited_urls(text)
+    seen = seen_by_url(steps)
+    filled = identified(hidden, text, correct)
+    ent_names = {eid: e.get("name", "") for eid, e in hidden.get("entities", {}).items()}
+    ent_names.setdefault("E0", hidden.get("answer", ""))
+    statements = hidden.get("statements", [])
+    rows: list[dict[str, Any]] = []
+    for st in statements:
+        ents = list(st["entities"])
+        all_filled = all(filled.get(e, False) for e in ents)
+        via = supported_by(st, ent_names, cited, seen) if all_filled else None
+        rows.append({"id": st.get("id"), "text": st["text"], "entities": ents,
+                     "filled": {e: filled.get(e, False) for e in ents}, "supported": via is not None, "via": via})
+    rubrics = [r["entities"] for r in rows]
+    supported = [r["supported"] for r in rows]
+    r_rubric = carr_rubric_reward(rubrics, supported) if rows else 0.0
+    for i, r in enumerate(rows):  # a statement is reachable iff dropping it lowers the chain reward
+        r["reachable"] = bool(supported[i]) and carr_rubric_reward(
+            rubrics, [s and j != i for j, s in enumerate(supported)]) < r_rubric
+    outcome = 1.0 if correct else 0.0
+    total = c_grpo_reward(outcome, r_rubric, alpha) if rows else outcome
+    return {"answer": answer, "correct": correct, "outcome": outcome, "rubric": r_rubric, "c_grpo": total,
+            "cited": cited, "unseen_cited": [u for u in cited if u not in seen], "statements": rows,
+            "identified": filled}

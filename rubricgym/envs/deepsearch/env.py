@@ -1,0 +1,219 @@
+"""``deepsearch-v0``: plan, search a corpus, read pages and answer with citations; rewarded CaRR-style.
+
+The corpus is a generated fictional world (``n_docs`` pages, default 500) or a real one (a folder of
+``.txt``/``.md``/``.html`` files or a JSONL of documents, with questions from a JSONL). Stages: ``plan`` (the
+plan tool), ``gather`` (search, first opening of a page), ``review`` (find, re-opening a page) and ``answer``.
+The terminal reward is C-GRPO (``(1-α)·outcome + α·R_rubric`` for a right answer, 0 for a wrong one) or the
+bare outcome (``reward="outcome"``); the env's checks expose every part of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.checks import NamedCheck
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.types import Task, ToolCall, ToolSpec
+from rubricgym.envs.deepsearch import carr, tools
+from rubricgym.envs.deepsearch.checks import ALL, DEFAULT_RUBRIC, task_rubric
+from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
+from rubricgym.envs.deepsearch.index import SearchIndex
+from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
+from rubricgym.envs.deepsearch.real import load_questions
+from rubricgym.envs.deepsearch.render import render_world
+from rubricgym.envs.deepsearch.world import World, generate_world
+
+GUIDE = """
+How to work: plan, then search for the entities the question describes, open their pages, check facts with
+find, and answer. The answer must start with a line 'Answer: <name>' followed by the facts that justify it, each
+cited inline as [n](url) with the URL of a page you actually read; only cited content you saw counts."""
+
+
+@functools.lru_cache(maxsize=4)
+def load_world(seed: int, n_docs: int, cache_dir: str | None) -> tuple[World, Corpus, SearchIndex]:
+    """The world, its corpus and its (disk-cached) index; memoised, as every env of a run shares them."""
+    world = generate_world(seed, n_docs)
+    corpus = render_world(world)
+    return world, corpus, SearchIndex.open_or_build(corpus, cache_dir)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_real(path: str, stamp: float, cache_dir: str | None) -> tuple[Corpus, SearchIndex]:
+    corpus = load_corpus(path)
+    return corpus, SearchIndex.open_or_build(corpus, cache_dir)
+
+
+def load_real(path: str | Path, cache_dir: str | None = None) -> tuple[Corpus, SearchIndex]:
+    """A real corpus and its index, reloaded when the folder or file changes."""
+    p = Path(path).expanduser().resolve()
+    files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+    stamp = max((f.stat().st_mtime for f in files), default=0.0) + len(files)
+    return _load_real(str(p), stamp, cache_dir)
+
+
+class DeepSearchEnv(RubricEnv):
+    """Multi-hop questions answered with search, open, find and cited answers (see the module docstring)."""
+
+    env_id = "deepsearch-v0"
+    stages = ("plan", "gather", "review", "answer")
+    default_max_steps = 40
+    max_observation_chars = 6000
+
+    def __init__(
+        self,
+        n_docs: int = 500,
+        world_seed: int = 0,
+        difficulty: Literal["easy", "medium", "hard"] | None = None,
+        hops: int | None = None,
+        corpus: str | None = None,
+        questions: str | None = None,
+        reward: Literal["c_grpo", "outcome"] = "c_grpo",
+        alpha: float = carr.ALPHA,
+        window_chars: int = 2000,
+        cache_dir: str | None = None,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        if difficulty is not None and difficulty not in DIFFICULTY_HOPS:
+            raise ValueError(f"difficulty must be one of {sorted(DIFFICULTY_HOPS)} or None, got {difficulty!r}")
+        if hops is not None and not 2 <= hops <= 5:
+            raise ValueError(f"hops must be between 2 and 5, got {hops}")
+        if reward not in ("c_grpo", "outcome"):
+            raise ValueError(f"reward must be 'c_grpo' or 'outcome', got {reward!r}")
+        if (corpus is None) != (questions is None):
+            raise ValueError("a real corpus needs both corpus=PATH and questions=PATH.jsonl")
+        self.difficulty, self.hops, self.reward, self.alpha = difficulty, hops, reward, alpha
+        self.window_chars = window_chars
+        self.cache_dir = cache_dir
+        self.n_docs, self.world_seed = n_docs, world_seed
+        self.corpus_path = str(Path(corpus).expanduser().resolve()) if corpus else None
+        self.questions = load_questions(questions) if questions else []
+        self._world: World | None = None
+        self._corpus, self._index = self._resources(self._world_params())
+        self._opened: set[str] = set()
+        self._reopened = False
+
+    # ---- resources --------------------------------------------------------------------------------------
+
+    def _world_params(self) -> dict[str, Any]:
+        if self.corpus_path:
+            return {"corpus": self.corpus_path}
+        return {"seed": self.world_seed, "n_docs": self.n_docs}
+
+    def _resources(self, params: dict[str, Any]) -> tuple[Corpus, SearchIndex]:
+        if "corpus" in params:
+            self._world = None
+            return load_real(params["corpus"], self.cache_dir)
+        self._world, corpus, index = load_world(int(params["seed"]), int(params["n_docs"]), self.cache_dir)
+        return corpus, index
+
+    @property
+    def corpus(self) -> Corpus:
+        return self._corpus
+
+    @property
+    def index(self) -> SearchIndex:
+        return self._index
+
+    # ---- RubricEnv hooks --------------------------------------------------------------------------------
+
+    def tools(self) -> list[ToolSpec]:
+        return list(tools.TOOLS)
+
+    def system_prompt(self) -> str:
+        return super().system_prompt() + "\n" + GUIDE.strip()
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        params = self._world_params()
+        if self.corpus_path:
+            q = self.questions[int(rng.integers(len(self.questions)))]
+            return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
+                        params={"world": params, "hops": q["hops"], "difficulty": "real"},
+                        hidden=q["hidden"], rubric=task_rubric(q["id"], q["hidden"]))
+        assert self._world is not None
+        difficulty = self.difficulty or str(rng.choice(sorted(DIFFICULTY_HOPS)))
+        qrng = random.Random(int(rng.integers(2**62)))
+        q = make_question(self._world, self._corpus, qrng, difficulty, self.hops)
+        key = hashlib.sha1(f"{self._corpus.key}|{split}|{q['prompt']}".encode()).hexdigest()[:12]
+        task_id = f"ds-{key}"
+        return Task(id=task_id, env_id=self.env_id, split=split, prompt=q["prompt"],
+                    params={"world": params, "hops": q["hops"], "difficulty": difficulty},
+                    hidden=q["hidden"], rubric=task_rubric(task_id, q["hidden"]))
+
+    def begin(self, task: Task) -> None:
+        params = task.params.get("world")
+        if isinstance(params, dict) and params and params != self._world_params():
+            self._corpus, self._index = self._resources(params)
+        self._opened = set()
+        self._reopened = False
+
+    def call_tool(self, call: ToolCall) -> ToolOutput:
+        a = call.arguments
+        self._reopened = False
+        if call.name == "plan":
+            return ToolOutput(text="Plan noted. Now search for the first entity you need.",
+                              info={"tool": "plan", "seen": []})
+        if call.name == "search":
+            text, seen, results = tools.search(self._index, a.get("query", ""), a.get("k", 5))
+            query = " ".join(str(a.get("query", "")).split())
+            return ToolOutput(text=text, info={"tool": "search", "query": query,
+                                               "k": tools.as_int(a.get("k", 5), 5), "results": results, "seen": seen})
+        if call.name == "open":
+            text, seen, url = tools.open_page(self._corpus, a.get("doc", ""), a.get("offset", 0), self.window_chars)
+            self._reopened = url in self._opened
+            self._opened.add(url)
+            return ToolOutput(text=text, info={"tool": "open", "url": url, "seen": seen})
+        if call.name == "find":
+            text, seen, url = tools.find(self._corpus, a.get("doc", ""), a.get("pattern", ""))
+            return ToolOutput(text=text, info={"tool": "find", "url": url, "pattern": str(a.get("pattern")),
+                                               "seen": seen})
+        if call.name == "answer":
+            answer = str(a.get("text", ""))
+            if not answer.strip():
+                raise ToolError("the answer is empty; write 'Answer: <name>' and the cited facts")
+            assert self._task is not None
+            parts = carr.score(self._task.hidden, answer, self._steps, self.alpha)
+            reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
+            info = {"tool": "answer", "seen": [], **{k: parts[k] for k in
+                                                     ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")}}
+            return ToolOutput(text="Answer recorded.", done=True, answer=answer, reward=float(reward), info=info)
+        raise ToolError(f"unknown tool {call.name!r}")
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        if call is None:
+            return self._stage or "plan"
+        return {"plan": "plan", "search": "gather", "find": "review", "answer": "answer"}.get(
+            call.name, "review" if self._reopened else "gather")
+
+    def summary(self) -> dict[str, Any]:
+        used = [s.info.get("tool") for s in self._steps]
+        last = self._steps[-1].info if self._steps else {}
+        return {"searches": used.count("search"), "opened": len(self._opened), "finds": used.count("find"),
+                "answered": "answer" in used, "correct": bool(last.get("correct")),
+                "rubric": float(last.get("rubric", 0.0)), "c_grpo": float(last.get("c_grpo", 0.0))}
+
+    # ---- checks, rubric, agents ---------------------------------------------------------------------------
+
+    @classmethod
+    def checks(cls) -> dict[str, NamedCheck]:
+        return dict(ALL)
+
+    @classmethod
+    def default_rubric(cls) -> dict[str, Any]:
+        return copy.deepcopy(DEFAULT_RUBRIC)
+
+    @classmethod
+    def agents(cls) -> dict[str, Callable[..., Agent]]:
+        from rubricgym.envs.deepsearch.agents import AGENTS
+
+        return dict(AGENTS)

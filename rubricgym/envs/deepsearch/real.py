@@ -1,0 +1,92 @@
+"""Questions for real corpora: a JSONL of ``{question, answer, aliases?, rubrics?, id?}``.
+
+``rubrics`` lists single-hop statements in CaRR's format, each a string (``"<E0> was born in Paris"``) or an
+object ``{"statement": "<E1> was founded by <E0>", "entities": {"E1": "Acme" | ["Acme", "Acme Inc."]},
+"evidence": [{"url": ..., "text": ...}]}``. Every placeholder other than ``<E0>`` (the answer) needs a name so
+it can be identified programmatically; ``evidence`` is optional (without it support is judged lexically, or by
+an LLM with ``judge.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rubricgym.envs.deepsearch.corpus import CorpusError
+
+_PLACEHOLDER = re.compile(r"<(E\d+)>")
+PROMPT_SUFFIX = (" Search the corpus, then call answer with a line 'Answer: <answer>' followed by the facts that "
+                 "justify it, each cited as [n](url).")
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value) and value:
+        return list(value)
+    raise ValueError("an entity must be a name or a non-empty list of names")
+
+
+def question_record(rec: Any, where: str) -> dict[str, Any]:
+    """One question as ``{"id", "prompt", "hops", "hidden"}`` (the shape fictional questions have)."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not isinstance(rec.get("answer"), str):
+        raise CorpusError(f"{where}: expected an object with string 'question' and 'answer' fields")
+    aliases = rec.get("aliases") or []
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise CorpusError(f"{where}: 'aliases' must be a list of strings")
+    entities: dict[str, dict[str, Any]] = {"E0": {"name": rec["answer"], "aliases": list(aliases)}}
+    statements = []
+    for k, item in enumerate(rec.get("rubrics") or [], 1):
+        if isinstance(item, str):
+            item = {"statement": item}
+        if not isinstance(item, dict) or not isinstance(item.get("statement", item.get("text")), str):
+            raise CorpusError(f"{where}: rubric {k} must be a string or an object with a 'statement'")
+        text = item.get("statement", item.get("text"))
+        ids = list(dict.fromkeys(_PLACEHOLDER.findall(text)))
+        if not ids:
+            raise CorpusError(f"{where}: rubric {k} {text!r} has no entity placeholder such as <E0>")
+        for eid, value in (item.get("entities") or {}).items():
+            try:
+                names = _names(value)
+            except ValueError as e:
+                raise CorpusError(f"{where}: rubric {k}, entity {eid}: {e}") from None
+            entities.setdefault(eid, {"name": names[0], "aliases": names[1:]})
+        missing = [e for e in ids if e not in entities]
+        if missing:
+            raise CorpusError(f"{where}: rubric {k} uses {missing} without naming them in 'entities'")
+        evidence = item.get("evidence") or []
+        if not isinstance(evidence, list) or not all(isinstance(e, dict) and {"url", "text"} <= set(e)
+                                                     for e in evidence):
+            raise CorpusError(f"{where}: rubric {k}: 'evidence' must be a list of {{url, text}} objects")
+        statements.append({"id": f"S{k}", "text": text, "entities": ids, "evidence": evidence})
+    qid = str(rec.get("id") or "q-" + hashlib.sha1(rec["question"].encode()).hexdigest()[:12])
+    hidden = {"answer": rec["answer"], "aliases": list(aliases), "entities": entities, "statements": statements,
+              "confusable": []}
+    return {"id": qid, "prompt": rec["question"].strip() + PROMPT_SUFFIX, "hops": max(1, len(entities) - 1),
+            "hidden": hidden}
+
+
+def load_questions(path: str | Path) -> list[dict[str, Any]]:
+    """Every question of a JSONL file; errors name the line."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise CorpusError(f"{p}: no such questions file")
+    out = []
+    with p.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CorpusError(f"{p}:{n}: not valid JSON ({e.msg})") from None
+            out.append(question_record(rec, f"{p}:{n}"))
+    if not out:
+        raise CorpusError(f"{p}: no questions")
+    ids = [q["id"] for q in out]
+    if len(set(ids)) != len(ids):
+        raise CorpusError(f"{p}: question ids must be unique")
+    return out
