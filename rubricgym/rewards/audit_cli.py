@@ -94,7 +94,7 @@ def audit_command(
     try:
         override = Rubric.load(rubric) if rubric else None
     except RubricError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{e}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     if judge:
         if not judge_model:

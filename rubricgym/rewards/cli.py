@@ -221,7 +221,7 @@ def score_command(
     try:
         override = Rubric.load(rubric) if rubric else None
     except RubricError as e:
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{e}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / CACHE)
     judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
