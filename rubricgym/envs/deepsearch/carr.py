@@ -56,7 +56,7 @@ def answer_line(text: str) -> str:
     m = _ANSWER_LINE.search(text)
     line = m.group(1) if m else next((ln for ln in text.splitlines() if ln.strip()), "")
     line = CITATION.sub("", line)
-    return re.sub(r"\[\d+\]", "", line).strip()
+    return re.sub(r"\[\d+\]", "", line).strip().strip("*_").strip()
 
 
 def normalize(text: str) -> str:
@@ -98,11 +98,12 @@ def _body(text: str) -> str:
     return CITATION.sub(lambda m: f"[{m.group(1)}]", strip_references(text))
 
 
-def seen_by_url(steps: Iterable[Step]) -> dict[str, str]:
-    """Everything the agent saw of each page before answering: snippets, opened windows, find matches."""
+def seen_by_url(steps: Iterable[Step | dict[str, Any]]) -> dict[str, str]:
+    """Everything the agent saw of each page in ``steps`` (or their ``info`` dicts): snippets, windows, matches."""
     out: dict[str, list[str]] = {}
     for s in steps:
-        for item in s.info.get("seen", []):
+        info = s.info if isinstance(s, Step) else s
+        for item in info.get("seen", []):
             out.setdefault(str(item.get("url", "")), []).append(str(item.get("text", "")))
     return {url: "\n".join(parts) for url, parts in out.items()}
 
@@ -149,9 +150,12 @@ def identified(hidden: dict[str, Any], answer_text: str, correct: bool) -> dict[
     return out
 
 
-def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step],
+def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | dict[str, Any]],
           alpha: float = ALPHA) -> dict[str, Any]:
-    """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details."""
+    """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details.
+
+    ``steps`` are ``Step``s or their ``info`` dicts (the env scores its answer from the infos it recorded).
+    """
     names = [hidden.get("answer", ""), *hidden.get("aliases", [])]
     text = answer_text or ""
     answer = answer_line(text) if answer_text is not None else ""

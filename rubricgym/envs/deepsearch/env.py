@@ -102,6 +102,7 @@ class DeepSearchEnv(RubricEnv):
         self._corpus, self._index = self._resources(self._world_params())
         self._opened: set[str] = set()
         self._reopened = False
+        self._infos: list[dict[str, Any]] = []
 
     # ---- resources --------------------------------------------------------------------------------------
 
@@ -156,10 +157,16 @@ class DeepSearchEnv(RubricEnv):
             self._corpus, self._index = self._resources(params)
         self._opened = set()
         self._reopened = False
+        self._infos = []
 
     def call_tool(self, call: ToolCall) -> ToolOutput:
-        a = call.arguments
         self._reopened = False
+        out = self._run(call)
+        self._infos.append(out.info)
+        return out
+
+    def _run(self, call: ToolCall) -> ToolOutput:
+        a = call.arguments
         if call.name == "plan":
             return ToolOutput(text="Plan noted. Now search for the first entity you need.",
                               info={"tool": "plan", "seen": []})
@@ -182,7 +189,7 @@ class DeepSearchEnv(RubricEnv):
             if not answer.strip():
                 raise ToolError("the answer is empty; write 'Answer: <name>' and the cited facts")
             assert self._task is not None
-            parts = carr.score(self._task.hidden, answer, self._steps, self.alpha)
+            parts = carr.score(self._task.hidden, answer, self._infos, self.alpha)
             reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
             info = {"tool": "answer", "seen": [], **{k: parts[k] for k in
                                                      ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")}}
@@ -196,8 +203,8 @@ class DeepSearchEnv(RubricEnv):
             call.name, "review" if self._reopened else "gather")
 
     def summary(self) -> dict[str, Any]:
-        used = [s.info.get("tool") for s in self._steps]
-        last = self._steps[-1].info if self._steps else {}
+        used = [i.get("tool") for i in self._infos]
+        last = self._infos[-1] if self._infos else {}
         return {"searches": used.count("search"), "opened": len(self._opened), "finds": used.count("find"),
                 "answered": "answer" in used, "correct": bool(last.get("correct")),
                 "rubric": float(last.get("rubric", 0.0)), "c_grpo": float(last.get("c_grpo", 0.0))}

@@ -1,0 +1,94 @@
+"""CaRR scoring pieces, on worked examples: citations, answers, support from what was seen, chain reachability."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubricgym.core.types import Action, Observation, Step
+from rubricgym.envs.deepsearch import carr
+
+
+def _step(i: int, seen: list[tuple[str, str]]) -> Step:
+    return Step(index=i, stage="gather", action=Action(text=""), observation=Observation(messages=[]),
+                info={"seen": [{"url": u, "text": t} for u, t in seen]})
+
+
+HIDDEN: dict[str, Any] = {
+    "answer": "Ada Vell", "aliases": ["Vell, Ada"], "confusable": ["Ada Velll"],
+    "entities": {"E0": {"name": "Ada Vell", "aliases": ["Vell, Ada"]}, "E1": {"name": "Brook", "aliases": []},
+                 "E2": {"name": "Dunmere", "aliases": []}},
+    "statements": [
+        {"id": "S1", "text": "<E0> was born in <E1>", "entities": ["E0", "E1"],
+         "evidence": [{"url": "u://ada", "text": "Ada Vell was born in Brook."}]},
+        {"id": "S2", "text": "<E1> is on the <E2> road", "entities": ["E1", "E2"],
+         "evidence": [{"url": "u://brook", "text": "Brook lies on the Dunmere road."}]},
+        {"id": "S3", "text": "<E2> was founded in 1700", "entities": ["E2"],
+         "evidence": [{"url": "u://dun", "text": "Dunmere was founded in 1700."}]},
+    ],
+}
+
+
+def test_citations_skip_the_references_section_and_repeat_urls():
+    text = "Answer: X\nA [1](u://a), B [2](u://b) and again [1](u://a).\n\n## References\n[3](u://c)"
+    assert carr.cited_urls(text) == ["u://a", "u://b"]
+    many = " ".join(f"[{i}](u://{i})" for i in range(30))
+    assert len(carr.cited_urls(many)) == carr.MAX_CITED
+
+
+def test_answer_line_and_outcome_match():
+    assert carr.answer_line("Some thoughts.\n**Final answer:** Ada Vell [1](u://x)") == "Ada Vell"
+    assert carr.answer_line("Answer: Ada Vell [1]\nmore") == "Ada Vell"
+    assert carr.answer_line("\n\nAda Vell, I think.\nBecause...") == "Ada Vell, I think."
+    names = ["Ada Vell", "Vell, Ada"]
+    assert carr.outcome_match("Ada Vell", names)
+    assert carr.outcome_match("The answer is ada vell.", names)
+    assert carr.outcome_match("Vell, Ada", names)
+    assert not carr.outcome_match("Ada Velll", names, ["Ada Velll"])
+    assert not carr.outcome_match("Ada", names)
+    assert not carr.outcome_match("Ada Vell or Bo Rin or Cy Tal or Di Mo or Ed Nu or Fa Po or Gi Qu or Ha Ru", names)
+
+
+def test_full_support_and_a_connected_chain_score_one():
+    steps = [_step(0, [("u://ada", "x. Ada Vell was born in Brook. y")]),
+             _step(1, [("u://brook", "Brook lies on the Dunmere road.")]),
+             _step(2, [("u://dun", "Dunmere was founded in 1700.")])]
+    text = "Answer: Ada Vell\nBorn in Brook [1](u://ada), on the Dunmere road [2](u://brook), 1700 [3](u://dun)."
+    p = carr.score(HIDDEN, text, steps)
+    assert p["correct"] and p["rubric"] == 1.0 and p["c_grpo"] == 1.0
+    assert all(r["reachable"] for r in p["statements"])
+
+
+def test_a_supported_statement_cut_off_from_the_answer_does_not_count():
+    # S2 unsupported (its page cited but never seen): S3 is supported yet unreachable from E0
+    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook.")]), _step(1, [("u://dun", "Dunmere was founded in 1700.")])]
+    text = "Answer: Ada Vell\nBrook [1](u://ada); Dunmere road [2](u://brook); 1700 [3](u://dun)."
+    p = carr.score(HIDDEN, text, steps)
+    rows = {r["id"]: r for r in p["statements"]}
+    assert rows["S1"]["reachable"] and not rows["S2"]["supported"]
+    assert rows["S3"]["supported"] and not rows["S3"]["reachable"]
+    assert p["rubric"] == 1 / 3
+    assert p["c_grpo"] == (1 - 0.3) * 1 + 0.3 * (1 / 3)
+    assert p["unseen_cited"] == ["u://brook"]
+
+
+def test_support_needs_a_citation_an_identified_entity_and_the_whole_sentence():
+    steps = [_step(0, [("u://ada", "Ada Vell was born in Brookside.")])]  # not the same sentence
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", steps)["rubric"] == 0
+    seen = [_step(0, [("u://ada", "Ada Vell was born in Brook.")])]
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook.", seen)["rubric"] == 0  # no citation
+    assert carr.score(HIDDEN, "Answer: Ada Vell [1](u://ada)", seen)["rubric"] == 0  # E1 not named
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", seen)["rubric"] == 1 / 3
+
+
+def test_a_wrong_answer_gets_nothing_however_well_cited():
+    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook.")])]
+    p = carr.score(HIDDEN, "Answer: Ada Velll, born in Brook [1](u://ada)", steps)
+    assert not p["correct"] and p["rubric"] == 0 and p["c_grpo"] == 0
+
+
+def test_lexical_support_without_evidence_sentences():
+    hidden = {**HIDDEN, "statements": [{"id": "S1", "text": "<E0> was born in <E1>", "entities": ["E0", "E1"]}]}
+    steps = [_step(0, [("u://ada", "Records show that Ada Vell was born in the town of Brook in 1900.")])]
+    assert carr.score(hidden, "Answer: Ada Vell, of Brook [1](u://ada)", steps)["rubric"] == 1.0
+    steps = [_step(0, [("u://ada", "Ada Vell lived in Paris.")])]
+    assert carr.score(hidden, "Answer: Ada Vell, of Brook [1](u://ada)", steps)["rubric"] == 0.0
