@@ -107,9 +107,7 @@ def swe_trace_margin(s_prm: float, tests_pass: bool, gamma: float = 0.7) -> floa
     return (gamma if tests_pass else 0.0) + (1.0 - gamma) * s_prm
 
 
-def carr_rubric_reward(
-    rubrics: Sequence[Sequence[str]], supported: Sequence[bool], answer_entity: str = "E0"
-) -> float:
+def carr_rubric_reward(rubrics: Sequence[Sequence[str]], supported: Sequence[bool], answer_entity: str = "E0") -> float:
     """CaRR's chain reward: supported statements reachable from the answer entity / all statements.
 
     ``rubrics[i]`` lists the entity ids that single-hop statement i mentions (e.g. ``["E0", "E1"]``);

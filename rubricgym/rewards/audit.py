@@ -140,9 +140,7 @@ async def audit_judge(
     concurrency: int = 8,
 ) -> AuditReport:
     """Audit ``judge`` on ``rubric``'s criteria that it can judge (the others are skipped)."""
-    judged = Rubric(
-        id=rubric.id, version=rubric.version, criteria=[c for c in rubric.criteria if judge.can_judge(c)]
-    )
+    judged = Rubric(id=rubric.id, version=rubric.version, criteria=[c for c in rubric.criteria if judge.can_judge(c)])
     report = AuditReport(judge=judge.id, rubric_id=rubric.id)
     if not judged.criteria:
         return report
@@ -180,9 +178,7 @@ def exploitation_rate(
     return sum(w[j] for j in new if reference[j] and not any(reference[j])) / total
 
 
-def self_internalisation_gap(
-    logp_prompt: Sequence[Sequence[float]], logp_cond: Sequence[Sequence[float]]
-) -> float:
+def self_internalisation_gap(logp_prompt: Sequence[Sequence[float]], logp_cond: Sequence[Sequence[float]]) -> float:
     """``Δ = mean_o [ℓ_prompt(o) - ℓ_cond(o)]`` with ℓ the per-token mean log-prob of sample ``o``.
 
     ``logp_prompt[i]`` are sample i's token log-probs scored with the task prompt only, ``logp_cond[i]`` with

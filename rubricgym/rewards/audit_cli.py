@@ -56,9 +56,7 @@ async def _run(
     if good_agent:
         agents = cls.agents()
         if good_agent not in agents:
-            raise typer.BadParameter(
-                f"env {env_id!r} has no agent {good_agent!r}; it has: {', '.join(agents)}"
-            )
+            raise typer.BadParameter(f"env {env_id!r} has no agent {good_agent!r}; it has: {', '.join(agents)}")
         rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False)
         good = rep.trajectories
     report = await audit_judge(judge, rubric, tasks, good)
@@ -68,20 +66,14 @@ async def _run(
 
 
 def audit_command(
-    env: Annotated[
-        str, typer.Option(help="env whose tasks (and default rubric) the probes use")
-    ] = "toy-calculator-v0",
-    rubric: Annotated[
-        Path | None, typer.Option(help="rubric file; default: the env's default rubric")
-    ] = None,
+    env: Annotated[str, typer.Option(help="env whose tasks (and default rubric) the probes use")] = "toy-calculator-v0",
+    rubric: Annotated[Path | None, typer.Option(help="rubric file; default: the env's default rubric")] = None,
     judge: Annotated[
         str | None,
         typer.Option(help="base URL of the LLM judge to audit; default: the env's programmatic checks"),
     ] = None,
     judge_model: Annotated[str | None, typer.Option(help="model name the judge server serves")] = None,
-    judge_all: Annotated[
-        bool, typer.Option(help="let the LLM judge also take criteria that name a check")
-    ] = False,
+    judge_all: Annotated[bool, typer.Option(help="let the LLM judge also take criteria that name a check")] = False,
     tasks: Annotated[int, typer.Option(help="tasks to probe")] = 3,
     seed: Annotated[int, typer.Option(help="task seed")] = 0,
     good_agent: Annotated[

@@ -96,9 +96,7 @@ async def score_run(
     out: list[Breakdown | None] = [None] * len(trajs)
     for r, idx in groups.values():
         prm = ProcessRewardModel(r, judges)
-        for i, bd in zip(
-            idx, await prm.score_many([trajs[i] for i in idx], concurrency=concurrency), strict=True
-        ):
+        for i, bd in zip(idx, await prm.score_many([trajs[i] for i in idx], concurrency=concurrency), strict=True):
             out[i] = bd
     for j in judges:
         for member in getattr(j, "judges", [j]):
@@ -147,8 +145,7 @@ def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[s
         "valid": sum(b.valid for b in breakdowns),
         "errors": sum(b.n_errors for b in breakdowns),
         "rubrics": [
-            {"id": r.id, "version": r.version, "hash": h, "method": r.aggregation.method}
-            for h, r in rubrics.items()
+            {"id": r.id, "version": r.version, "hash": h, "method": r.aggregation.method} for h, r in rubrics.items()
         ],
         "criteria": criteria,
     }
@@ -195,9 +192,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def score_command(
     run_dir: Annotated[Path, typer.Argument(help="run directory holding trajectories.jsonl")],
-    rubric: Annotated[
-        Path | None, typer.Option(help="rubric file (.yaml/.json/.toml); default: the env's")
-    ] = None,
+    rubric: Annotated[Path | None, typer.Option(help="rubric file (.yaml/.json/.toml); default: the env's")] = None,
     judge: Annotated[
         str | None,
         typer.Option(help="OpenAI-compatible base URL of an LLM judge, e.g. http://127.0.0.1:8000/v1"),
@@ -248,9 +243,7 @@ def score_command(
         if b.total is not None:
             by_agent[b.agent].append(b.total)
     for agent, totals in sorted(by_agent.items()):
-        console.print(
-            f"agent [bold]{agent}[/bold]: mean total {sum(totals) / len(totals):.3f} over {len(totals)}"
-        )
+        console.print(f"agent [bold]{agent}[/bold]: mean total {sum(totals) / len(totals):.3f} over {len(totals)}")
     if summary["errors"]:
         console.print(
             f"[yellow]{summary['errors']} verdict(s) failed[/yellow]: they are left out of the totals "

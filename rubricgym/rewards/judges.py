@@ -96,9 +96,7 @@ class CheckJudge:
         rubric: Rubric | None = None,
     ) -> Verdict:
         if criterion.check is None:
-            return Verdict.failed(
-                criterion.id, "CheckJudge needs a criterion with a 'check'", step=step, judge=self.id
-            )
+            return Verdict.failed(criterion.id, "CheckJudge needs a criterion with a 'check'", step=step, judge=self.id)
         t0 = time.perf_counter()
         result = self.run_check(criterion.check, trajectory, step)
         latency = time.perf_counter() - t0

@@ -119,9 +119,7 @@ class PairwiseJudge:
         if client is None and base_url and model:
             client = ChatClient(base_url, model)
         if client is None and prm is None:
-            raise ValueError(
-                "PairwiseJudge needs an LLM (client or base_url + model) or a rubric (from_rubric)"
-            )
+            raise ValueError("PairwiseJudge needs an LLM (client or base_url + model) or a rubric (from_rubric)")
         self.client, self.prm = client, prm
         self.mode: Literal["llm", "rubric"] = "llm" if client is not None else "rubric"
         self.path_dims, self.answer_dims = tuple(path_dims), tuple(answer_dims)
@@ -146,9 +144,7 @@ class PairwiseJudge:
     async def compare(self, a: Trajectory, b: Trajectory) -> PairwiseResult:
         """Judge ``a`` against ``b`` in both orders; a failed order makes the result an error, not a loss."""
         if a.task.id != b.task.id:
-            raise ValueError(
-                f"pairwise comparison needs two trajectories of one task, got {a.task.id} and {b.task.id}"
-            )
+            raise ValueError(f"pairwise comparison needs two trajectories of one task, got {a.task.id} and {b.task.id}")
         t0 = time.perf_counter()
         if self.mode == "rubric":
             result = await self._compare_rubric(a, b)
@@ -194,9 +190,7 @@ class PairwiseJudge:
         pb, qb, p_b, q_b = self._dims(bdb)
         ca, cb = combine(p_a, q_a, self.path_weight), combine(p_b, q_b, self.path_weight)
         orders = [
-            OrderScores(
-                first=f, path={"a": pa, "b": pb}, answer={"a": qa, "b": qb}, combined={"a": ca, "b": cb}
-            )
+            OrderScores(first=f, path={"a": pa, "b": pb}, answer={"a": qa, "b": qb}, combined={"a": ca, "b": cb})
             for f in ("a", "b")
         ]
         sa, sb = 2 * ca, 2 * cb
@@ -239,9 +233,7 @@ class PairwiseJudge:
                 "Reply with one JSON object: " + schema,
             ]
         )
-        system = (
-            "You compare two AI agents' attempts at the same task, fairly and strictly. Reply in JSON only."
-        )
+        system = "You compare two AI agents' attempts at the same task, fairly and strictly. Reply in JSON only."
         return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
     def _parse(self, text: str | None) -> tuple[dict[str, dict[str, float]], ...]:
@@ -290,23 +282,15 @@ class PairwiseJudge:
 
     async def _compare_llm(self, a: Trajectory, b: Trajectory) -> PairwiseResult:
         try:
-            (a1, b1, why1), (b2, a2, why2) = await asyncio.gather(
-                self._one_order(a, b), self._one_order(b, a)
-            )
+            (a1, b1, why1), (b2, a2, why2) = await asyncio.gather(self._one_order(a, b), self._one_order(b, a))
         except (EndpointError, JudgeParseError) as e:
-            return PairwiseResult(
-                a_id=a.id, b_id=b.id, mode="llm", judge=self.id, error=f"{type(e).__name__}: {e}"
-            )
+            return PairwiseResult(a_id=a.id, b_id=b.id, mode="llm", judge=self.id, error=f"{type(e).__name__}: {e}")
         orders = []
         totals = {"a": 0.0, "b": 0.0}
         bias = []
         for first, sa, sb, why in (("a", a1, b1, why1), ("b", a2, b2, why2)):
-            ca = combine(
-                _mean(list(sa["path"].values())), _mean(list(sa["answer"].values())), self.path_weight
-            )
-            cb = combine(
-                _mean(list(sb["path"].values())), _mean(list(sb["answer"].values())), self.path_weight
-            )
+            ca = combine(_mean(list(sa["path"].values())), _mean(list(sa["answer"].values())), self.path_weight)
+            cb = combine(_mean(list(sb["path"].values())), _mean(list(sb["answer"].values())), self.path_weight)
             totals["a"] += ca
             totals["b"] += cb
             bias.append(ca - cb if first == "a" else cb - ca)

@@ -102,15 +102,11 @@ class PanelJudge:
         rubric: Rubric | None = None,
     ) -> Verdict:
         members = [j for j in self.judges if j.can_judge(criterion)]
-        verdicts = list(
-            await asyncio.gather(*(j.judge(criterion, trajectory, step, rubric=rubric) for j in members))
-        )
+        verdicts = list(await asyncio.gather(*(j.judge(criterion, trajectory, step, rubric=rubric) for j in members)))
         ok = [v for v in verdicts if v.ok]
         latency = max((v.latency_s for v in verdicts), default=0.0)
         if not ok:
-            errors = (
-                "; ".join(f"{v.judge}: {v.error}" for v in verdicts) or "no member can judge this criterion"
-            )
+            errors = "; ".join(f"{v.judge}: {v.error}" for v in verdicts) or "no member can judge this criterion"
             return Verdict.failed(
                 criterion.id,
                 f"every panel member failed ({errors})",

@@ -12,10 +12,9 @@ import re
 from typing import Any
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_MET_WORD = re.compile(
-    r"\b(?:verdict|met|criterion met)\b\s*[:=]\s*\**\s*(yes|no|true|false|met|not met)\b", re.I
-)
-_SCORE_WORD = re.compile(r"\bscore\b\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?", re.I)
+_MET_WORD = re.compile(r'\b(?:verdict|met|criterion met)\b"?\s*[:=]\s*\**\s*"?(yes|no|true|false|met|not met)\b', re.I)
+_SCORE_WORD = re.compile(r'\bscore\b"?\s*[:=]\s*\**\s*"?(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?', re.I)
+_ECHOED = re.compile(r"\b(?:true or false|yes or no)\b", re.I)
 _TRUE = {"true", "yes", "met", "1", "pass", "passed", "y"}
 _FALSE = {"false", "no", "not met", "unmet", "0", "fail", "failed", "n"}
 
@@ -85,30 +84,32 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
             met = score is not None and score >= 0.5
         if score is None:
             score = 1.0 if met else 0.0
+        if met != (score >= 0.5):
+            raise JudgeParseError(f"contradictory verdict (met={met}, score={score:g}): {text.strip()[:160]!r}")
         steps = low.get("evidence_steps") or low.get("steps") or []
         quotes = low.get("quotes") or low.get("evidence") or []
         return {
             "met": met,
             "score": score,
             "rationale": str(low.get("rationale") or low.get("reasoning") or low.get("explanation") or ""),
-            "evidence_steps": [
-                int(s) for s in steps if isinstance(s, int) or (isinstance(s, str) and s.isdigit())
-            ]
+            "evidence_steps": [int(s) for s in steps if isinstance(s, int) or (isinstance(s, str) and s.isdigit())]
             if isinstance(steps, list)
             else [],
             "quotes": [str(q) for q in quotes] if isinstance(quotes, list) else [str(quotes)],
         }
+    if _ECHOED.search(body):
+        raise JudgeParseError(f"the judge echoed the answer template instead of deciding: {text.strip()[:160]!r}")
     met_match = _MET_WORD.search(body)
     score_match = _SCORE_WORD.search(body)
     if met_match or score_match:
         score = None
         if score_match:
-            score = normalise_score(
-                score_match.group(1), float(score_match.group(2)) if score_match.group(2) else None
-            )
+            score = normalise_score(score_match.group(1), float(score_match.group(2)) if score_match.group(2) else None)
         met = _as_bool(met_match.group(1)) if met_match else None
         if met is None and score is not None:
             met = score >= 0.5
+        if met is not None and score is not None and met != (score >= 0.5):
+            raise JudgeParseError(f"contradictory verdict (met={met}, score={score:g}): {text.strip()[:160]!r}")
         if met is not None:
             return {
                 "met": met,

@@ -92,16 +92,10 @@ class ProcessRewardModel:
     def judge_for(self, criterion: Criterion) -> Judge | None:
         return next((j for j in self.judges if j.can_judge(criterion)), None)
 
-    async def _verdict(
-        self, sem: asyncio.Semaphore, c: Criterion, traj: Trajectory, step: int | None
-    ) -> Verdict:
+    async def _verdict(self, sem: asyncio.Semaphore, c: Criterion, traj: Trajectory, step: int | None) -> Verdict:
         judge = self.judge_for(c)
         if judge is None:
-            need = (
-                "a CheckJudge"
-                if c.check
-                else "an LLM judge (e.g. `rubricgym score --judge URL --judge-model M`)"
-            )
+            need = "a CheckJudge" if c.check else "an LLM judge (e.g. `rubricgym score --judge URL --judge-model M`)"
             return Verdict.failed(c.id, f"no judge can judge criterion {c.id!r}: it needs {need}", step=step)
         async with sem:
             try:
@@ -137,9 +131,7 @@ class ProcessRewardModel:
     async def _implicit(self, traj: Trajectory) -> Breakdown:
         judge = next((j for j in self.judges if hasattr(j, "judge_rubric")), None)
         if judge is None:
-            v = Verdict.failed(
-                "__rubric__", "method rar_implicit needs an LLM judge (it scores the whole rubric)"
-            )
+            v = Verdict.failed("__rubric__", "method rar_implicit needs an LLM judge (it scores the whole rubric)")
         else:
             v = await judge.judge_rubric(self.rubric, traj)  # type: ignore[attr-defined]
         return self._empty(traj, total=v.score, verdicts=[v], n_errors=0 if v.ok else 1)
@@ -164,9 +156,7 @@ class ProcessRewardModel:
         ok = [v for v in verdicts if v.ok]
 
         def roll(vs: Sequence[Verdict]) -> float | None:
-            return agg.weighted_mean(
-                [float(v.score) for v in vs], [crit[v.criterion_id].resolved_weight for v in vs]
-            )
+            return agg.weighted_mean([float(v.score) for v in vs], [crit[v.criterion_id].resolved_weight for v in vs])
 
         per_criterion: dict[str, float] = {}
         for c in rubric.criteria:
@@ -175,14 +165,10 @@ class ProcessRewardModel:
                 per_criterion[c.id] = sum(scores) / len(scores)
         per_step = [roll([v for v in ok if v.step == s.index]) for s in traj.steps]
         per_stage: dict[str, float] = {}
-        for stage in dict.fromkeys(
-            [s.stage for s in traj.steps] + [c.stage for c in rubric.criteria if c.stage]
-        ):
+        for stage in dict.fromkeys([s.stage for s in traj.steps] + [c.stage for c in rubric.criteria if c.stage]):
             step_idx = {s.index for s in traj.steps if s.stage == stage}
             members = [
-                v
-                for v in ok
-                if (v.step in step_idx) or (v.step is None and crit[v.criterion_id].stage == stage)
+                v for v in ok if (v.step in step_idx) or (v.step is None and crit[v.criterion_id].stage == stage)
             ]
             if (value := roll(members)) is not None:
                 per_stage[stage] = value
@@ -190,11 +176,7 @@ class ProcessRewardModel:
         process = _mean([p for p in per_step if p is not None])
         by_id = {v.criterion_id: v for v in verdicts if v.step is None}
         signal, signal_error = self._outcome_signal(traj, by_id)
-        n_errors = (
-            len(verdicts)
-            - len(ok)
-            + (signal_error is not None and a.method in ("renorm", "swe_trace", "carr"))
-        )
+        n_errors = len(verdicts) - len(ok) + (signal_error is not None and a.method in ("renorm", "swe_trace", "carr"))
 
         def rubric_total(exclude: str | None = None) -> float | None:
             ids = [i for i in per_criterion if i != exclude]
@@ -213,20 +195,14 @@ class ProcessRewardModel:
                 total = _mean([r for r in step_rewards if r is not None]) if step_rewards else signal - 0.5
         elif a.method == "swe_trace":
             s_prm = rubric_total(exclude=a.outcome_check)
-            total = (
-                None
-                if signal is None or s_prm is None
-                else agg.swe_trace_margin(s_prm, signal >= 0.5, a.gamma)
-            )
+            total = None if signal is None or s_prm is None else agg.swe_trace_margin(s_prm, signal >= 0.5, a.gamma)
         else:  # carr
             statements = [c for c in rubric.criteria if c.entities]
             stated = [by_id.get(c.id) for c in statements]
             if signal is None or any(v is None or not v.ok for v in stated):
                 total = None  # a statement nobody could judge leaves the chain unknown: mask, do not guess
             else:
-                chain = agg.carr_rubric_reward(
-                    [c.entities or [] for c in statements], [bool(v.met) for v in stated]
-                )
+                chain = agg.carr_rubric_reward([c.entities or [] for c in statements], [bool(v.met) for v in stated])
                 per_criterion["__chain__"] = chain
                 total = agg.c_grpo_reward(signal, chain, a.alpha)
         return self._empty(

@@ -70,11 +70,7 @@ def render_path(traj: Trajectory, limit: int = 600) -> str:
     lines = []
     for s in traj.steps:
         call = s.action.tool_call
-        what = (
-            f"{call.name}({', '.join(f'{k}={v!r}' for k, v in call.arguments.items())})"
-            if call
-            else "no valid call"
-        )
+        what = f"{call.name}({', '.join(f'{k}={v!r}' for k, v in call.arguments.items())})" if call else "no valid call"
         lines.append(
             f"{s.index}. [{s.stage}] {_cut(s.action.text, limit)} -> {what}"
             + (

@@ -66,9 +66,7 @@ class Criterion(Wire):
     @model_validator(mode="after")
     def _one_judging_mode(self) -> Criterion:
         if self.check is not None and self.judge is not None:
-            raise ValueError(
-                "set either 'check' (a named env check) or 'judge' (an LLM instruction), not both"
-            )
+            raise ValueError("set either 'check' (a named env check) or 'judge' (an LLM instruction), not both")
         if self.weight is not None and self.weight == 0:
             raise ValueError("weight 0 makes the criterion count for nothing: remove it or give it a weight")
         return self
@@ -130,9 +128,7 @@ class Rubric(Wire):
             seen.add(c.id)
         method = self.aggregation.method
         if method == "rar" and any(c.resolved_weight < 0 for c in self.criteria):
-            raise ValueError(
-                "aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones"
-            )
+            raise ValueError("aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones")
         if method == "carr" and not any(c.entities for c in self.criteria):
             raise ValueError("aggregation 'carr' needs criteria with 'entities' (the statement's entity ids)")
         return self
@@ -149,9 +145,7 @@ class Rubric(Wire):
         for c in self.criteria:
             if c.id == id:
                 return c
-        raise KeyError(
-            f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}"
-        )
+        raise KeyError(f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}")
 
     @property
     def step_criteria(self) -> list[Criterion]:

@@ -35,7 +35,20 @@ def test_parse_verdict_keeps_evidence():
     assert v["evidence_steps"] == [2, 3] and v["quotes"] == ["17 * 3"]
 
 
-@pytest.mark.parametrize("text", ["", "   ", "I think it is good.", '{"score": 500}', '{"met": "maybe"}', "{broken"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "I think it is good.",
+        '{"score": 500}',
+        '{"met": "maybe"}',
+        "{broken",
+        '{"met": true, "score": 0}',  # contradictory
+        '{"rationale": "x", "met": true or false, "score": 1',  # the template echoed back, cut off
+        '{\n "met": false,\n "score": 1,',  # cut off and contradictory
+    ],
+)
 def test_unusable_replies_raise(text):
     with pytest.raises(JudgeParseError):
         parse_verdict(text)
