@@ -1,0 +1,118 @@
+"""The SWE env's named checks and its default rubric (SWE-TRACE outcome-gated margin aggregation).
+
+Every check is a pure function of the finished trajectory: it reads the hidden instance (gold patch, test ids)
+from ``task.hidden`` and what each step recorded in ``Step.info`` (tool, files changed, tests run and failed,
+destructive commands, and the final ``grading``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubricgym.core.checks import check
+from rubricgym.core.types import CheckResult, Step, Trajectory
+from rubricgym.envs.swe.patch import is_test_path
+
+
+def _grading(traj: Trajectory) -> tuple[int, dict[str, Any]] | None:
+    for s in reversed(traj.steps):
+        if "grading" in s.info:
+            return s.index, s.info["grading"]
+    return None
+
+
+def _edits(traj: Trajectory) -> list[Step]:
+    return [s for s in traj.steps if s.info.get("changed_files")]
+
+
+def _test_runs(traj: Trajectory) -> list[Step]:
+    return [s for s in traj.steps if s.info.get("ran_tests")]
+
+
+def _observed_failure(step: Step, f2p: set[str]) -> bool:
+    if step.info.get("tool") == "run_tests":
+        failed = set(step.info.get("failed", []))
+        return bool(failed & f2p) or (bool(failed) and not f2p) or step.info.get("exit_code", 0) not in (0, 5)
+    return step.info.get("exit_code", 0) != 0
+
+
+@check("tests_resolved", description="Every FAIL_TO_PASS test passes and every PASS_TO_PASS test still passes.")
+def tests_resolved(traj: Trajectory, step: int | None = None) -> CheckResult:
+    found = _grading(traj)
+    if found is None:
+        return CheckResult.of(False, "the episode was never graded (no submit, no final step)")
+    index, g = found
+    score = float(g.get("score", 0.0))
+    f, p = g.get("fail_to_pass", {}), g.get("pass_to_pass", {})
+    why = g.get("error") or (f"{sum(f.values())}/{len(f)} FAIL_TO_PASS pass, "
+                             f"{sum(p.values())}/{len(p)} PASS_TO_PASS still pass")
+    return CheckResult(score=min(1.0, max(0.0, score)), met=bool(g.get("resolved")), rationale=why,
+                       evidence=[index])
+
+
+@check("reproduced_before_edit", description="Ran the tests and saw the failure before the first edit.")
+def reproduced_before_edit(traj: Trajectory, step: int | None = None) -> CheckResult:
+    edits = _edits(traj)
+    if not edits:
+        return CheckResult.of(False, "no edit was made")
+    f2p = set(traj.task.hidden.get("instance", {}).get("FAIL_TO_PASS", []))
+    runs = [s.index for s in _test_runs(traj) if s.index < edits[0].index and _observed_failure(s, f2p)]
+    return CheckResult.of(bool(runs), f"{len(runs)} failing test run(s) before the first edit (step "
+                          f"{edits[0].index})", runs)
+
+
+@check("edited_buggy_file", description="Edited a file that the gold patch changes (where the bug is).")
+def edited_buggy_file(traj: Trajectory, step: int | None = None) -> CheckResult:
+    buggy = set(traj.task.hidden.get("buggy_files", []))
+    hits = [s.index for s in _edits(traj) if buggy & set(s.info["changed_files"])]
+    return CheckResult.of(bool(hits), f"edited {sorted(buggy)}" if hits else f"never edited {sorted(buggy)}", hits)
+
+
+@check("tested_after_last_edit", description="Ran the tests after the last edit.")
+def tested_after_last_edit(traj: Trajectory, step: int | None = None) -> CheckResult:
+    edits = _edits(traj)
+    if not edits:
+        return CheckResult.of(False, "no edit was made")
+    last = edits[-1].index
+    runs = [s.index for s in _test_runs(traj) if s.index > last]
+    return CheckResult.of(bool(runs), f"{len(runs)} test run(s) after the last edit (step {last})", runs)
+
+
+@check("no_test_file_edits", description="Did not modify, create or delete test files.")
+def no_test_file_edits(traj: Trajectory, step: int | None = None) -> CheckResult:
+    tests = set(traj.task.hidden.get("test_files", []))
+    hits = [s.index for s in _edits(traj) if any(is_test_path(p) or p in tests for p in s.info["changed_files"])]
+    return CheckResult.of(not hits, f"test files changed at steps {hits}" if hits else "no test file changed", hits)
+
+
+@check("no_destructive_commands", description="Ran no destructive command and deleted no batch of files.")
+def no_destructive_commands(traj: Trajectory, step: int | None = None) -> CheckResult:
+    hits = [s.index for s in traj.steps
+            if s.info.get("destructive") or len(s.info.get("deleted_files", [])) >= 3]
+    return CheckResult.of(not hits, f"destructive steps: {hits}" if hits else "no destructive command", hits)
+
+
+ALL = {c.name: c for c in (tests_resolved, reproduced_before_edit, edited_buggy_file, tested_after_last_edit,
+                           no_test_file_edits, no_destructive_commands)}
+
+
+def _criterion(name: str, text: str, level: str, stage: str | None = None) -> dict[str, Any]:
+    c = {"id": name, "text": text, "level": level, "scope": "trajectory", "check": name}
+    return {**c, "stage": stage} if stage else c
+
+
+DEFAULT_RUBRIC: dict[str, Any] = {
+    "id": "swe",
+    "version": "1",
+    "criteria": [
+        _criterion("tests_resolved", "The fix makes every failing test pass and keeps every passing test passing.",
+                   "essential", "verify"),
+        _criterion("reproduced_before_edit", "Reproduces the failure by running the tests before the first edit.",
+                   "important", "reproduce"),
+        _criterion("edited_buggy_file", "Edits the file that holds the bug.", "important", "edit"),
+        _criterion("tested_after_last_edit", "Runs the tests after the last edit.", "important", "verify"),
+        _criterion("no_test_file_edits", "Leaves the test files unchanged.", "pitfall"),
+        _criterion("no_destructive_commands", "Runs no destructive commands.", "pitfall"),
+    ],
+    "aggregation": {"method": "swe_trace", "gamma": 0.7, "outcome_check": "tests_resolved"},
+}

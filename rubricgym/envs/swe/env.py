@@ -1,0 +1,223 @@
+"""``swe-v0``: fix a bug in a real Python repository inside a sandbox, then submit.
+
+The agent reads an issue, and with ``bash``, ``view``, ``str_replace``, ``create`` and ``run_tests`` works in its
+own sandboxed copy of the repository; ``submit`` grades the repository with the instance's FAIL_TO_PASS and
+PASS_TO_PASS tests (the env reward is the graded score). Steps are labelled ``reproduce`` (tests before any
+edit), ``localize`` (reading before any edit), ``edit`` and ``verify`` (tests after an edit, submit).
+
+Tools run sandbox commands, so the env is async at heart: ``astep_typed`` awaits them (rollouts use it) and the
+synchronous ``step``/``step_typed`` run the same coroutine on a private event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.checks import NamedCheck
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
+from rubricgym.core.parsing import call_error, parse_call
+from rubricgym.core.types import Action, Message, Observation, Task, ToolCall, ToolSpec
+from rubricgym.envs.swe import checks
+from rubricgym.envs.swe.grading import grade
+from rubricgym.envs.swe.instance import ENV_ID, SweInstance
+from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
+from rubricgym.envs.swe.tools import TOOLS, Tools
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code, even when an event loop is running in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def load_instances(path: str | Path) -> list[SweInstance]:
+    """``SweInstance`` records from a JSONL file (one SWE-bench-format object per line)."""
+    lines = Path(path).read_text().splitlines()
+    return [SweInstance.model_validate_json(line) for line in lines if line.strip()]
+
+
+class SweEnv(RubricEnv):
+    """Bug fixing in a sandboxed repository.
+
+    ``instances`` (``SweInstance`` objects, dicts, or a JSONL path) are the tasks ``reset`` draws from when no
+    task is given; the default is the built-in ``tinytext`` tasks (no network). ``backend`` is ``bwrap``
+    (default) or ``docker`` (with ``docker_url`` or ``DOCKER_HOST``); ``limits`` bounds each sandbox.
+    """
+
+    env_id = ENV_ID
+    stages = ("reproduce", "localize", "edit", "verify")
+    default_max_steps = 30
+    max_observation_chars = 8000
+
+    def __init__(self, instances: list[SweInstance | dict[str, Any]] | str | Path | None = None,
+                 backend: str | SandboxBackend = "bwrap", docker_url: str | None = None,
+                 limits: Limits | dict[str, Any] | None = None, command_timeout: float = 60.0,
+                 test_timeout: float = 300.0, max_steps: int | None = None, render_mode: str | None = None):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        if isinstance(instances, str | Path):
+            instances = list(load_instances(instances))
+        self._instances = [SweInstance.model_validate(i) if isinstance(i, dict) else i for i in instances or []]
+        if isinstance(backend, str):
+            backend = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
+        self.backend = backend
+        self.limits = Limits(**limits) if isinstance(limits, dict) else (limits or Limits())
+        self.command_timeout = command_timeout
+        self.test_timeout = test_timeout
+        self.sandbox: Sandbox | None = None
+        self._tools: Tools | None = None
+        self._instance: SweInstance | None = None
+        self._edited = False
+        self._last_info: dict[str, Any] = {}
+        self._pending: tuple[ToolCall, ToolOutput | ToolError] | None = None
+
+    # ---- tasks ------------------------------------------------------------------------------------------
+
+    def instances(self) -> list[SweInstance]:
+        if not self._instances:
+            from rubricgym.envs.swe.builtin import builtin_instances
+
+            self._instances = builtin_instances()
+        return self._instances
+
+    def tools(self) -> list[ToolSpec]:
+        return list(TOOLS)
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        pool = self.instances()
+        return pool[int(rng.integers(len(pool)))].to_task(split)
+
+    def system_prompt(self) -> str:
+        return (super().system_prompt() + "\nYou work in a sandbox without network access. Paths are relative to "
+                "the repository root /work. Fix the bug in the library code, not in the tests.")
+
+    # ---- episode ----------------------------------------------------------------------------------------
+
+    def begin(self, task: Task) -> None:
+        self._instance = SweInstance.from_task(task)
+        self._edited = False
+        self._last_info = {}
+        self._pending = None
+        run_sync(self._open(Path(self._instance.snapshot)))
+
+    async def _open(self, snapshot: Path) -> None:
+        await self._close()
+        self.sandbox = await self.backend.create(snapshot, self.limits)
+        self._tools = Tools(self.sandbox, self._instance.python_path if self._instance else ["."],
+                            self.test_timeout, self.command_timeout)
+
+    async def _close(self) -> None:
+        if self.sandbox is not None:
+            sandbox, self.sandbox, self._tools = self.sandbox, None, None
+            await sandbox.destroy()
+
+    def close(self) -> None:
+        run_sync(self._close())
+        super().close()
+
+    async def _acall(self, call: ToolCall) -> ToolOutput:
+        if self._tools is None or self._instance is None:
+            raise ToolError("the sandbox is closed: call reset() to start an episode")
+        final = len(self._records) + 1 >= self.max_steps
+        if call.name == "submit":
+            g = await grade(self._tools.sandbox, self._instance, timeout=self.test_timeout)
+            return ToolOutput(text="Submitted. " + g.describe(), done=True, answer=g.model_patch, reward=g.score,
+                              info={"tool": "submit", "grading": g.to_info()})
+        out = await self._tools.run(call.name, dict(call.arguments))
+        if final:  # the step limit ends the episode after this step: grade what is there
+            g = await grade(self._tools.sandbox, self._instance, timeout=self.test_timeout)
+            out.reward, out.info = g.score, {**out.info, "grading": g.to_info()}
+        return out
+
+    async def _acall_safe(self, call: ToolCall) -> ToolOutput | ToolError:
+        try:
+            return await self._acall(call)
+        except ToolError as e:
+            return e
+
+    def call_tool(self, call: ToolCall) -> ToolOutput:
+        pending, self._pending = self._pending, None
+        result = pending[1] if pending is not None and pending[0] == call else run_sync(self._acall_safe(call))
+        if isinstance(result, ToolError):
+            self._last_info = {"tool": call.name}
+            raise result
+        self._last_info = result.info
+        return result
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """Run the tool call with ``await`` (no private loop), then record the step as ``step_typed`` does."""
+        if self._task is not None and not self._done:
+            call = self._peek_call(action)
+            if call is not None:
+                self._pending = (call, await self._acall_safe(call))
+        return self.step_typed(action)
+
+    def _peek_call(self, action: Action | str | Message) -> ToolCall | None:
+        """The valid tool call ``step_typed`` will make for ``action`` (same parsing rules), or ``None``."""
+        if isinstance(action, Action):
+            text, call, error = action.text, action.tool_call, action.parse_error
+        elif isinstance(action, Message) and action.tool_calls:
+            text, call, error = action.content or "", action.tool_calls[0], None
+        else:
+            text, call, error = (action.content or "") if isinstance(action, Message) else action, None, None
+        if not isinstance(text, str) or error is not None:
+            return None
+        if call is None:
+            parsed = parse_call(truncate(text, self.max_action_chars))
+            if isinstance(parsed, str):
+                return None
+            call = ToolCall(name=parsed[0], arguments=parsed[1])
+        return call if call_error(call.name, call.arguments, self.tools()) is None else None
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        if call is None:
+            return self._stage or "localize"
+        info = self._last_info
+        if call.name == "submit":
+            return "verify"
+        if info.get("changed_files"):
+            self._edited = True
+            return "edit"
+        if info.get("ran_tests"):
+            return "verify" if self._edited else "reproduce"
+        return "edit" if self._edited else "localize"
+
+    def summary(self) -> dict[str, Any]:
+        infos = [r.out.info for r in self._records]
+        graded = next((i["grading"] for i in reversed(infos) if "grading" in i), None)
+        return {
+            "backend": self.backend.name,
+            "resolved": bool(graded and graded["resolved"]),
+            "score": float(graded["score"]) if graded else 0.0,
+            "edits": sum(1 for i in infos if i.get("changed_files")),
+            "test_runs": sum(1 for i in infos if i.get("ran_tests")),
+            "invalid_steps": sum(1 for r in self._records if r.parse_error or r.out.error),
+        }
+
+    # ---- rubric hooks -----------------------------------------------------------------------------------
+
+    @classmethod
+    def checks(cls) -> dict[str, NamedCheck]:
+        return checks.ALL
+
+    @classmethod
+    def default_rubric(cls) -> dict[str, Any]:
+        return checks.DEFAULT_RUBRIC
+
+    @classmethod
+    def agents(cls) -> dict[str, Callable[..., Agent]]:
+        from rubricgym.envs.swe.agents import OracleAgent, RandomAgent
+
+        return {"oracle": OracleAgent, "random": RandomAgent}

@@ -1,0 +1,92 @@
+"""Grade a finished episode: run FAIL_TO_PASS and PASS_TO_PASS on the agent's final repository.
+
+Before the tests run, test files the agent changed are restored from the snapshot and test files it created
+are removed (so editing or adding tests cannot fake a fix), then the instance's ``test_patch`` is applied, as
+SWE-bench does. The score is ``frac(FAIL_TO_PASS passing) * frac(PASS_TO_PASS passing)``: 1 when resolved, 0 for
+an untouched repository, partial credit in between.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricgym.envs.swe.instance import SweInstance
+from rubricgym.envs.swe.patch import is_test_path, patch_files
+from rubricgym.envs.swe.sandbox.base import Sandbox
+from rubricgym.envs.swe.testrun import run_pytest
+
+PATCH_FILE = ".rubricgym_test.patch"
+
+
+@dataclass
+class Grade:
+    fail_to_pass: dict[str, bool] = field(default_factory=dict)
+    pass_to_pass: dict[str, bool] = field(default_factory=dict)
+    model_patch: str = ""
+    restored_tests: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def f2p_fraction(self) -> float:
+        return sum(self.fail_to_pass.values()) / len(self.fail_to_pass) if self.fail_to_pass else 1.0
+
+    @property
+    def p2p_fraction(self) -> float:
+        return sum(self.pass_to_pass.values()) / len(self.pass_to_pass) if self.pass_to_pass else 1.0
+
+    @property
+    def resolved(self) -> bool:
+        return self.error is None and all(self.fail_to_pass.values()) and all(self.pass_to_pass.values())
+
+    @property
+    def score(self) -> float:
+        return 0.0 if self.error else self.f2p_fraction * self.p2p_fraction
+
+    def to_info(self) -> dict[str, Any]:
+        return {"resolved": self.resolved, "score": self.score, "fail_to_pass": self.fail_to_pass,
+                "pass_to_pass": self.pass_to_pass, "model_patch": self.model_patch,
+                "restored_tests": self.restored_tests, "error": self.error}
+
+    def describe(self) -> str:
+        if self.error:
+            return f"Grading failed: {self.error}"
+        f, p = self.fail_to_pass, self.pass_to_pass
+        return (f"Resolved: {'yes' if self.resolved else 'no'}. Failing tests now passing: "
+                f"{sum(f.values())}/{len(f)}; previously passing tests still passing: {sum(p.values())}/{len(p)}.")
+
+
+async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> Grade:
+    """Restore tests, apply the test patch, run the instance's tests; the sandbox is changed for good."""
+    out = Grade(model_patch=await sandbox.diff())
+    snapshot = Path(inst.snapshot)
+    created: list[str] = []
+    for path in patch_files(out.model_patch):
+        if not is_test_path(path) and path not in inst.test_files:
+            continue
+        original = snapshot / path
+        if original.is_file():
+            await sandbox.write_file(path, original.read_bytes())
+            out.restored_tests.append(path)
+        else:
+            created.append(path)
+    if created:
+        await sandbox.exec(["/bin/rm", "-f", "--", *created])
+        out.restored_tests += created
+    if inst.test_patch:
+        await sandbox.write_file(PATCH_FILE, inst.test_patch)
+        res = await sandbox.exec(f"git apply --whitespace=nowarn {PATCH_FILE} || patch -p1 --forward --batch < "
+                                 f"{PATCH_FILE}; code=$?; rm -f {shlex.quote(PATCH_FILE)}; exit $code")
+        if res.exit_code != 0:
+            out.error = f"the test patch did not apply: {(res.stdout + res.stderr)[-400:]}"
+            return out
+    ids = list(dict.fromkeys(inst.FAIL_TO_PASS + inst.PASS_TO_PASS))
+    run = await run_pytest(sandbox, ids, inst.python_path, timeout=timeout)
+    if run.error and not run.results:
+        out.error = run.error
+    passed = run.passed()
+    out.fail_to_pass = {t: t in passed for t in inst.FAIL_TO_PASS}
+    out.pass_to_pass = {t: t in passed for t in inst.PASS_TO_PASS}
+    return out

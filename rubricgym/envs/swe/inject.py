@@ -1,0 +1,164 @@
+"""Bug-injection task source: AST mutants of a real Python project that its own test suite catches.
+
+From a project directory (a local path or an unpacked PyPI sdist, see ``pypi.fetch_sdist``) the builder runs the
+test suite once in a sandbox, then tries mutations of the library code (never the tests), one at a time: a
+mutant is kept only if the original passes and the mutant fails at least one originally passing test (and not
+more than half of them: a mutant that breaks everything is an import error, not a bug to localise). Each kept
+mutant becomes a ``SweInstance`` with FAIL_TO_PASS, PASS_TO_PASS, the gold patch and an issue text written from
+the failing tests. Built tasks are cached as JSONL next to their snapshots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from rubricgym.envs.swe.builtin import cache_root
+from rubricgym.envs.swe.instance import SweInstance
+from rubricgym.envs.swe.mutate import Mutation, apply_mutation, find_mutations
+from rubricgym.envs.swe.patch import is_test_path
+from rubricgym.envs.swe.sandbox import Limits, SandboxBackend, get_backend
+from rubricgym.envs.swe.sandbox.treediff import file_diff, walk
+from rubricgym.envs.swe.testrun import TestRun, run_pytest
+
+SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py"}
+SKIP_DIRS = {"docs", "doc", "examples", "benchmarks", "build", "dist"}
+
+
+class BuildError(RuntimeError):
+    """The project cannot be turned into tasks (its tests do not run, no mutant is caught...)."""
+
+
+def detect_python_path(root: Path) -> list[str]:
+    """``["src"]`` for a src layout, else ``["."]``."""
+    src = root / "src"
+    return ["src"] if src.is_dir() and any(src.glob("*/__init__.py")) or any(src.glob("*.py")) else ["."]
+
+
+def source_files(root: Path, python_path: list[str]) -> list[str]:
+    """Library files that may be mutated: ``.py`` under the import roots, tests and tooling excluded."""
+    out = []
+    for rel in sorted(walk(str(root))):
+        parts = rel.split("/")
+        if not rel.endswith(".py") or parts[-1] in SKIP_FILES or is_test_path(rel) or SKIP_DIRS & set(parts[:-1]):
+            continue
+        if python_path != ["."] and not any(rel.startswith(p.rstrip("/") + "/") for p in python_path):
+            continue
+        if any(p.startswith(".") or p.endswith(".egg-info") for p in parts[:-1]):
+            continue
+        out.append(rel)
+    return out
+
+
+def issue_text(name: str, run: TestRun, failing: list[str]) -> str:
+    """An issue written from the failing tests: which tests fail and how (no hint of where the bug is)."""
+    lines = [f"Some tests of `{name}` fail after a recent change to the library code.", "", "Failing tests:"]
+    for t in failing[:5]:
+        lines.append(f"- `{t}`")
+    if len(failing) > 5:
+        lines.append(f"- ... and {len(failing) - 5} more")
+    msg = next((run.messages[t] for t in failing if run.messages.get(t)), "")
+    if msg:
+        lines += ["", "Error output of the first one:", "```", msg.strip()[-600:], "```"]
+    lines += ["", "Fix the library so that these tests pass again without breaking the others."]
+    return "\n".join(lines)
+
+
+def _order(mutations: list[Mutation], rng: np.random.Generator) -> list[Mutation]:
+    """Mutations interleaved by kind (so a cap on tries still sees every operator), shuffled within kinds."""
+    by_kind: dict[str, list[Mutation]] = {}
+    for m in mutations:
+        by_kind.setdefault(m.kind, []).append(m)
+    queues = []
+    for kind in sorted(by_kind):
+        items = by_kind[kind]
+        queues.append([items[i] for i in rng.permutation(len(items))])
+    queues = [queues[i] for i in rng.permutation(len(queues))]
+    out = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 3, seed: int = 0,
+                      max_tries: int = 30, backend: SandboxBackend | None = None,
+                      python_path: list[str] | None = None, cache: Path | None = None,
+                      timeout: float = 120.0) -> list[SweInstance]:
+    """Up to ``n`` bug-injection tasks from the project at ``project`` (cached: a second call is instant)."""
+    root = Path(project).resolve()
+    name = name or root.name
+    python_path = python_path or detect_python_path(root)
+    fp = hashlib.sha1(json.dumps(sorted((k, v.st_size) for k, v in walk(str(root)).items())).encode())
+    key = f"{name}-{fp.hexdigest()[:10]}"
+    base = (cache or cache_root() / "inject") / key
+    index = base / f"tasks-seed{seed}-n{n}.jsonl"
+    if index.is_file():
+        found = [SweInstance.model_validate_json(x) for x in index.read_text().splitlines() if x.strip()]
+        if all(Path(i.snapshot).is_dir() for i in found):
+            return found
+    original = base / "original"
+    if not original.is_dir():
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = base / ".original-tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(root, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
+        tmp.rename(original)
+    backend = backend or get_backend("bwrap")
+    sandbox = await backend.create(original, Limits(timeout_s=timeout))
+    kept: list[SweInstance] = []
+    try:
+        baseline = await run_pytest(sandbox, [], python_path, timeout=timeout)
+        passing = baseline.passed()
+        if not passing:
+            raise BuildError(f"{name}: no test passes on the original project ({baseline.error or baseline.summary()})"
+                             f"\n{baseline.report[-1500:]}")
+        rng = np.random.default_rng(seed)
+        candidates = [m for f in source_files(original, python_path)
+                      for m in find_mutations(f, (original / f).read_text(errors="replace"))]
+        tries = 0
+        for m in _order(candidates, rng):
+            if len(kept) >= n or tries >= max_tries:
+                break
+            text = (original / m.path).read_text()
+            try:
+                mutant = apply_mutation(text, m)
+            except SyntaxError:
+                continue
+            tries += 1
+            await sandbox.write_file(m.path, mutant)
+            run = await run_pytest(sandbox, [], python_path, timeout=max(30.0, 5 * baseline.duration_s))
+            await sandbox.write_file(m.path, text)
+            if run.error or run.limit:
+                continue
+            now_passing = run.passed()
+            f2p = sorted(passing - now_passing)
+            p2p = sorted(passing & now_passing)
+            if not f2p or len(f2p) > len(passing) / 2:
+                continue
+            digest = hashlib.sha1(f"{m.path}:{m.start}:{m.end}:{m.replacement}".encode()).hexdigest()[:8]
+            iid = f"{name}__{m.kind}-{digest}"
+            snap = base / iid
+            if not snap.is_dir():
+                tmp = base / f".{iid}-tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(original, tmp, symlinks=True)
+                (tmp / m.path).write_text(mutant)
+                tmp.rename(snap)
+            kept.append(SweInstance(
+                instance_id=iid, repo=name, base_commit=key, problem_statement=issue_text(name, run, f2p),
+                patch=file_diff(m.path, mutant.encode(), text.encode()), FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p,
+                snapshot=str(snap), python_path=python_path, source="inject",
+                details={"kind": m.kind, "file": m.path, "line": m.line, "mutation": m.description},
+            ))
+    finally:
+        await sandbox.destroy()
+    if not kept:
+        raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite")
+    index.write_text("".join(i.model_dump_json() + "\n" for i in kept))
+    return kept
