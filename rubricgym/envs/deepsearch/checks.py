@@ -15,7 +15,7 @@ from rubricgym.envs.deepsearch import carr
 MAX_STATEMENTS = 24
 
 
-def _answer(traj: Trajectory) -> tuple[str | None, int]:
+def answer_of(traj: Trajectory) -> tuple[str | None, int]:
     """The text of the successful answer call and its step index (``None, len(steps)`` if none)."""
     for s in reversed(traj.steps):
         call = s.action.tool_call
@@ -26,7 +26,7 @@ def _answer(traj: Trajectory) -> tuple[str | None, int]:
 
 def parts(traj: Trajectory) -> dict[str, Any]:
     """``carr.score`` of the trajectory's answer given the steps before it."""
-    text, at = _answer(traj)
+    text, at = answer_of(traj)
     return carr.score(traj.task.hidden, text, traj.steps[:at])
 
 
@@ -38,7 +38,7 @@ def _calls(traj: Trajectory, tool: str, before: int | None = None) -> list[Step]
 @check("outcome_correct", description="The stated answer matches the gold answer or an alias.")
 def outcome_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = parts(traj)
-    _, at = _answer(traj)
+    _, at = answer_of(traj)
     return CheckResult.of(p["correct"], f"answered {p['answer']!r}, expected {traj.task.hidden.get('answer')!r}",
                           [at] if at < len(traj.steps) else [])
 
@@ -66,7 +66,7 @@ def c_grpo(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check("answered", description="The episode ended with an answer.")
 def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
-    text, at = _answer(traj)
+    text, at = answer_of(traj)
     return CheckResult.of(text is not None, "answered" if text is not None else "never answered",
                           [at] if text is not None else [])
 
@@ -74,7 +74,7 @@ def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check("hops_searched", description="Each entity of the chain was searched for (named in a query, or its page "
                                     "among the results) before answering.")
 def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
-    _, at = _answer(traj)
+    _, at = answer_of(traj)
     searches = _calls(traj, "search", at)
     ents = traj.task.hidden.get("entities", {})
     if not ents:
@@ -95,7 +95,7 @@ def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check("cited_pages_opened", description="Every cited page was opened before it was cited.")
 def cited_pages_opened(traj: Trajectory, step: int | None = None) -> CheckResult:
-    text, at = _answer(traj)
+    text, at = answer_of(traj)
     cited = carr.cited_urls(text or "")
     if not cited:
         return CheckResult.of(False, "no citations")

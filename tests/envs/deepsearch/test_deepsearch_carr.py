@@ -60,7 +60,8 @@ def test_full_support_and_a_connected_chain_score_one():
 
 def test_a_supported_statement_cut_off_from_the_answer_does_not_count():
     # S2 unsupported (its page cited but never seen): S3 is supported yet unreachable from E0
-    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook.")]), _step(1, [("u://dun", "Dunmere was founded in 1700.")])]
+    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook.")]),
+             _step(1, [("u://dun", "Dunmere was founded in 1700.")])]
     text = "Answer: Ada Vell\nBrook [1](u://ada); Dunmere road [2](u://brook); 1700 [3](u://dun)."
     p = carr.score(HIDDEN, text, steps)
     rows = {r["id"]: r for r in p["statements"]}

@@ -71,7 +71,7 @@ def test_long_pages_are_windowed_and_observations_truncated_with_a_marker(ds_env
     env.reset(seed=0)
     doc = max(env.corpus.docs, key=lambda d: len(d.text))
     obs, *_ = env.step(call("open", doc=doc.url))
-    assert "more characters: open(doc=" in obs and f"offset=" in obs
+    assert "more characters: open(doc=" in obs and "offset=" in obs
     big = make("deepsearch-v0", window_chars=50_000)
     big.max_observation_chars = 300
     big.reset(seed=0)
