@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
-from rubricgym.core.parsing import format_parse_error, parse_action, validate_action
+from rubricgym.core.parsing import ArgumentRules, argument_rules, call_error, format_parse_error, parse_call
 from rubricgym.core.types import (
     Action,
     Message,
@@ -112,18 +112,21 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self.action_space = UnicodeText(max_length=self.max_action_chars)
         self._task: Task | None = None
         self._episode_id: str | None = None
-        self._messages: list[Message] = []
-        self._steps: list[Step] = []
+        self._head: list[Message] = []
+        self._records: list[_Record] = []
         self._stage: str | None = None
         self._done = False
-        self._outcome = Outcome()
+        self._outcome: Outcome | None = Outcome()
         self._seed: int | None = None
+        self._instance = uuid.uuid4().hex[:12]
+        self._episodes = 0
+        self._tooling: _Tooling | None = None
 
     # ---- hooks for subclasses ---------------------------------------------------------------------------
 
     @abstractmethod
     def tools(self) -> list[ToolSpec]:
-        """The tools available in the current episode."""
+        """The tools available in the current episode (return the same list object when they do not change)."""
 
     @abstractmethod
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
@@ -182,28 +185,34 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     # ---- Gymnasium face ---------------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        obs = self.reset_typed(seed=seed, task=(options or {}).get("task"))
-        return obs.text, self._info(obs)
+        self._begin(seed, (options or {}).get("task"))
+        text = "\n\n".join(m.content or "" for m in self._head)
+        return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs = self.step_typed(action)
-        info = self._info(obs)
-        last = self._steps[-1]
-        info.update(parse_error=last.action.parse_error, tool_error=last.tool_error)
-        return obs.text, obs.reward, obs.done, obs.truncated, info
+        rec = self._advance(action, None, None, False)
+        info = {
+            "stage": rec.stage,
+            "step": rec.index + 1,
+            "task_id": self._task.id if self._task else None,
+            "parse_error": rec.parse_error,
+            "tool_error": rec.out.error,
+        }
+        return rec.reply, rec.out.reward, rec.out.done, rec.truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
-        return "\n".join(f"[{m.role}] {m.content or ''}" for m in self._messages)
-
-    def _info(self, obs: Observation) -> dict[str, Any]:
-        return {"stage": obs.stage, "step": len(self._steps), "task_id": self._task.id if self._task else None}
+        return "\n".join(f"[{m.role}] {m.content or ''}" for m in self.messages)
 
     # ---- typed face -------------------------------------------------------------------------------------
 
     def reset_typed(self, seed: int | None = None, task: Task | dict[str, Any] | None = None) -> Observation:
         """Start an episode of ``task`` (a ``Task`` or its dict) or of a task drawn with ``seed``."""
+        self._begin(seed, task)
+        return Observation(messages=list(self._head), stage=self._stage, tools=self.tools())
+
+    def _begin(self, seed: int | None, task: Task | dict[str, Any] | None) -> None:
         super().reset(seed=seed)
         self._seed = seed
         if task is None:
@@ -215,101 +224,124 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         if self.env_id and task.env_id != self.env_id:
             raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
         self._task = task
-        self._episode_id = uuid.uuid4().hex
-        self._steps = []
+        self._episodes += 1
+        self._episode_id = f"{self._instance}-{self._episodes}"
+        self._records = []
         self._done = False
         self._outcome = Outcome()
         self._stage = self.stages[0] if self.stages else None
         self.begin(task)
-        self._messages = [
-            Message(role="system", content=self.system_prompt()),
-            Message(role="user", content=task.prompt),
-        ]
-        return Observation(messages=list(self._messages), stage=self._stage, tools=self.tools())
+        self._head = [Message(role="system", content=self._system_text()), Message(role="user", content=task.prompt)]
+
+    def _system_text(self) -> str:
+        cache = self._tools_now()
+        if cache.prompt is None:
+            cache.prompt = self.system_prompt()
+        return cache.prompt
+
+    def _tools_now(self) -> _Tooling:
+        """The current tools with their validation rules and prompt, rebuilt only when the ToolSpecs change."""
+        tools = self.tools()
+        cache = self._tooling
+        if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
+            return cache
+        same = cache is not None and len(cache.tools) == len(tools)
+        if not same or any(a is not b for a, b in zip(cache.tools, tools, strict=True)):
+            self._tooling = cache = _Tooling(tools, argument_rules(tools))
+        return cache
 
     def step_typed(self, action: Action | str | Message) -> Observation:
         """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
+        if isinstance(action, Action):
+            rec = self._advance(action.text, action.tool_call, action.parse_error, action.structured)
+        elif isinstance(action, Message) and action.tool_calls:
+            rec = self._advance(action.content or "", action.tool_calls[0], None, True)
+        else:
+            rec = self._advance(action.content or "" if isinstance(action, Message) else action, None, None, False)
+        return rec.materialise()[0].observation
+
+    def _advance(self, text: Any, call: ToolCall | None, parse_error: str | None, structured: bool) -> _Record:
+        """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
             raise RuntimeError("the episode is over (terminated or truncated): call reset() to start another")
         t0 = time.perf_counter()
-        tools = self.tools()
-        if not isinstance(action, Action):
-            action = parse_action(action, tools)
-        elif action.parse_error is None:
-            action = validate_action(action, tools)
-        if len(action.text) > self.max_action_chars:
-            action = action.model_copy(update={"text": truncate(action.text, self.max_action_chars)})
-
-        call = action.tool_call if action.parse_error is None else None
-        if call is None:
-            out = ToolOutput(text=format_parse_error(action.parse_error or "no tool call found", tools))
+        tooling = self._tools_now()
+        tools = tooling.tools
+        if not isinstance(text, str):
+            text, parse_error = str(text), f"agent output must be text, got {type(text).__name__}"
+        if len(text) > self.max_action_chars:
+            text = truncate(text, self.max_action_chars)
+        if call is None and parse_error is None:
+            parsed = parse_call(text)
+            if isinstance(parsed, str):
+                parse_error = parsed
+            else:
+                call = ToolCall(name=parsed[0], arguments=parsed[1])
+        if call is not None and parse_error is None:
+            parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
+        if parse_error is not None:
+            run = None
+            out = ToolOutput(text=format_parse_error(parse_error, tools))
         else:
+            run = call
             try:
                 out = self.call_tool(call)
             except ToolError as e:
                 out = ToolOutput(text=f"Error from {call.name}: {e}", error=str(e))
-        stage = self.stage_of(call)
-        self._stage = stage
-
-        index = len(self._steps)
+        stage = self._stage = self.stage_of(run)
+        index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
-        text = truncate(out.text, self.max_observation_chars)
+        reply = truncate(out.text, self.max_observation_chars)
         if truncated:
-            text += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
-        reply = (
-            Message(role="tool", content=text, tool_call_id=call.id, name=call.name)
-            if call is not None and action.structured
-            else Message(role="user", content=text)
+            reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
+        rec = _Record(
+            index, stage, text, call, parse_error, structured, out, reply, truncated, time.perf_counter() - t0, tools
         )
-        assistant = Message(
-            role="assistant",
-            content=(action.text or None) if action.structured else action.text,
-            tool_calls=[call] if call is not None and action.structured else None,
-        )
-        self._messages += [assistant, reply]
-        obs = Observation(
-            messages=[reply], done=out.done, truncated=truncated, reward=out.reward, stage=stage, tools=tools
-        )
-        self._steps.append(
-            Step(
-                index=index,
-                stage=stage,
-                action=action,
-                observation=obs,
-                tool_result=out.text if call is not None and out.error is None else None,
-                tool_error=out.error,
-                duration_s=time.perf_counter() - t0,
-                info=out.info,
-            )
-        )
+        self._records.append(rec)
         if out.done or truncated:
             self._done = True
+            self._outcome = None  # built on first use: summary() may be costly and Gymnasium users never read it
+        return rec
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the episode ended (an empty ``Outcome`` while it runs)."""
+        if self._outcome is None:
+            last = self._records[-1]
             self._outcome = Outcome(
-                answer=out.answer,
-                reward=out.reward,
-                terminated=out.done,
-                truncated=truncated,
+                answer=last.out.answer,
+                reward=last.out.reward,
+                terminated=last.out.done,
+                truncated=last.truncated,
                 summary=self.summary(),
             )
-        return obs
+        return self._outcome
 
     async def astep_typed(self, action: Action | str | Message) -> Observation:
         """Async ``step_typed``; envs whose tools do I/O (sandboxes, browsers) override this."""
         return self.step_typed(action)
 
     @property
+    def steps(self) -> list[Step]:
+        """The steps of the current episode so far."""
+        return [r.materialise()[0] for r in self._records]
+
+    @property
     def messages(self) -> list[Message]:
-        """The whole chat of the current episode (a copy)."""
-        return list(self._messages)
+        """The whole chat of the current episode: system, task, then assistant/reply pairs."""
+        out = list(self._head)
+        for r in self._records:
+            out += r.materialise()[1:]
+        return out
 
     def state(self) -> State:
         return State(
             episode_id=self._episode_id,
             env_id=self.env_id,
             task_id=self._task.id if self._task else None,
-            step_count=len(self._steps),
+            step_count=len(self._records),
             stage=self._stage,
             done=self._done,
             max_steps=self.max_steps,
@@ -325,13 +357,68 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         if self._task is None:
             raise RuntimeError("no episode: call reset() first")
         fields.setdefault("seed", self._seed)
-        return Trajectory(
-            task=self._task,
-            messages=list(self._messages),
-            steps=list(self._steps),
-            outcome=self._outcome,
-            **fields,
-        )
+        return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
+
+
+@dataclass(slots=True)
+class _Tooling:
+    tools: list[ToolSpec]
+    rules: dict[str, ArgumentRules]
+    prompt: str | None = None
+
+
+@dataclass(slots=True)
+class _Record:
+    """A step as the hot path keeps it; the pydantic ``Step`` and messages are built once, on first use."""
+
+    index: int
+    stage: str
+    text: str
+    call: ToolCall | None
+    parse_error: str | None
+    structured: bool
+    out: ToolOutput
+    reply: str
+    truncated: bool
+    duration_s: float
+    tools: list[ToolSpec]
+    built: tuple[Step, Message, Message] | None = None
+
+    def materialise(self) -> tuple[Step, Message, Message]:
+        if self.built is None:
+            call, valid = self.call, self.parse_error is None
+            structured_reply = call is not None and self.structured and valid
+            reply = (
+                Message(role="tool", content=self.reply, tool_call_id=call.id, name=call.name)
+                if structured_reply
+                else Message(role="user", content=self.reply)
+            )
+            assistant = Message(
+                role="assistant",
+                content=(self.text or None) if self.structured else self.text,
+                tool_calls=[call] if call is not None and self.structured else None,
+            )
+            obs = Observation(
+                messages=[reply],
+                done=self.out.done,
+                truncated=self.truncated,
+                reward=self.out.reward,
+                stage=self.stage,
+                tools=self.tools,
+            )
+            action = Action(text=self.text, tool_call=call, parse_error=self.parse_error, structured=self.structured)
+            step = Step(
+                index=self.index,
+                stage=self.stage,
+                action=action,
+                observation=obs,
+                tool_result=self.out.text if valid and self.out.error is None else None,
+                tool_error=self.out.error,
+                duration_s=self.duration_s,
+                info=self.out.info,
+            )
+            self.built = (step, assistant, reply)
+        return self.built
 
 
 def _split_key(split: str) -> int:

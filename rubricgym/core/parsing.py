@@ -17,24 +17,27 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from rubricgym.core.types import Action, Message, ToolCall, ToolSpec, json_type
 
-_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(.*?)```", re.DOTALL)
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _ARG_KEYS = ("arguments", "args", "parameters", "input")
 
 
-def _json_objects(text: str) -> list[tuple[int, Any]]:
-    """Every top-level JSON object in ``text`` (with its start offset), found by a raw decoder scan."""
-    decoder = json.JSONDecoder()
+_DECODER = json.JSONDecoder()
+ParsedCall = tuple[str, dict[str, Any]]
+
+
+def _json_objects(text: str, limit: int | None = None) -> list[tuple[int, Any]]:
+    """The top-level JSON objects in ``text`` (at most ``limit``) with their offsets, by a raw decoder scan."""
     found: list[tuple[int, Any]] = []
     i = text.find("{")
-    while i != -1:
+    while i != -1 and (limit is None or len(found) < limit):
         try:
-            obj, end = decoder.raw_decode(text, i)
+            obj, end = _DECODER.raw_decode(text, i)
         except json.JSONDecodeError:
             i = text.find("{", i + 1)
             continue
@@ -43,10 +46,13 @@ def _json_objects(text: str) -> list[tuple[int, Any]]:
     return found
 
 
-def _call_from_obj(obj: Any) -> ToolCall | str:
-    """A ``ToolCall`` from a decoded JSON value, or a reason it is not one."""
+def _call_from_obj(obj: Any) -> ParsedCall | str:
+    """``(name, arguments)`` from a decoded JSON value, or a reason it is not one."""
     if not isinstance(obj, dict):
         return f"expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
+    name, args = obj.get("name"), obj.get("arguments")
+    if isinstance(name, str) and isinstance(args, dict):  # the common shape: nothing to normalise
+        return name, args
     if isinstance(obj.get("function"), dict):  # OpenAI wire shape {"type": "function", "function": {...}}
         obj = obj["function"]
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
@@ -62,16 +68,19 @@ def _call_from_obj(obj: Any) -> ToolCall | str:
         args = {}
     if not isinstance(args, dict):
         return f"'arguments' of {name!r} must be a JSON object, got {type(args).__name__}"
-    return ToolCall(name=name, arguments=args)
+    return name, args
 
 
-def _from_text(text: str) -> ToolCall | str:
-    tagged = _TOOL_CALL_TAG.findall(text)
-    if tagged:
-        body = tagged[0].strip()
+def parse_call(text: str) -> ParsedCall | str:
+    """``(name, arguments)`` of the tool call in model text, or why there is none (see the module doc)."""
+    start = text.find("<tool_call>")
+    if start != -1:
+        start += len("<tool_call>")
+        end = text.find("</tool_call>", start)
+        body = text[start : end if end != -1 else len(text)].strip()  # an unclosed tag: the model hit a stop
         if not body:
             return "the <tool_call> block is empty"
-        objs = _json_objects(body)
+        objs = _json_objects(body, limit=1)
         if not objs:
             return "the <tool_call> block does not contain a valid JSON object (check quotes and braces)"
         return _call_from_obj(objs[0][1])
@@ -82,7 +91,7 @@ def _from_text(text: str) -> ToolCall | str:
     reasons: list[str] = []
     for obj in candidates:
         call = _call_from_obj(obj)
-        if isinstance(call, ToolCall):
+        if isinstance(call, tuple):
             return call
         reasons.append(call)
     if reasons:
@@ -105,10 +114,11 @@ def parse_action(output: str | Message, tools: list[ToolSpec] | None = None) -> 
         output = text
     if not isinstance(output, str):
         return Action(text=str(output), parse_error=f"agent output must be text, got {type(output).__name__}")
-    result = _from_text(output)
+    result = parse_call(output)
     if isinstance(result, str):
         return Action(text=output, parse_error=result)
-    return validate_action(Action(text=output, tool_call=result), tools)
+    call = ToolCall(name=result[0], arguments=result[1])
+    return Action(text=output, tool_call=call, parse_error=call_error(call.name, call.arguments, tools))
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -133,37 +143,63 @@ def _is_json_type(value: Any, kind: str) -> bool:
 
 def validate_action(action: Action, tools: list[ToolSpec] | None) -> Action:
     """``action`` with ``parse_error`` set if its call names an unknown tool or breaks the tool's schema."""
-    if tools is None or action.tool_call is None:
+    if action.tool_call is None:
         return action
-    call = action.tool_call
-    spec = next((t for t in tools if t.name == call.name), None)
-    if spec is None:
-        names = ", ".join(t.name for t in tools) or "(none)"
-        return action.model_copy(update={"parse_error": f"unknown tool {call.name!r}; available tools: {names}"})
-    props: dict[str, Any] = spec.parameters.get("properties", {})
-    missing = [k for k in spec.parameters.get("required", []) if k not in call.arguments]
-    if missing:
-        return action.model_copy(
-            update={"parse_error": f"tool {call.name!r} is missing required argument(s): {', '.join(missing)}"}
+    error = call_error(action.tool_call.name, action.tool_call.arguments, tools)
+    return action if error is None else action.model_copy(update={"parse_error": error})
+
+
+@dataclass(frozen=True)
+class ArgumentRules:
+    """A tool's argument schema reduced to what ``call_error`` checks."""
+
+    properties: frozenset[str]
+    required: tuple[str, ...]
+    closed: bool
+    types: dict[str, tuple[str, ...]]
+
+
+def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
+    """Validation rules of each tool by name; compute once per tool list and pass to ``call_error``."""
+    out = {}
+    for t in tools:
+        props = t.parameters.get("properties", {})
+        out[t.name] = ArgumentRules(
+            properties=frozenset(props),
+            required=tuple(t.parameters.get("required", ())),
+            closed=t.parameters.get("additionalProperties") is False,
+            types={k: tuple(json_type(v)) for k, v in props.items() if isinstance(v, dict) and "type" in v},
         )
-    if spec.parameters.get("additionalProperties") is False:
-        extra = [k for k in call.arguments if k not in props]
+    return out
+
+
+def call_error(
+    name: str, arguments: dict[str, Any], tools: list[ToolSpec] | None, rules: dict[str, ArgumentRules] | None = None
+) -> str | None:
+    """Why a call of ``name`` with ``arguments`` breaks the tools' schemas, or ``None`` if it is valid."""
+    if tools is None:
+        return None
+    by_name = rules if rules is not None else argument_rules(tools)
+    if name not in by_name:
+        return f"unknown tool {name!r}; available tools: {', '.join(t.name for t in tools) or '(none)'}"
+    rules_ = by_name[name]
+    missing = [k for k in rules_.required if k not in arguments]
+    if missing:
+        return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
+    if rules_.closed:
+        extra = [k for k in arguments if k not in rules_.properties]
         if extra:
-            return action.model_copy(
-                update={"parse_error": f"tool {call.name!r} got unknown argument(s): {', '.join(extra)}"}
-            )
-    for key, value in call.arguments.items():
-        if key not in props or "type" not in props[key]:
+            return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
+    for key, value in arguments.items():
+        kinds = rules_.types.get(key)
+        if kinds is None or (kinds == ("string",) and isinstance(value, str)):
             continue
-        kinds = json_type(props[key])
         if not any(_is_json_type(value, k) for k in kinds):
-            return action.model_copy(
-                update={
-                    "parse_error": f"argument {key!r} of tool {call.name!r} must be {' or '.join(kinds)}, "
-                    f"got {type(value).__name__} ({json.dumps(value)[:40]})"
-                }
+            return (
+                f"argument {key!r} of tool {name!r} must be {' or '.join(kinds)}, "
+                f"got {type(value).__name__} ({json.dumps(value)[:40]})"
             )
-    return action
+    return None
 
 
 def format_parse_error(error: str, tools: list[ToolSpec]) -> str:

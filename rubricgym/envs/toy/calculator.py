@@ -40,6 +40,8 @@ ANSWER = ToolSpec(
     },
 )
 
+TOOLS = [CALCULATOR, ANSWER]
+
 
 def parse_number(value: Any) -> float:
     """The number in an answer value (a JSON number or a numeric string such as '1,024')."""
@@ -71,7 +73,7 @@ class CalculatorEnv(RubricEnv):
         self.min_ops, self.max_ops = min_ops, max_ops
 
     def tools(self) -> list[ToolSpec]:
-        return [CALCULATOR, ANSWER]
+        return TOOLS
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
@@ -110,12 +112,11 @@ class CalculatorEnv(RubricEnv):
         return "answer" if call.name == "answer" else "compute"
 
     def summary(self) -> dict[str, Any]:
+        steps = self.steps
         return {
-            "calculator_calls": sum(
-                1 for s in self._steps if s.action.tool_call and s.action.tool_call.name == "calculator"
-            ),
-            "invalid_steps": sum(1 for s in self._steps if s.action.parse_error or s.tool_error),
-            "correct": bool(self._steps and self._steps[-1].info.get("correct")),
+            "calculator_calls": sum(1 for s in steps if s.action.tool_call and s.action.tool_call.name == "calculator"),
+            "invalid_steps": sum(1 for s in steps if s.action.parse_error or s.tool_error),
+            "correct": bool(steps and steps[-1].info.get("correct")),
         }
 
     @classmethod
