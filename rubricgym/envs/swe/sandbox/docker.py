@@ -5,7 +5,8 @@ registry. A sandbox is a container with no network, a read-only root, every capa
 ``no-new-privileges``, memory/pids/cpu limits, the host's ``/usr`` mounted read-only (the system Python and
 tools) and a size-capped tmpfs at ``/work`` that starts as a copy of ``/task``. Its PID 1 is a shell whose
 ``SIGUSR1`` trap runs ``kill -9 -1``: a timeout or an output overflow kills every other process in the
-container without forking (so it works even under a fork bomb) while ``/work`` survives.
+container without forking (so it works even under a fork bomb) while ``/work`` survives. Every command also
+ends with ``kill -9 -1``, so, as with bwrap, no process outlives the command that started it.
 """
 
 from __future__ import annotations
@@ -152,7 +153,10 @@ class DockerSandbox(Sandbox):
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:
         t0 = time.monotonic()
         state: dict[str, Any] = {"bufs": {"stdout": bytearray(), "stderr": bytearray()}, "over": []}
-        wrapped = ["/usr/bin/timeout", "-s", "KILL", f"{timeout:g}", *argv]
+        # like bwrap's pid namespace: nothing the command started outlives it (``kill`` is a shell builtin, so
+        # this works under a fork bomb; PID 1 ignores signals from inside its namespace)
+        wrapped = ["/bin/sh", "-c", '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc', "rg-exec",
+                   "/usr/bin/timeout", "-s", "KILL", f"{timeout:g}", *argv]
         fut = asyncio.ensure_future(asyncio.to_thread(self._exec_sync, wrapped, env, output_bytes, state))
         limit = None
         try:
@@ -314,6 +318,8 @@ class DockerBackend(SandboxBackend):
 
     async def create(self, snapshot: Path, limits: Limits | None = None) -> DockerSandbox:
         reason = self.unavailable_reason()
+        if reason and self.base_url and "DOCKER_HOST" in reason:
+            reason = None  # an explicit base_url needs no environment
         if reason:
             raise SandboxError(f"the docker sandbox backend cannot run here: {reason}")
         limits = limits or Limits()
