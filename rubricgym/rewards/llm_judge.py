@@ -10,7 +10,6 @@ A ``JudgeCache`` makes re-judging identical evidence free.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -151,10 +150,10 @@ class LLMJudge:
         """Ask until ``parse`` accepts a reply; returns (parsed, attempts). Raises on the last failure."""
         last: Exception | None = None
         for attempt in range(self.parse_retries + 1):
-            text = await asyncio.wait_for(
-                self._complete(messages, self.temperature if attempt == 0 else max(self.temperature, 0.7)),
-                timeout=self.timeout_s * (self.client.max_retries + 1) + 5,
-            )
+            # each request has the client's timeout and retries; no outer deadline, which would also count
+            # the time spent queueing behind the concurrency limit
+            temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
+            text = await self._complete(messages, temperature)
             try:
                 return parse(text), attempt + 1
             except JudgeParseError as e:
