@@ -187,7 +187,8 @@ BUGS = (
                "`wrap` produces lines longer than the width: `wrap('aaa bbb', 6)` gives ['aaa bbb'] (7 "
                "characters) instead of ['aaa', 'bbb']."),
     BuiltinBug("title-first-word", "flipped_comparison", "if i > 0 and word.lower() in minor:",
-               "if i >= 0 and word.lower() in minor:", ("test_title_case_first_word_capitalised",),
+               "if i >= 0 and word.lower() in minor:",
+               ("test_title_case_minor_words", "test_title_case_first_word_capitalised"),
                "`title_case('a tale of two cities')` returns 'a Tale of Two Cities': a minor word at the start "
                "of a title must be capitalised."),
     BuiltinBug("slugify-last-word", "dropped_branch",
