@@ -13,6 +13,7 @@ import importlib.metadata as md
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _dist_names() -> list[str]:
 def runtime_dir() -> Path:
     """The read-only pytest runtime directory, built from the host's installed distributions on first use."""
     names = _dist_names()
-    key = hashlib.sha1("|".join(f"{n}={md.version(n)}" for n in names).encode()).hexdigest()[:12]
+    key = hashlib.sha1("|".join(["pyc", *(f"{n}={md.version(n)}" for n in names)]).encode()).hexdigest()[:12]
     target = sandbox_root() / "runtime" / f"pytest-{key}"
     if target.is_dir():
         return target
@@ -74,6 +75,9 @@ def runtime_dir() -> Path:
                 dst = tmp.joinpath(*parts)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dst)
+    if os.path.exists(SANDBOX_PYTHON):  # bytecode for the sandbox's Python: pytest then starts 2-3x faster
+        subprocess.run([SANDBOX_PYTHON, "-m", "compileall", "-q", "-j", "0", str(tmp)], capture_output=True,
+                       timeout=300)
     for dirpath, _dirnames, filenames in os.walk(tmp):
         os.chmod(dirpath, 0o755)
         for fn in filenames:
