@@ -40,15 +40,24 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, how: Aggregation = "token-mean") -> torch.Tensor:
-    """Reduce per-token ``values`` over the tokens where ``mask`` is 1 (an all-masked batch gives 0)."""
+def aggregate(
+    values: torch.Tensor, mask: torch.Tensor, how: Aggregation = "token-mean", normalizer: float | None = None
+) -> torch.Tensor:
+    """Reduce per-token ``values`` over the tokens where ``mask`` is 1 (an all-masked batch gives 0).
+
+    ``normalizer`` replaces the denominator (the token count for token-mean, the count of sequences with
+    tokens for seq-mean) by the whole batch's, so micro-batches and data-parallel shards sum to exactly the
+    full-batch loss and gradient.
+    """
     mask = mask.to(values.dtype)
     if how == "token-mean":
-        return (values * mask).sum() / mask.sum().clamp(min=1.0)
+        denom = mask.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
+        return (values * mask).sum() / denom
     if how == "seq-mean":
         per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
         has = (mask.sum(-1) > 0).to(values.dtype)
-        return (per_seq * has).sum() / has.sum().clamp(min=1.0)
+        denom = has.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
+        return (per_seq * has).sum() / denom
     raise ValueError(f"aggregation must be 'token-mean' or 'seq-mean', got {how!r}")
 
 
@@ -65,12 +74,13 @@ def ppo_clip_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.28,
     aggregation: Aggregation = "token-mean",
+    normalizer: float | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss to minimise and its diagnostics.
 
     Per token: ``max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
     ``ρ = exp(logp - old_logp)``; ``advantages`` is per token (a sequence-level advantage broadcast, or a
-    stage/step advantage spread over its tokens). ``normalizer``-free: see ``aggregate``.
+    stage/step advantage spread over its tokens). ``normalizer``: see ``aggregate``.
     """
     if beta > 0 and ref_logp is None:
         raise ValueError("beta > 0 needs the reference log-probs (ref_logp); set beta=0 to train without KL")
@@ -81,16 +91,16 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
-    policy = aggregate(per_token, mask, aggregation)
+    policy = aggregate(per_token, mask, aggregation, normalizer)
     loss = policy
     kl_value = torch.zeros((), dtype=logp.dtype)
     if ref_logp is not None:
-        kl_value = aggregate(k3_kl(logp, ref_logp), mask, aggregation)
+        kl_value = aggregate(k3_kl(logp, ref_logp), mask, aggregation, normalizer)
         if beta > 0:
             loss = loss + beta * kl_value
     ent_value = torch.zeros((), dtype=logp.dtype)
     if entropy is not None:
-        ent_value = aggregate(entropy, mask, aggregation)
+        ent_value = aggregate(entropy, mask, aggregation, normalizer)
         if entropy_coef:
             loss = loss - entropy_coef * ent_value
     with torch.no_grad():

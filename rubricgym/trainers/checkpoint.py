@@ -1,0 +1,77 @@
+"""Checkpoints that resume exactly: weights, optimizer state, RNG states and the data cursor.
+
+Layout: ``RUN/checkpoints/step-000012/`` with ``model.safetensors`` (+ config and tokenizer, so the folder
+loads as a Hugging Face model), ``optimizer.pt``, ``rng.pt`` and ``state.json``. The newest complete
+checkpoint is the one ``--resume`` continues from; a half-written one (no ``state.json``) is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class TrainState:
+    step: int
+    cursor: int
+    elapsed_s: float = 0.0
+    base_eval: dict[str, Any] | None = None
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
+                    state: TrainState, keep: int = 2) -> Path:
+    """Write a checkpoint atomically (temp dir then rename) and keep only the ``keep`` newest."""
+    root = run_dir / "checkpoints"
+    final = root / f"step-{state.step:06d}"
+    tmp = root / f".tmp-step-{state.step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(rng_state(), tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    root = run_dir / "checkpoints"
+    done = sorted(p for p in root.glob("step-*") if (p / "state.json").exists()) if root.exists() else []
+    return done[-1] if done else None
+
+
+def load_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer) -> TrainState:
+    """Restore weights (in place), optimizer and RNG states; returns the step and data cursor."""
+    from safetensors.torch import load_file
+
+    weights = load_file(str(path / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {"lm_head.weight"}
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing}, unexpected {unexpected}")
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
+    set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+    return TrainState(**json.loads((path / "state.json").read_text(encoding="utf-8")))

@@ -1,0 +1,170 @@
+"""``TrainConfig``: everything a training run needs, as a pydantic model loaded from YAML.
+
+Unknown keys and bad values fail at load time, before any model is loaded, with a message naming the field
+(``ConfigError``). Command-line flags override single fields (``with_overrides``). Defaults are the
+embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(_Strict):
+    name: str = "smollm2-135m-instruct"
+    """A known model name (``rubricgym model path``) or a Hugging Face model directory."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    bf16_autocast: bool = False
+    """Run forward/backward under ``torch.autocast(bfloat16)`` with fp32 master weights (~2x faster on CPU)."""
+    gradient_checkpointing: bool = False
+    threads: int | None = None
+    """``torch.set_num_threads``; None keeps torch's default."""
+
+
+class GenerationConfig(_Strict):
+    backend: Literal["transformers", "vllm"] = "transformers"
+    temperature: float = Field(0.8, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(96, ge=1)
+    max_batch: int = Field(16, ge=1)
+    eval_temperature: float = Field(0.0, ge=0.0)
+    """Held-out evaluation decodes greedily by default."""
+    vllm_base_url: str | None = None
+    """vLLM server mode: an OpenAI-compatible vLLM server; None with backend vllm starts one (``VLLMServer``)."""
+    vllm_sync_weights: bool = True
+    """Push the policy's new weights to the vLLM server after each update."""
+
+
+class EnvConfig(_Strict):
+    id: str = "toy-calculator-v0"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    train_tasks: int = Field(256, ge=1)
+    eval_tasks: int = Field(32, ge=1)
+    task_seed: int = 0
+    rubric: str | dict[str, Any] | None = None
+    """A rubric file or dict; None uses the env's ``default_rubric()``."""
+
+
+class AdvantageConfig(_Strict):
+    estimator: Estimator = "grpo"
+    scale: Literal["group", "batch", "none"] = "group"
+    """GRPO std scaling: ``group`` (GRPO), ``batch``, or ``none`` (Dr. GRPO)."""
+    reward_key: str = "rubric"
+    """Which ``trajectory.rewards`` entry is the scalar reward (the process reward model's total)."""
+    stage_lambda: list[list[float]] | None = None
+    """SS-GRPO's Λ (K x K, upper triangular) over the env's stages; None: RubricEM's generalised default."""
+    topology: Literal["anchor", "round_robin", "single_elimination", "swiss", "double_elimination"] = (
+        "single_elimination"
+    )
+    anchor_greedy: bool = True
+    """ArenaRL: rollout 0 of each group is decoded greedily (the anchor)."""
+    path_weight: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class LossConfig(_Strict):
+    clip_low: float = Field(0.2, ge=0.0, lt=1.0)
+    clip_high: float = Field(0.28, ge=0.0)
+    beta: float = Field(0.0, ge=0.0)
+    """k3 KL coefficient to the frozen initial policy; 0 loads no reference model."""
+    entropy_coef: float = 0.0
+    aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
+    ppo_epochs: int = Field(1, ge=1)
+
+
+class OptimConfig(_Strict):
+    lr: float = Field(2e-5, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    micro_batch: int = Field(8, ge=1)
+    max_seq_len: int = Field(1024, ge=16)
+
+
+class TrainConfig(_Strict):
+    run_dir: Path = Path("runs/train")
+    steps: int = Field(20, ge=0)
+    tasks_per_step: int = Field(4, ge=1)
+    group_size: int = Field(8, ge=2)
+    seed: int = 0
+    eval_every: int = Field(0, ge=0)
+    """Evaluate on the held-out split every N steps (0: only before and after training)."""
+    save_every: int = Field(5, ge=0)
+    time_budget_s: float | None = Field(None, gt=0)
+    """Stop starting new steps once this much wall time has passed (the final eval still runs)."""
+    live: bool = True
+    plots: bool = True
+    ray: bool = False
+    ray_address: str | None = None
+    ray_workers: int = Field(2, ge=1)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.advantage.estimator == "tournament" and self.group_size < 2:
+            raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
+        if self.generation.backend == "vllm" and self.ray:
+            raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
+        return self
+
+    def with_overrides(self, **dotted: Any) -> TrainConfig:
+        """A copy with fields replaced by dotted name (``{"advantage.estimator": "stage"}``), re-validated."""
+        data = self.model_dump()
+        for key, value in dotted.items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = key.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return validate_config(data, "overrides")
+
+
+class ConfigError(ValueError):
+    """A training config that does not validate; the message names the file and each bad field."""
+
+
+def validate_config(data: Any, source: str = "<dict>") -> TrainConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a training config must be a mapping, got {type(data).__name__}")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "(config)"
+            lines.append(f"{source}: field '{field}': {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a YAML training config."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such config file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return validate_config(data, str(p))
+
+
+def dump_config(cfg: TrainConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")

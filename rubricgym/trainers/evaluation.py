@@ -1,0 +1,60 @@
+"""Held-out evaluation of a policy: per-task rewards, means and bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def bootstrap_ci(values: Sequence[float], n: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean over ``values`` (tasks)."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n, x.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+class EvalResult(BaseModel):
+    """A policy's scores on held-out tasks (one greedy rollout per task unless ``samples`` > 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tag: str
+    step: int
+    task_ids: list[str]
+    rewards: list[float]
+    """The rubric total per task (``nan`` where verdicts failed)."""
+    success: list[float] = Field(default_factory=list)
+    """The env's outcome reward per task (1 = solved)."""
+    mean: float
+    ci: tuple[float, float]
+    success_mean: float
+    success_ci: tuple[float, float]
+
+    @classmethod
+    def of(cls, tag: str, step: int, task_ids: list[str], rewards: list[float], success: list[float]) -> EvalResult:
+        finite = [r for r in rewards if math.isfinite(r)]
+        return cls(
+            tag=tag, step=step, task_ids=task_ids, rewards=rewards, success=success,
+            mean=float(np.mean(finite)) if finite else math.nan, ci=bootstrap_ci(rewards),
+            success_mean=float(np.mean(success)) if success else math.nan, success_ci=bootstrap_ci(success),
+        )
+
+    def line(self) -> str:
+        return (f"{self.tag:>8}: rubric reward {self.mean:.3f} [95% CI {self.ci[0]:.3f}, {self.ci[1]:.3f}]  "
+                f"solved {self.success_mean:.1%} [{self.success_ci[0]:.1%}, {self.success_ci[1]:.1%}]  "
+                f"({len(self.task_ids)} held-out tasks)")
+
+
+def paired_difference(after: EvalResult, before: EvalResult, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """Mean per-task improvement of ``after`` over ``before`` (same tasks) and its bootstrap CI."""
+    if after.task_ids != before.task_ids:
+        raise ValueError("paired comparison needs the same held-out tasks in the same order")
+    d = [a - b for a, b in zip(after.rewards, before.rewards, strict=True) if math.isfinite(a) and math.isfinite(b)]
+    return (float(np.mean(d)) if d else math.nan), bootstrap_ci(d, seed=seed)

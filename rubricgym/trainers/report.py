@@ -1,0 +1,120 @@
+"""Run artefacts: metrics as JSONL, PNG plots (reward, per-stage reward, KL, entropy, response length) and an
+HTML summary page per run."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLog:
+    """Append-only ``metrics.jsonl``: one JSON object per training step (and one per evaluation)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(_finite(record), sort_keys=True) + "\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records of steps after ``step`` (a resumed run rewrites them)."""
+        kept = [r for r in self.read() if r.get("step", 0) <= step and not (r.get("kind") == "eval"
+                                                                             and r.get("step", 0) > step)]
+        self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept), encoding="utf-8")
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN: write ``None`` instead."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+
+
+PLOTS = (
+    ("reward", "Rubric reward", ["reward_mean"], "eval_mean"),
+    ("stages", "Per-stage reward", None, None),
+    ("kl", "KL to reference (k3)", ["kl"], None),
+    ("entropy", "Entropy (nats/token)", ["entropy"], None),
+    ("length", "Response length (generated tokens per rollout)", ["response_tokens"], None),
+)
+
+
+def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per plot in ``PLOTS``; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, title, keys, eval_key in PLOTS:
+        fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+        if keys is None:
+            keys = sorted({k for r in steps for k in r if k.startswith("stage/")})
+        for key in keys:
+            xs = [r["step"] for r in steps if r.get(key) is not None]
+            ys = [r[key] for r in steps if r.get(key) is not None]
+            if xs:
+                ax.plot(xs, ys, marker=".", label=key)
+        if eval_key:
+            xs = [r["step"] for r in evals]
+            ys = [r[eval_key] for r in evals]
+            lo = [r["eval_ci_low"] for r in evals]
+            hi = [r["eval_ci_high"] for r in evals]
+            if xs:
+                ax.errorbar(xs, ys, yerr=[[y - a for y, a in zip(ys, lo, strict=True)],
+                                          [b - y for y, b in zip(ys, hi, strict=True)]],
+                            fmt="o-", capsize=3, label="held-out (95% CI)")
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / f"{name}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_html(run_dir: Path, config: dict[str, Any], records: Sequence[dict[str, Any]], plots: Sequence[Path],
+               summary_lines: Sequence[str]) -> Path:
+    """``summary.html``: the headline (base vs trained), the plots, the last steps' metrics and the config."""
+    steps = [r for r in records if r.get("kind") == "train"]
+    keys = ["step", "reward_mean", "success_mean", "kl", "entropy", "loss", "response_tokens", "masked", "step_s"]
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:]
+    )
+    imgs = "".join(f'<img src="{p.relative_to(run_dir)}" alt="{p.stem}">' for p in plots)
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>rubricgym run {html.escape(run_dir.name)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}img{{width:48%;margin:.5%}}
+table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}
+pre{{background:#f6f6f6;padding:1em}}</style></head><body>
+<h1>rubricgym training run: {html.escape(run_dir.name)}</h1>
+<pre>{html.escape(chr(10).join(summary_lines))}</pre>
+{imgs}
+<h2>Last steps</h2><table><tr>{''.join(f'<th>{k}</th>' for k in keys)}</tr>{rows}</table>
+<h2>Config</h2><pre>{html.escape(json.dumps(config, indent=2, default=str))}</pre>
+</body></html>"""
+    path = run_dir / "summary.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else html.escape(str(v))

@@ -1,0 +1,138 @@
+"""Token bookkeeping: turn a rollout's generation records into training sequences with per-token labels.
+
+A multi-turn episode is one sequence when every turn's prompt extends the previous turn's prompt + completion
+token for token (the chat template re-renders the history exactly); otherwise the turn starts a new sequence
+(re-tokenised history differs from what was generated, so the generated tokens keep their own context). In
+either case only the tokens the policy generated carry ``loss_mask`` 1: system, user, env and tool text, and
+the chat template's own markup, never train. Each generated token is labelled with its step index and its
+stage index, so stage (SS-GRPO) and step (ReNorm) advantages can be spread onto exactly its tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class TurnLike(Protocol):
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+
+
+@dataclass
+class Sample:
+    """One training sequence of one rollout (``rollout`` indexes the batch's trajectories)."""
+
+    rollout: int
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    step_ids: list[int] = field(default_factory=list)
+    stage_ids: list[int] = field(default_factory=list)
+    sampled_logprobs: list[float] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def n_generated(self) -> int:
+        return int(sum(self.loss_mask))
+
+    def extend(self, ids: Sequence[int], generated: bool, step: int, stage: int,
+               logprobs: Sequence[float] | None = None) -> None:
+        n = len(ids)
+        self.input_ids += list(ids)
+        self.loss_mask += [1 if generated else 0] * n
+        self.step_ids += [step if generated else -1] * n
+        self.stage_ids += [stage if generated else -1] * n
+        self.sampled_logprobs += list(logprobs) if logprobs is not None else [0.0] * n
+
+    def truncate(self, max_len: int) -> Sample:
+        """Keep the first ``max_len`` tokens (generated tokens past the cut are simply not trained)."""
+        if len(self) <= max_len:
+            return self
+        cut = slice(0, max_len)
+        return Sample(self.rollout, self.input_ids[cut], self.loss_mask[cut], self.step_ids[cut],
+                      self.stage_ids[cut], self.sampled_logprobs[cut], self.advantages[cut])
+
+
+def build_samples(
+    rollout: int, turns: Sequence[TurnLike], step_stages: Sequence[int], merge: bool = True
+) -> list[Sample]:
+    """Sequences for one rollout: turn t is step t, labelled with stage index ``step_stages[t]``.
+
+    ``merge`` joins consecutive turns into one sequence when the next prompt extends the sequence so far.
+    """
+    if len(step_stages) < len(turns):
+        raise ValueError(f"{len(turns)} turns but only {len(step_stages)} step stages: one label per turn")
+    samples: list[Sample] = []
+    current: Sample | None = None
+    for t, turn in enumerate(turns):
+        if len(turn.logprobs) != len(turn.completion_ids):
+            raise ValueError(
+                f"turn {t}: {len(turn.completion_ids)} completion tokens but {len(turn.logprobs)} logprobs"
+            )
+        stage = step_stages[t]
+        if merge and current is not None and turn.prompt_ids[: len(current)] == current.input_ids:
+            current.extend(turn.prompt_ids[len(current):], False, t, stage)
+        else:
+            current = Sample(rollout)
+            samples.append(current)
+            current.extend(turn.prompt_ids, False, t, stage)
+        current.extend(turn.completion_ids, True, t, stage, turn.logprobs)
+    return samples
+
+
+def assign_advantages(
+    sample: Sample,
+    *,
+    rollout_advantage: float | None = None,
+    stage_advantages: Sequence[float] | None = None,
+    step_advantages: Sequence[float] | None = None,
+) -> Sample:
+    """Fill ``sample.advantages`` per token from exactly one of the three granularities (0 off the mask)."""
+    given = [x is not None for x in (rollout_advantage, stage_advantages, step_advantages)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of rollout_advantage, stage_advantages, step_advantages")
+    mask = np.asarray(sample.loss_mask, dtype=float)
+    if rollout_advantage is not None:
+        values = mask * rollout_advantage
+    else:
+        ids = np.asarray(sample.stage_ids if stage_advantages is not None else sample.step_ids)
+        table = np.asarray(stage_advantages if stage_advantages is not None else step_advantages, dtype=float)
+        values = np.where(ids >= 0, table[np.clip(ids, 0, None)], 0.0) if len(table) else np.zeros(len(ids))
+    sample.advantages = values.tolist()
+    return sample
+
+
+@dataclass
+class Batch:
+    """Right-padded tensors for a list of samples (``torch`` tensors, shape (B, T))."""
+
+    input_ids: object
+    attention_mask: object
+    loss_mask: object
+    advantages: object
+    sampled_logprobs: object
+
+
+def collate(samples: Sequence[Sample], pad_id: int) -> Batch:
+    """Pad ``samples`` on the right into one batch; labels are shifted by the model code, not here."""
+    import torch
+
+    width = max(len(s) for s in samples)
+
+    def pad(rows: list[list], value: float, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=dtype)
+
+    return Batch(
+        input_ids=pad([s.input_ids for s in samples], pad_id, torch.long),
+        attention_mask=pad([[1] * len(s) for s in samples], 0, torch.long),
+        loss_mask=pad([s.loss_mask for s in samples], 0, torch.float32),
+        advantages=pad([s.advantages for s in samples], 0.0, torch.float32),
+        sampled_logprobs=pad([s.sampled_logprobs for s in samples], 0.0, torch.float32),
+    )

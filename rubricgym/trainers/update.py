@@ -1,0 +1,201 @@
+"""One policy update: token log-probs of the generated tokens, the PPO-clip loss, backward, clip, AdamW step.
+
+Log-probs are computed only where they are needed: the transformer body runs on the whole sequence, but the
+vocabulary projection and ``log_softmax`` run only on the positions that predict a generated token (the
+full-vocabulary logits of every prompt token are what dominate a naive step's memory and time).
+
+Micro-batches and data-parallel ranks normalise by the *whole* batch's token (or sequence) count, and ranks sum
+their gradients with ``all_reduce``, so gradient accumulation and ``torch.distributed`` training give the
+same gradient as one process on the full batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from rubricgym.trainers.loss import ppo_clip_loss
+from rubricgym.trainers.samples import Sample, collate
+
+
+@dataclass
+class UpdateSettings:
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    beta: float = 0.0
+    entropy_coef: float = 0.0
+    aggregation: str = "token-mean"
+    ppo_epochs: int = 1
+    micro_batch: int = 8
+    max_grad_norm: float | None = 1.0
+    temperature: float = 1.0
+    bf16_autocast: bool = False
+
+
+def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
+    body = getattr(model, getattr(model, "base_model_prefix", "model"), None)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if body is None or head is None:
+        raise TypeError(f"{type(model).__name__} is not a causal LM with a base model and an output embedding")
+    return body, head
+
+
+def generated_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (B, T) of ``input_ids`` under ``model`` at ``temperature``, where ``loss_mask`` is 1.
+
+    Entry ``[b, t]`` is log p(token t | tokens < t); positions off the mask (and t = 0) are 0. With
+    ``with_entropy`` the per-token entropy of the same distribution comes back too.
+    """
+    body, head = _body_and_head(model)
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    select = loss_mask[:, 1:] > 0
+    h = hidden[:, :-1][select]
+    logits = head(h).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp_all = logits.log_softmax(-1)
+    targets = input_ids[:, 1:][select]
+    picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
+    out[:, 1:][select] = picked
+    entropy = None
+    if with_entropy:
+        ent = -(logp_all.exp() * logp_all).sum(-1)
+        entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
+        entropy[:, 1:][select] = ent
+    return out, entropy
+
+
+def _chunks(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
+    ordered = sorted(samples, key=len)  # similar lengths together: less padding
+    return [ordered[i: i + size] for i in range(0, len(ordered), size)]
+
+
+def _all_reduce(value: float) -> float:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        t = torch.tensor([value], dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t.item())
+    return value
+
+
+def normalizer(samples: Sequence[Sample], aggregation: str) -> float:
+    """The whole batch's denominator across ranks: generated tokens, or sequences with generated tokens."""
+    if aggregation == "token-mean":
+        local = float(sum(s.n_generated for s in samples))
+    else:
+        local = float(sum(1 for s in samples if s.n_generated))
+    return _all_reduce(local)
+
+
+def compute_gradients(
+    model: torch.nn.Module,
+    samples: Sequence[Sample],
+    settings: UpdateSettings,
+    *,
+    pad_id: int,
+    old_logprobs: dict[int, torch.Tensor] | None = None,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, float]:
+    """Accumulate the loss's gradient over ``samples`` into ``model``'s ``.grad`` (no optimizer step).
+
+    ``old_logprobs`` maps ``id(sample)`` to the behaviour policy's log-probs; missing ones use the current
+    policy's detached log-probs (exactly on-policy: ratio 1, one update per batch).
+    """
+    norm = normalizer(samples, settings.aggregation)
+    totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "tokens": 0.0}
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if settings.bf16_autocast
+                else contextlib.nullcontext())
+    want_entropy = True
+    for chunk in _chunks(samples, settings.micro_batch):
+        if not any(s.n_generated for s in chunk):
+            continue
+        b = collate(chunk, pad_id)
+        with autocast:
+            logp, entropy = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask,
+                                               settings.temperature, with_entropy=want_entropy)
+            ref = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref, _ = generated_logprobs(ref_model, b.input_ids, b.attention_mask, b.loss_mask,
+                                                settings.temperature)
+        if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):
+            width = logp.shape[1]
+            old = torch.stack([torch.nn.functional.pad(old_logprobs[id(s)], (0, width - len(s))) for s in chunk])
+        else:
+            old = logp.detach()
+        if entropy is not None and not settings.entropy_coef:
+            entropy = entropy.detach()
+        loss, stats = ppo_clip_loss(
+            logp, old, b.advantages, b.loss_mask, ref_logp=ref, beta=settings.beta, entropy=entropy,
+            entropy_coef=settings.entropy_coef, clip_low=settings.clip_low, clip_high=settings.clip_high,
+            aggregation=settings.aggregation, normalizer=norm,  # type: ignore[arg-type]
+        )
+        loss.backward()
+        totals["loss"] += stats.loss
+        totals["policy_loss"] += stats.policy_loss
+        totals["kl"] += stats.kl
+        totals["entropy"] += stats.entropy
+        totals["clip_fraction"] += stats.clip_fraction * stats.tokens
+        totals["tokens"] += stats.tokens
+    if totals["tokens"]:
+        totals["clip_fraction"] /= totals["tokens"]
+    return totals
+
+
+def sync_gradients(model: torch.nn.Module) -> None:
+    """Sum gradients across ``torch.distributed`` ranks (each rank's loss is already globally normalised)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    for p in model.parameters():
+        if p.grad is not None:
+            torch.distributed.all_reduce(p.grad)
+
+
+def old_policy_logprobs(
+    model: torch.nn.Module, samples: Sequence[Sample], settings: UpdateSettings, pad_id: int
+) -> dict[int, torch.Tensor]:
+    """The current policy's log-probs of every sample, frozen before several PPO epochs over the batch."""
+    out: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        for chunk in _chunks(samples, settings.micro_batch):
+            b = collate(chunk, pad_id)
+            logp, _ = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature)
+            for i, s in enumerate(chunk):
+                out[id(s)] = logp[i, : len(s)].clone()
+    return out
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    samples: Sequence[Sample],
+    settings: UpdateSettings,
+    *,
+    pad_id: int,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, float]:
+    """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics."""
+    model.train()
+    old = old_policy_logprobs(model, samples, settings, pad_id) if settings.ppo_epochs > 1 else None
+    stats: dict[str, float] = {}
+    for _ in range(settings.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        stats = compute_gradients(model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model)
+        sync_gradients(model)
+        if settings.max_grad_norm is not None:
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm))
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    model.eval()
+    return stats
