@@ -74,7 +74,7 @@ def podman_url(tmp_path_factory: pytest.TempPathFactory):
     conf = d / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     sock = d / "podman.sock"
-    log = open(d / "service.log", "wb")
+    log = open(d / "service.log", "wb")  # noqa: SIM115  (kept open for the service's whole life)
     proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log,
                             stderr=subprocess.STDOUT, env={**os.environ, "CONTAINERS_CONF": str(conf)})
     try:

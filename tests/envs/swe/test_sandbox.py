@@ -17,7 +17,8 @@ def repo(tmp_path: Path) -> Path:
     (root / "pkg" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "tests").mkdir()
     (root / "tests" / "test_add.py").write_text(
-        "from pkg import add\n\ndef test_ok():\n    assert add(1, 2) == 3\n\ndef test_bad():\n    assert add(1, 1) == 3\n")
+        "from pkg import add\n\ndef test_ok():\n    assert add(1, 2) == 3\n\n"
+        "def test_bad():\n    assert add(1, 1) == 3\n")
     return root
 
 

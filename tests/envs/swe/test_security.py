@@ -86,7 +86,8 @@ async def test_fork_bomb_is_contained(backend, repo):
 
 async def test_memory_bomb_is_contained(backend, repo):
     async with await backend.create(repo, LIMITS) as sb:
-        res = await sb.exec(["/usr/bin/python3", "-c", "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))"])
+        bomb = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))"
+        res = await sb.exec(["/usr/bin/python3", "-c", bomb])
         assert res.exit_code != 0
         assert "MemoryError" in res.stderr or res.exit_code == 137, res.describe()
         assert "exit code" in res.describe()
@@ -135,6 +136,6 @@ async def test_symlinks_to_host_paths_are_not_followed(backend, repo, tmp_path):
 async def test_killing_the_parent_is_impossible(backend, repo):
     me = os.getpid()
     async with await backend.create(repo, LIMITS) as sb:
-        res = await sb.exec(f"kill -9 {me}; kill -9 $PPID; kill -9 1; kill -9 -1; ps -eo pid= | wc -l")
+        await sb.exec(f"kill -9 {me}; kill -9 $PPID; kill -9 1; kill -9 -1")
         assert os.getpid() == me  # we are still here to assert it
         await _usable(sb)

@@ -12,6 +12,7 @@ command started. Nothing survives between commands.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import signal
@@ -63,9 +64,11 @@ class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
     def __init__(self, snapshot: Path, limits: Limits, work: Path, uid: int | None, runtime: Path,
-                 cgroups: dict[str, Path]):
+                 cgroups: dict[str, Path], home: Path | None = None, mounted: bool = False):
         super().__init__(snapshot, limits)
         self.work = work
+        self.home = home or work
+        self.mounted = mounted
         self.uid = uid
         self.runtime = runtime
         self.cgroups = cgroups
@@ -217,7 +220,10 @@ class BwrapSandbox(Sandbox):
                     break
                 except OSError:
                     await asyncio.sleep(0.02)
-        await asyncio.to_thread(_rmtree, self.work)
+        if self.mounted:
+            with suppress(SandboxError):
+                await _run("umount", "--lazy", str(self.work))
+        await asyncio.to_thread(_rmtree, self.home)
 
 
 def _rmtree(path: Path) -> None:
@@ -235,13 +241,57 @@ class BwrapBackend(SandboxBackend):
 
     ``uid`` is the unprivileged user commands run as when we are root (default 65534, ``nobody``); as a
     non-root user, commands run as ourselves. ``cgroups`` adds per-sandbox cgroup v1 limits where writable.
+    ``overlay`` (root only) makes /work an overlayfs over a shared, read-only per-snapshot copy owned by the
+    sandbox user, so creating a sandbox costs a mount instead of a copy; without it /work is a full copy.
     """
 
     name = "bwrap"
 
-    def __init__(self, uid: int = SANDBOX_UID, cgroups: bool = True):
+    def __init__(self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True):
         self.uid = uid if os.geteuid() == 0 else None
         self.use_cgroups = cgroups and _cgroups_writable()
+        self.overlay = overlay and os.geteuid() == 0 and shutil.which("mount") is not None
+        self._runtime: Path | None = None
+        self._lowers: dict[tuple[str, str], Path] = {}
+
+    async def _lower(self, snapshot: Path) -> Path:
+        """A copy of ``snapshot`` owned by the sandbox user, shared read-only by its sandboxes' overlays."""
+        stats = await asyncio.to_thread(fingerprint, str(snapshot))
+        sig = hashlib.sha1(repr(sorted(stats.items())).encode()).hexdigest()[:16]
+        key = (str(snapshot.resolve()), sig)
+        if key in self._lowers and self._lowers[key].is_dir():
+            return self._lowers[key]
+        parent = sandbox_root() / "lower"
+        parent.mkdir(exist_ok=True, mode=0o711)
+        target = parent / hashlib.sha1(f"{key}".encode()).hexdigest()[:20]
+        if not target.is_dir():
+            tmp = parent / f".{target.name}-{uuid.uuid4().hex[:6]}"
+            await _run("cp", "-a", "--", f"{snapshot}/.", str(tmp))
+            if self.uid is not None:
+                await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(tmp))
+            os.chmod(tmp, 0o755)
+            try:
+                tmp.rename(target)
+            except OSError:
+                await asyncio.to_thread(_rmtree, tmp)
+        self._lowers[key] = target
+        return target
+
+    async def _overlay(self, snapshot: Path, home: Path) -> Path | None:
+        """Mount ``home/merged`` as an overlay over the snapshot's lower copy; ``None`` if mounting fails."""
+        lower = await self._lower(snapshot)
+        upper, scratch, merged = home / "upper", home / "scratch", home / "merged"
+        for d in (upper, scratch, merged):
+            d.mkdir(mode=0o700)
+            if self.uid is not None:
+                os.chown(d, self.uid, self.uid)
+        try:
+            await _run("mount", "-t", "overlay", "overlay", "-o",
+                       f"lowerdir={lower},upperdir={upper},workdir={scratch}", str(merged))
+        except SandboxError:
+            self.overlay = False
+            return None
+        return merged
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -263,11 +313,22 @@ class BwrapBackend(SandboxBackend):
         parent = sandbox_root() / "work"
         parent.mkdir(exist_ok=True, mode=0o711)
         sid = uuid.uuid4().hex[:16]
-        work = parent / sid
-        runtime = await asyncio.to_thread(runtime_dir)
-        await _run("cp", "-a", "--", f"{snapshot}/.", str(work))
-        if self.uid is not None:
-            await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
+        home = parent / sid
+        if self._runtime is None:
+            self._runtime = await asyncio.to_thread(runtime_dir)
+        runtime = self._runtime
+        work = None
+        if self.overlay:
+            home.mkdir(mode=0o711)
+            work = await self._overlay(snapshot, home)
+            if work is None:
+                await asyncio.to_thread(_rmtree, home)
+        mounted = work is not None
+        if work is None:
+            work = home
+            await _run("cp", "-a", "--", f"{snapshot}/.", str(work))
+            if self.uid is not None:
+                await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
         os.chmod(work, 0o700)
         cgroups = _cgroup_dirs(sid) if self.use_cgroups else {}
         try:
@@ -285,7 +346,7 @@ class BwrapBackend(SandboxBackend):
                 with suppress(OSError):
                     d.rmdir()
             cgroups = {}
-        return BwrapSandbox(snapshot, limits, work, self.uid, runtime, cgroups)
+        return BwrapSandbox(snapshot, limits, work, self.uid, runtime, cgroups, home=home, mounted=mounted)
 
 
 async def _run(*argv: str) -> None:
