@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.core.agent import Agent
@@ -246,14 +247,14 @@ def show(
 
     for t in list(TrajectoryStore(run_dir).iter())[:examples]:
         console.rule(f"task {t.task.id} · agent {t.agent} · reward {t.outcome.reward:g}")
-        console.print(f"[dim]{t.task.prompt}[/]", markup=True, highlight=False)
+        console.print(f"[dim]{escape(t.task.prompt)}[/]", highlight=False)
         for s in t.steps:
-            note = (
-                f" [red]({s.action.parse_error or s.tool_error})[/]" if (s.action.parse_error or s.tool_error) else ""
-            )
-            console.print(f"[bold]{s.index}[/] [cyan]{s.stage}[/] {s.action.text[:200]!r}{note}", highlight=False)
+            problem = s.action.parse_error or s.tool_error
+            note = f" [red]({escape(problem)})[/]" if problem else ""
+            text = escape(repr(s.action.text[:200]))
+            console.print(f"[bold]{s.index}[/] [cyan]{escape(s.stage)}[/] {text}{note}", highlight=False)
             if s.tool_result is not None:
-                console.print(f"    → {s.tool_result[:200]!r}", highlight=False)
+                console.print(f"    → {escape(repr(s.tool_result[:200]))}", highlight=False)
 
 
 # ---- check ---------------------------------------------------------------------------------------------------

@@ -1,5 +1,3 @@
-"""Built-in env families; importing this package registers them."""
+"""Built-in env families; importing this package registers them (toy-*, deepsearch-v0, swe-v0)."""
 
-import rubricgym.envs.deepsearch  # noqa: F401  (registers deepsearch-v0)
-from rubricgym.envs import toy  # noqa: F401  (registers toy-* envs)
-from rubricgym.envs import swe  # noqa: F401
+from rubricgym.envs import deepsearch, swe, toy  # noqa: F401  (each registers its envs on import)

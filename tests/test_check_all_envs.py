@@ -1,0 +1,16 @@
+"""`rubricgym check` passes for every registered env (the promise every env family makes)."""
+
+import pytest
+
+import rubricgym
+from rubricgym.core.checker import check_env_id
+
+ENV_IDS = [s.id for s in rubricgym.list_envs()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_rubricgym_check_passes(env_id):
+    report = check_env_id(env_id, fuzz=60)
+    failed = [row for row in report.rows if not row[1]]
+    assert not failed, failed
