@@ -17,8 +17,10 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import time
 import uuid
+import weakref
 from contextlib import suppress
 from pathlib import Path
 
@@ -69,6 +71,8 @@ class BwrapSandbox(Sandbox):
         self.work = work
         self.home = home or work
         self.mounted = mounted
+        # best-effort clean-up when a sandbox is dropped without destroy() (an env never closed, a crash)
+        self._finalizer = weakref.finalize(self, _cleanup_sync, self.home, work if mounted else None, cgroups)
         self.uid = uid
         self.runtime = runtime
         self.cgroups = cgroups
@@ -207,6 +211,7 @@ class BwrapSandbox(Sandbox):
         if self.destroyed:
             return
         self.destroyed = True
+        self._finalizer.detach()
         for d in self.cgroups.values():
             with suppress(OSError):
                 for pid in (d / "cgroup.procs").read_text().split():
@@ -224,6 +229,21 @@ class BwrapSandbox(Sandbox):
             with suppress(SandboxError):
                 await _run("umount", "--lazy", str(self.work))
         await asyncio.to_thread(_rmtree, self.home)
+
+
+def _cleanup_sync(home: Path, mount: Path | None, cgroups: dict[str, Path]) -> None:
+    for d in cgroups.values():
+        with suppress(OSError):
+            for pid in (d / "cgroup.procs").read_text().split():
+                with suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGKILL)
+    if mount is not None:
+        with suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["umount", "--lazy", str(mount)], capture_output=True, timeout=30)
+    _rmtree(home)
+    for d in cgroups.values():
+        with suppress(OSError):
+            d.rmdir()
 
 
 def _rmtree(path: Path) -> None:
