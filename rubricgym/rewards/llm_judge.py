@@ -1,18 +1,18 @@
 """``LLMJudge``: judges criteria with any OpenAI-compatible chat endpoint (vLLM, a hosted API, a local model).
 
 The prompt shows the task, the criterion and the evidence (the whole trajectory, or the judged step after its
-preceding context), asks for a rationale before the verdict and for one JSON object (``response_format`` when
-the server supports it; it is dropped after a server rejects it). Replies are parsed robustly; an unusable
-reply is asked again ``parse_retries`` times. Transport retries, backoff, timeouts and the concurrency limit
-come from ``core.llm.ChatClient``. Any failure becomes a ``Verdict`` with ``error`` set, never a zero.
-A ``JudgeCache`` makes re-judging identical evidence free.
+preceding context), asks for a rationale before the verdict and for one JSON object: ``response_format`` is a
+JSON schema where the server supports structured output, else JSON mode, else plain text, stepping down when a
+server refuses. Replies are parsed robustly; an unusable reply is asked again ``parse_retries`` times.
+Transport retries, backoff, timeouts and the concurrency limit come from ``core.llm.ChatClient``. Any failure
+becomes a ``Verdict`` with ``error`` set, never a zero. A ``JudgeCache`` makes re-judging identical evidence free.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 from rubricgym.core.llm import ChatClient, EndpointError, EndpointResponseError
 from rubricgym.core.types import Trajectory
@@ -32,6 +32,24 @@ SYSTEM = (
     '"Let\'s solve this step by step", and confident claims without substance never meet a criterion. '
     "Reply with one JSON object and nothing else."
 )
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "rationale": {"type": "string", "maxLength": 400},
+        "met": {"type": "boolean"},
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "evidence_steps": {"type": "array", "items": {"type": "integer"}, "maxItems": 8},
+    },
+    "required": ["rationale", "met", "score"],
+    "additionalProperties": False,
+}
+"""Sent as ``response_format`` (json_schema) where the server supports structured output."""
+LIKERT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"rationale": {"type": "string", "maxLength": 400}, "score": {"type": "integer"}},
+    "required": ["rationale", "score"],
+    "additionalProperties": False,
+}
 OUTPUT_SPEC = (
     'Reply with JSON: {"rationale": "<one to three sentences, written before deciding>", '
     '"met": true or false, '
@@ -97,7 +115,7 @@ class LLMJudge:
         cache: JudgeCache | None = None,
         temperature: float = 0.0,
         max_tokens: int = 300,
-        json_mode: bool = True,
+        json_mode: Literal["schema", "object", "off"] = "schema",
         parse_retries: int = 1,
         context_steps: int = 3,
         timeout_s: float = 60.0,
@@ -133,27 +151,39 @@ class LLMJudge:
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def _complete(self, messages: list[dict], temperature: float) -> str | None:
-        fmt = {"type": "json_object"} if self.json_mode else None
-        try:
-            result = await self.client.chat(
-                messages, temperature=temperature, max_tokens=self.max_tokens, response_format=fmt
-            )
-        except EndpointResponseError as e:
-            if fmt is None or "response_format" not in str(e) and "json" not in str(e).lower():
-                raise
-            self.json_mode = False  # this server does not do JSON mode: ask in plain text from now on
-            result = await self.client.chat(messages, temperature=temperature, max_tokens=self.max_tokens)
-        return result.message.content
+    def _format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if self.json_mode == "schema" and schema is not None:
+            return {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
+        if self.json_mode in ("schema", "object"):
+            return {"type": "json_object"}
+        return None
 
-    async def _ask(self, messages: list[dict], parse: Any) -> tuple[dict[str, Any], int]:
+    async def _complete(self, messages: list[dict], temperature: float, schema: dict[str, Any] | None) -> str | None:
+        """One completion, stepping down from a JSON schema to JSON mode to plain text when refused."""
+        while True:
+            fmt = self._format(schema)
+            try:
+                result = await self.client.chat(
+                    messages, temperature=temperature, max_tokens=self.max_tokens, response_format=fmt
+                )
+                return result.message.content
+            except EndpointResponseError as e:
+                text = str(e).lower()
+                if fmt is None or not any(k in text for k in ("response_format", "json", "schema")):
+                    raise
+                # this server does not take that format: use the next simpler one from now on
+                self.json_mode = "object" if self.json_mode == "schema" else "off"
+
+    async def _ask(
+        self, messages: list[dict], parse: Any, schema: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], int]:
         """Ask until ``parse`` accepts a reply; returns (parsed, attempts). Raises on the last failure."""
         last: Exception | None = None
         for attempt in range(self.parse_retries + 1):
             # each request has the client's timeout and retries; no outer deadline, which would also count
             # the time spent queueing behind the concurrency limit
             temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
-            text = await self._complete(messages, temperature)
+            text = await self._complete(messages, temperature, schema)
             try:
                 return parse(text), attempt + 1
             except JudgeParseError as e:
@@ -182,7 +212,7 @@ class LLMJudge:
             return hit.model_copy(update={"step": step})
         t0 = time.perf_counter()
         try:
-            parsed, attempts = await self._ask(messages, parse_verdict)
+            parsed, attempts = await self._ask(messages, parse_verdict, VERDICT_SCHEMA)
         except (EndpointError, JudgeParseError, TimeoutError) as e:
             kind = "timed out" if isinstance(e, TimeoutError) else str(e)
             return Verdict.failed(
@@ -237,7 +267,7 @@ class LLMJudge:
 
         t0 = time.perf_counter()
         try:
-            parsed, attempts = await self._ask(messages, parse)
+            parsed, attempts = await self._ask(messages, parse, LIKERT_SCHEMA)
         except (EndpointError, JudgeParseError, TimeoutError) as e:
             return Verdict.failed(
                 "__rubric__",

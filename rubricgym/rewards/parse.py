@@ -84,7 +84,7 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
             met = score is not None and score >= 0.5
         if score is None:
             score = 1.0 if met else 0.0
-        if met != (score >= 0.5):
+        if (met and score == 0.0) or (not met and score == 1.0):
             raise JudgeParseError(f"contradictory verdict (met={met}, score={score:g}): {text.strip()[:160]!r}")
         steps = low.get("evidence_steps") or low.get("steps") or []
         quotes = low.get("quotes") or low.get("evidence") or []
@@ -108,7 +108,7 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
         met = _as_bool(met_match.group(1)) if met_match else None
         if met is None and score is not None:
             met = score >= 0.5
-        if met is not None and score is not None and met != (score >= 0.5):
+        if met is not None and score is not None and ((met and score == 0.0) or (not met and score == 1.0)):
             raise JudgeParseError(f"contradictory verdict (met={met}, score={score:g}): {text.strip()[:160]!r}")
         if met is not None:
             return {

@@ -32,7 +32,8 @@ async def test_verdict_from_json_reply_and_prompt_content(oracle_trajs, stub_ser
     prompt = body["messages"][1]["content"]
     assert CRIT.text in prompt and CRIT.judge in prompt and oracle_trajs[0].task.prompt in prompt
     assert "### Final answer" in prompt
-    assert body["response_format"] == {"type": "json_object"} and body["temperature"] == 0.0
+    assert body["response_format"]["type"] == "json_schema" and body["temperature"] == 0.0
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["rationale", "met", "score"]
     assert prompt.index("rationale") < prompt.index('"met"')  # the rationale comes before the verdict
 
 
@@ -91,8 +92,9 @@ async def test_json_mode_is_dropped_when_the_server_rejects_it(oracle_trajs, stu
         j = judge_for(server)
         v1 = await j.judge(CRIT, oracle_trajs[0])
         v2 = await j.judge(CRIT, oracle_trajs[1])
-    assert v1.ok and v2.ok and not j.json_mode
-    assert [("response_format" in r) for r in server.requests] == [True, False, False]
+    assert v1.ok and v2.ok and j.json_mode == "off"
+    formats = [r.get("response_format", {}).get("type") for r in server.requests]
+    assert formats == ["json_schema", "json_object", None, None]
 
 
 async def test_cache_makes_rejudging_free_and_never_stores_errors(tmp_path, oracle_trajs, stub_server):

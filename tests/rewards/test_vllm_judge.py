@@ -35,7 +35,7 @@ def mixed_rubric(toy_rubric: dict) -> Rubric:
 def assert_plumbing(verdicts):
     for v in verdicts:
         if v.ok:
-            assert 0.0 <= v.score <= 1.0 and v.met == (v.score >= 0.5)
+            assert 0.0 <= v.score <= 1.0 and isinstance(v.met, bool)
         else:
             assert v.score is None and v.met is None and v.error
 
@@ -117,3 +117,43 @@ def test_stopping_the_judge_server_mid_run_gives_error_verdicts(tmp_path, oracle
         assert checks_ok and b.total is not None  # check criteria still count; failures are masked, not zeroed
         if any(v in down for v in b.verdicts):
             assert not b.valid and b.n_errors >= 1
+
+
+def test_score_cli_with_a_real_llm_judge(vllm_server, tmp_path, oracle_trajs, random_trajs, toy_rubric):
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from rubricgym.core.store import TrajectoryStore
+    from rubricgym.rewards.cli import register
+    from rubricgym.rewards.prm import Breakdown
+
+    store = TrajectoryStore(tmp_path / "run")
+    store.extend(oracle_trajs[:1] + random_trajs[:1])
+    rubric_file = mixed_rubric(toy_rubric).save(tmp_path / "mixed.toml")
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(
+        app,
+        [
+            "score",
+            str(store.dir),
+            "--rubric",
+            str(rubric_file),
+            "--judge",
+            vllm_server.base_url,
+            "--judge-model",
+            vllm_server.model,
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    assert "explains" in res.output and "sensible" in res.output
+    bds = [Breakdown.model_validate_json(x) for x in (store.dir / "scores.jsonl").read_text().splitlines()]
+    assert len(bds) == 2 and all(b.total is not None for b in bds)
+    llm = [v for b in bds for v in b.verdicts if v.judge == f"llm:{vllm_server.model}"]
+    assert llm and all(v.criterion_id in ("explains", "sensible") for v in llm)
+    assert_plumbing(llm)
+    summary = json.loads((store.dir / "scores_summary.json").read_text())
+    assert summary["cache"]["misses"] == len(llm)
