@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.env import RubricEnv
+from rubricgym.core.registry import make, spec
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Task, Trajectory
 
@@ -43,8 +44,6 @@ def package_versions() -> dict[str, str]:
 
 def _env_factory(env: str | EnvFactory, env_kwargs: dict | None) -> EnvFactory:
     if isinstance(env, str):
-        from rubricgym.core.registry import make, spec
-
         spec(env)  # fail now, with close matches, not inside a worker
         return lambda: make(env, **(env_kwargs or {}))
     return env

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubricgym.core.registry import make
 from rubricgym.core.types import Task
 
 
@@ -92,8 +93,6 @@ class TaskSet(Sequence[Task]):
     @classmethod
     def generate(cls, env_id: str, n: int, seed: int = 0, split: str = "train", **env_kwargs: Any) -> TaskSet:
         """``n`` tasks from env ``env_id``'s seeded generator."""
-        from rubricgym.core.registry import make
-
         env = make(env_id, **env_kwargs)
         return cls(env.task_set(n, seed=seed, split=split), source=f"{env_id}(seed={seed}, split={split})")
 
