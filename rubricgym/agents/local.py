@@ -101,6 +101,8 @@ class LocalAgent(BaseAgent):
 
     def load(self) -> LocalAgent:
         """Load the model and tokenizer now (otherwise the first ``act`` does)."""
+        if self._shared.model is not None:  # no lock: a generation in flight holds it
+            return self
         with self._shared.lock:
             if self._shared.model is None:
                 import torch
