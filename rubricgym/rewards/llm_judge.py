@@ -35,7 +35,7 @@ SYSTEM = (
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "rationale": {"type": "string", "maxLength": 400},
+        "rationale": {"type": "string", "maxLength": 300},
         "met": {"type": "boolean"},
         "score": {"type": "number", "minimum": 0, "maximum": 1},
         "evidence_steps": {"type": "array", "items": {"type": "integer"}, "maxItems": 8},
@@ -46,7 +46,7 @@ VERDICT_SCHEMA: dict[str, Any] = {
 """Sent as ``response_format`` (json_schema) where the server supports structured output."""
 LIKERT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"rationale": {"type": "string", "maxLength": 400}, "score": {"type": "integer"}},
+    "properties": {"rationale": {"type": "string", "maxLength": 300}, "score": {"type": "integer"}},
     "required": ["rationale", "score"],
     "additionalProperties": False,
 }
