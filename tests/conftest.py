@@ -35,3 +35,13 @@ def vllm_server(local_model_dir: Path) -> Iterator[VLLMServer]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that need the vLLM server last.
+
+    The session-scoped server starts with the first of them and stops at the end; vLLM's CPU worker keeps cores
+    busy while it is up, which would slow every torch test that ran beside it (OpenMP threads spin when cores
+    are shared).
+    """
+    items.sort(key=lambda item: "vllm_server" in getattr(item, "fixturenames", ()))
