@@ -37,6 +37,9 @@ class GenerationConfig(_Strict):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(96, ge=1)
     max_batch: int = Field(16, ge=1)
+    response_prefix: str = ""
+    """Prefill every assistant turn with this text (e.g. ``<tool_call>{"name": "``) so a small model's output
+    parses; it is part of the prompt, never trained on."""
     eval_temperature: float = Field(0.0, ge=0.0)
     """Held-out evaluation decodes greedily by default."""
     vllm_base_url: str | None = None

@@ -3,6 +3,10 @@
 ``rollout``/``rollout_group`` create an episode view per (task, seed) and drop it; ``TrainingPolicy``
 remembers those views so the trainer can fetch exactly the tokens and sampling log-probs behind each
 trajectory (``turns_for``). Seeds listed in ``greedy_seeds`` decode at temperature 0: ArenaRL's anchor.
+
+``response_prefix`` prefills the start of every assistant turn (e.g. ``<tool_call>{"name": "``), a standard
+way to make a small model's outputs parse: the prefix is part of the prompt (never trained on) and of the
+action text the env sees.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from rubricgym.agents.local import LocalAgent, Turn
 from rubricgym.core.rollout import rollout_group
-from rubricgym.core.types import Task, Trajectory
+from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 
 
 class TrainingPolicy(LocalAgent):
@@ -22,13 +26,24 @@ class TrainingPolicy(LocalAgent):
 
     name = "policy"
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, response_prefix: str = "", **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.views: dict[tuple[str, int | None], LocalAgent] = {}
         self.greedy_seeds: set[int] = set()
+        self.response_prefix = response_prefix
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        if not self.response_prefix:
+            return await super().act(messages, tools)
+        prefix_ids = self.tokenizer.encode(self.response_prefix, add_special_tokens=False)
+        turn = await self.generate(self.prompt_ids(messages) + list(prefix_ids))
+        turn.text = self.response_prefix + turn.text
+        self.turns.append(turn)
+        return turn.text
 
     def episode(self, task: Task, seed: int | None) -> LocalAgent:
         view = super().episode(task, seed)
+        view.__class__ = type(self)  # LocalAgent.episode builds a plain LocalAgent; keep this class's act
         if seed is not None and seed in self.greedy_seeds:
             view.params = replace(self.params, temperature=0.0)
         self.views[(task.id, seed)] = view

@@ -26,12 +26,23 @@ from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
+from rubricgym.trainers.distributed import is_main, shard
 from rubricgym.trainers.estimate import estimate
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.policy import TrainingPolicy, collect_groups
 from rubricgym.trainers.report import MetricsLog, write_html, write_plots
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.update import UpdateSettings, policy_update
+
+
+def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
+    """``n`` generated tasks of ``split`` without repeats (small task spaces repeat problems)."""
+    from rubricgym.core.registry import make
+
+    seen: dict[str, Task] = {}
+    for t in make(env_id, **env_kwargs).task_set(n, seed=seed, split=split):
+        seen.setdefault(t.id, t)
+    return TaskSet(seen.values(), source=f"{env_id}(seed={seed}, split={split})")
 
 
 class Trainer:
@@ -41,13 +52,17 @@ class Trainer:
         self.cfg = cfg
         self.console = console
         self.run_dir = Path(cfg.run_dir)
+        if not is_main():  # other data-parallel ranks keep their own metrics apart
+            from rubricgym.trainers.distributed import rank_world
+
+            self.run_dir = self.run_dir / f"rank{rank_world()[0]}"
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.env_cls = spec(cfg.env.id).load()
         self.stages = list(self.env_cls.stages) or ["act"]
         kw = cfg.env.kwargs
         seed = cfg.env.task_seed
-        self.train_tasks = TaskSet.generate(cfg.env.id, cfg.env.train_tasks, seed=seed, split="train", **kw)
-        self.eval_tasks = TaskSet.generate(cfg.env.id, cfg.env.eval_tasks, seed=seed + 1, split="test", **kw)
+        self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
+        self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
         from rubricgym.rewards.prm import ProcessRewardModel
 
         rubric = cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric()
@@ -61,7 +76,8 @@ class Trainer:
             torch.set_num_threads(cfg.model.threads)
         g = cfg.generation
         self.policy = TrainingPolicy(cfg.model.name, temperature=g.temperature, top_p=g.top_p,
-                                     max_new_tokens=g.max_new_tokens, dtype=cfg.model.dtype, max_batch=g.max_batch)
+                                     max_new_tokens=g.max_new_tokens, dtype=cfg.model.dtype, max_batch=g.max_batch,
+                                     response_prefix=g.response_prefix)
         self.model = self.policy.model_obj
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:
@@ -84,6 +100,10 @@ class Trainer:
             from rubricgym.trainers.vllm_backend import VLLMBackend
 
             self.backend = VLLMBackend.for_policy(self.policy, g)
+        elif cfg.ray:
+            from rubricgym.trainers.ray_backend import RayBackend
+
+            self.backend = RayBackend(cfg, address=cfg.ray_address, workers=cfg.ray_workers)
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
 
@@ -136,10 +156,11 @@ class Trainer:
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
+        all_tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
+        tasks = shard(all_tasks)  # data parallel: this rank's groups (all of them when single-process)
         self.policy.forget()
         anchor = cfg.advantage.estimator == "tournament" and cfg.advantage.anchor_greedy
-        groups = await self.generate(tasks, self.seeds_for(step, len(tasks)), cfg.group_size, anchor)
+        groups = await self.generate(tasks, shard(self.seeds_for(step, len(all_tasks))), cfg.group_size, anchor)
         t_gen = time.perf_counter()
         await self.prm.score_many([t for g in groups for t in g], concurrency=8)
         tournaments = await self.rank_groups(groups) if self.pairwise is not None else None
@@ -151,7 +172,7 @@ class Trainer:
         if self.backend is not None:
             self.backend.push_weights(self.model)
         t_upd = time.perf_counter()
-        self.state.cursor += len(tasks)
+        self.state.cursor += len(all_tasks)
         flat = [t for g in groups for t in g]
         key = cfg.advantage.reward_key
         rewards = [r for r in est.per_rollout if math.isfinite(r)]
@@ -223,7 +244,7 @@ class Trainer:
             torch.manual_seed(cfg.seed)
             if self.metrics.path.exists():
                 self.metrics.path.unlink()
-        display = LiveDisplay(cfg, self.console, enabled=cfg.live)
+        display = LiveDisplay(cfg, self.console, enabled=cfg.live and is_main())
         started = time.perf_counter() - self.state.elapsed_s
         with display:
             if self.base_eval is None:
@@ -245,13 +266,13 @@ class Trainer:
                     result = await self.evaluate(f"step {self.state.step}", self.state.step)
                     self._log_eval(result)
                     display.eval(result)
-                if cfg.save_every and self.state.step % cfg.save_every == 0:
+                if cfg.save_every and self.state.step % cfg.save_every == 0 and is_main():
                     self.checkpoint()
             display.status("evaluating the trained policy on held-out tasks")
             final = await self.evaluate("trained", self.state.step)
             self._log_eval(final)
             display.eval(final)
-        if cfg.save_every:
+        if cfg.save_every and is_main():
             self.checkpoint()
         return self.finish(final)
 

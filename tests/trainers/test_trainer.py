@@ -5,27 +5,12 @@ import json
 import pytest
 import torch
 
-from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.trainer import Trainer
 
 
-def tiny_config(model_dir, run_dir, **over) -> TrainConfig:
-    data = {
-        "run_dir": str(run_dir), "steps": 2, "tasks_per_step": 2, "group_size": 2, "save_every": 1,
-        "live": False, "plots": True,
-        "model": {"name": str(model_dir)},
-        "generation": {"max_new_tokens": 6, "temperature": 1.0},
-        "env": {"kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 2}, "train_tasks": 8, "eval_tasks": 2},
-        "optim": {"lr": 1e-3},
-    }
-    for k, v in over.items():
-        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
-    return TrainConfig.model_validate(data)
-
-
 @pytest.mark.parametrize("estimator", ["grpo", "stage", "tournament", "step"])
-def test_a_run_writes_metrics_plots_summary_and_checkpoints(tiny_model_dir, tmp_path, estimator):
-    cfg = tiny_config(tiny_model_dir, tmp_path / estimator, advantage={"estimator": estimator})
+def test_a_run_writes_metrics_plots_summary_and_checkpoints(tiny_config, tmp_path, estimator):
+    cfg = tiny_config(tmp_path / estimator, advantage={"estimator": estimator})
     summary = Trainer(cfg).run()
     records = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
@@ -42,10 +27,10 @@ def test_a_run_writes_metrics_plots_summary_and_checkpoints(tiny_model_dir, tmp_
     assert (cfg.run_dir / "checkpoints" / "step-000002" / "optimizer.pt").exists()
 
 
-def test_resume_reproduces_the_uninterrupted_run(tiny_model_dir, tmp_path):
-    full = tiny_config(tiny_model_dir, tmp_path / "full", steps=3)
+def test_resume_reproduces_the_uninterrupted_run(tiny_config, tmp_path):
+    full = tiny_config(tmp_path / "full", steps=3)
     Trainer(full).run()
-    part = tiny_config(tiny_model_dir, tmp_path / "part", steps=1)
+    part = tiny_config(tmp_path / "part", steps=1)
     Trainer(part).run()
     resumed = Trainer(part.with_overrides(steps=3))
     resumed.run(resume=True)

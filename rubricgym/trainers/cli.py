@@ -1,0 +1,48 @@
+"""``rubricgym train``: the general entry point of training (``register(app)`` adds it to the main CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train`` command to ``app``."""
+
+    @app.command()
+    def train(
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML training config")] = None,
+        advantage: Annotated[
+            str | None, typer.Option(help="estimator: grpo | rloo | stage | tournament | step")
+        ] = None,
+        resume: Annotated[bool, typer.Option("--resume", help="continue from the run dir's newest checkpoint")] = False,
+        steps: Annotated[int | None, typer.Option(help="override: training steps")] = None,
+        run_dir: Annotated[Path | None, typer.Option(help="override: run directory")] = None,
+        topology: Annotated[str | None, typer.Option(help="override: tournament topology")] = None,
+        ray: Annotated[bool, typer.Option("--ray", help="roll out on a local Ray pool of actors")] = False,
+        ray_address: Annotated[str | None, typer.Option(help="roll out on this Ray cluster")] = None,
+        live: Annotated[bool, typer.Option(help="rich live display")] = True,
+    ) -> None:
+        """Train a policy with GRPO, stage-structured GRPO or tournament-ranked GRPO on rubric rewards."""
+        from rich.console import Console
+
+        from rubricgym.trainers.config import ConfigError, TrainConfig, load_config
+        from rubricgym.trainers.trainer import Trainer
+
+        console = Console()
+        try:
+            cfg = load_config(config) if config is not None else TrainConfig()
+            cfg = cfg.with_overrides(**{
+                "advantage.estimator": advantage, "steps": steps, "run_dir": str(run_dir) if run_dir else None,
+                "advantage.topology": topology, "ray": True if (ray or ray_address) else None,
+                "ray_address": ray_address, "live": live,
+            })
+        except ConfigError as e:
+            console.print(f"[bold red]error:[/] {e}")
+            raise typer.Exit(2) from None
+        summary = Trainer(cfg, console=console).run(resume=resume)
+        for line in summary["lines"]:
+            console.print(line)
+        console.print(f"report: {summary['html']}")

@@ -1,0 +1,43 @@
+"""Data-parallel training with ``torch.distributed`` (gloo on CPU, nccl on GPUs).
+
+Launch with ``torchrun --nproc-per-node N -m rubricgym.cli train ...`` (or any launcher that sets the usual
+``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` variables): each rank rolls out its share of the step's tasks, computes
+its gradient with the loss normalised by the *global* token count, and ranks sum gradients
+(``update.sync_gradients``), so the update equals one process training on the whole batch. Rank 0 writes
+metrics and checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+def rank_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def init_from_env(backend: str = "gloo") -> bool:
+    """Join the process group described by the environment (``WORLD_SIZE`` > 1); False when single-process."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or torch.distributed.is_initialized():
+        return torch.distributed.is_initialized()
+    torch.distributed.init_process_group(backend=backend)
+    return True
+
+
+def shard(items: Sequence[T], rank: int | None = None, world: int | None = None) -> list[T]:
+    """This rank's items: every ``world``-th one starting at ``rank`` (contiguous groups stay whole)."""
+    if rank is None or world is None:
+        rank, world = rank_world()
+    return list(items[rank::world])
+
+
+def is_main() -> bool:
+    return rank_world()[0] == 0
