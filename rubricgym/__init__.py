@@ -7,6 +7,7 @@
 
 from rubricgym.core import *  # noqa: F403  (the public face is core's __all__)
 from rubricgym.core import __all__ as _core_all
+from rubricgym.rewards import CheckJudge, Criterion, LLMJudge, ProcessRewardModel, Rubric, Verdict
 
 __version__ = "0.1.0"
-__all__ = [*_core_all, "__version__"]
+__all__ = [*_core_all, "CheckJudge", "Criterion", "LLMJudge", "ProcessRewardModel", "Rubric", "Verdict", "__version__"]

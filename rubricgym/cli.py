@@ -329,5 +329,14 @@ def demo(
     sys.exit(run_demo(tasks=tasks, out=out, console=console))
 
 
+def _register_subcommands() -> None:
+    from rubricgym.rewards.cli import register as register_rewards
+
+    register_rewards(app)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     app()

@@ -108,13 +108,21 @@ class ProcessRewardModel:
         name = self.rubric.aggregation.outcome_check
         if name is None:
             return min(1.0, max(0.0, float(traj.outcome.reward))), None
+        return self._named_score(name, traj, by_id, binary=True)
+
+    def _named_score(
+        self, name: str, traj: Trajectory, by_id: dict[str, Verdict], *, binary: bool
+    ) -> tuple[float | None, str | None]:
+        """(score, error) of criterion ``name`` if the rubric has it, else of the env check called ``name``."""
         if name in by_id:
             v = by_id[name]
-            return (1.0 if v.met else 0.0, None) if v.ok else (None, v.error)
+            if not v.ok:
+                return None, v.error
+            return (1.0 if v.met else 0.0) if binary else v.score, None
         result = self._check_judge.run_check(name, traj)
         if isinstance(result, str):
             return None, result
-        return (1.0 if result.met else 0.0), None
+        return ((1.0 if result.met else 0.0) if binary else result.score), None
 
     async def score(self, trajectory: Trajectory) -> Breakdown:
         """Judge every criterion, roll up, write rewards onto ``trajectory`` and return the breakdown."""
@@ -196,7 +204,11 @@ class ProcessRewardModel:
         elif a.method == "swe_trace":
             s_prm = rubric_total(exclude=a.outcome_check)
             total = None if signal is None or s_prm is None else agg.swe_trace_margin(s_prm, signal >= 0.5, a.gamma)
-        else:  # carr
+        elif a.rubric_check:  # carr, the chain scored by one env check
+            chain, chain_error = self._named_score(a.rubric_check, traj, by_id, binary=False)
+            n_errors += chain_error is not None
+            total = None if signal is None or chain is None else agg.c_grpo_reward(signal, chain, a.alpha)
+        else:  # carr over per-statement criteria
             statements = [c for c in rubric.criteria if c.entities]
             stated = [by_id.get(c.id) for c in statements]
             if signal is None or any(v is None or not v.ok for v in stated):

@@ -87,6 +87,9 @@ class Aggregation(Wire):
     method: Method = "rar"
     gamma: float = 0.7
     outcome_check: str | None = None
+    rubric_check: str | None = None
+    """carr: the criterion (or env check) whose score is R_rubric, when an env check computes the whole chain
+    instead of per-statement criteria with ``entities``."""
     alpha: float = 0.3
     answer_entity: str = "E0"
     likert_low: float = 1.0
@@ -129,8 +132,11 @@ class Rubric(Wire):
         method = self.aggregation.method
         if method == "rar" and any(c.resolved_weight < 0 for c in self.criteria):
             raise ValueError("aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones")
-        if method == "carr" and not any(c.entities for c in self.criteria):
-            raise ValueError("aggregation 'carr' needs criteria with 'entities' (the statement's entity ids)")
+        if method == "carr" and not self.aggregation.rubric_check and not any(c.entities for c in self.criteria):
+            raise ValueError(
+                "aggregation 'carr' needs criteria with 'entities' (the statement's entity ids) "
+                "or a 'rubric_check' naming the criterion or check that scores the chain"
+            )
         return self
 
     # ---- identity ------------------------------------------------------------------------------------
