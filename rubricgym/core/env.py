@@ -112,7 +112,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self.action_space = UnicodeText(max_length=self.max_action_chars)
         self._task: Task | None = None
         self._episode_id: str | None = None
-        self._head: list[Message] = []
+        self._system = ""
         self._records: list[_Record] = []
         self._stage: str | None = None
         self._done = False
@@ -186,7 +186,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         self._begin(seed, (options or {}).get("task"))
-        text = "\n\n".join(m.content or "" for m in self._head)
+        text = f"{self._system}\n\n{self._task.prompt}" if self._task else ""
         return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -210,7 +210,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     def reset_typed(self, seed: int | None = None, task: Task | dict[str, Any] | None = None) -> Observation:
         """Start an episode of ``task`` (a ``Task`` or its dict) or of a task drawn with ``seed``."""
         self._begin(seed, task)
-        return Observation(messages=list(self._head), stage=self._stage, tools=self.tools())
+        return Observation(messages=self._head(), stage=self._stage, tools=self.tools())
 
     def _begin(self, seed: int | None, task: Task | dict[str, Any] | None) -> None:
         super().reset(seed=seed)
@@ -231,7 +231,12 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self._outcome = Outcome()
         self._stage = self.stages[0] if self.stages else None
         self.begin(task)
-        self._head = [Message(role="system", content=self._system_text()), Message(role="user", content=task.prompt)]
+        self._system = self._system_text()
+
+    def _head(self) -> list[Message]:
+        """The episode's first messages: the system prompt and the task."""
+        prompt = self._task.prompt if self._task else ""
+        return [Message(role="system", content=self._system), Message(role="user", content=prompt)]
 
     def _system_text(self) -> str:
         cache = self._tools_now()
@@ -331,7 +336,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     @property
     def messages(self) -> list[Message]:
         """The whole chat of the current episode: system, task, then assistant/reply pairs."""
-        out = list(self._head)
+        out = self._head()
         for r in self._records:
             out += r.materialise()[1:]
         return out
