@@ -1,0 +1,153 @@
+"""Our GRPO step vs TRL's ``GRPOTrainer`` step: same model, prompts, reward, batch (8 x up to 256 tokens), loss.
+
+Each side runs in its own subprocess (so peak RSS is its own): ``STEPS`` GRPO steps of one group of 8
+completions (max 192 new tokens after a ~60-token prompt), beta 0, clip 0.2/0.28, token-mean loss, lr 1e-6,
+fp32 on CPU with the same thread count. Prints tokens/s (prompt + completion tokens processed per second of
+step time, generation included) and peak RSS for both, and the ratios. Target: >= 1.3x TRL's throughput at no
+more memory.
+
+    .venv/bin/python bench/trainer_vs_trl.py [--steps 3] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+PROMPTS = [
+    "Write one sentence about the sea.", "Name three colours and explain why you like them.",
+    "Describe a cat in a few words.", "What is a good breakfast? Answer briefly.",
+]
+MAX_NEW = 192
+
+
+def reward(text: str) -> float:
+    """A simple programmatic reward both sides share: prefer answers near 40 words that mention 'blue'."""
+    words = len(text.split())
+    return max(0.0, 1.0 - abs(words - 40) / 40) + (0.5 if "blue" in text.lower() else 0.0)
+
+
+def _ids(x):  # apply_chat_template returns a list or a BatchEncoding depending on the version
+    return x["input_ids"] if isinstance(x, dict) or hasattr(x, "input_ids") else x
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_ours(steps: int, threads: int) -> dict:
+    import asyncio
+
+    import torch
+
+    from rubricgym.core.types import Message, Task
+    from rubricgym.trainers.advantages import grpo_advantages
+    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.samples import assign_advantages, build_samples
+    from rubricgym.trainers.update import UpdateSettings, policy_update
+
+    torch.set_num_threads(threads)
+    policy = TrainingPolicy(temperature=1.0, max_new_tokens=MAX_NEW, max_batch=8).load()
+    model, tok = policy.model_obj, policy.tokenizer
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    settings = UpdateSettings(micro_batch=8, temperature=1.0)
+    tokens, busy = 0, 0.0
+    for step in range(steps):
+        prompt = policy.prompt_ids([Message(role="user", content=PROMPTS[step % len(PROMPTS)])])
+        t0 = time.perf_counter()
+
+        async def group(step: int = step, prompt: list[int] = prompt):
+            task = Task(id=f"p{step}", env_id="bench", prompt="")
+            views = [policy.episode(task, step * 100 + i) for i in range(8)]
+            return await asyncio.gather(*(v.generate(prompt) for v in views))
+
+        turns = asyncio.run(group())
+        rewards = [reward(t.text) for t in turns]
+        adv = grpo_advantages([rewards])[0]
+        samples = []
+        for i, t in enumerate(turns):
+            (s,) = build_samples(i, [t], [0])
+            samples.append(assign_advantages(s, rollout_advantage=float(adv[i])))
+        policy_update(model, opt, samples, settings, pad_id=tok.pad_token_id)
+        if step > 0:  # the first step warms up
+            busy += time.perf_counter() - t0
+            tokens += sum(len(s) for s in samples)
+    return {"tokens_per_s": tokens / busy, "peak_rss_mb": peak_rss_mb()}
+
+
+def run_trl(steps: int, threads: int) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rubricgym.agents.models import model_path
+
+    torch.set_num_threads(threads)
+    path = model_path("smollm2-135m-instruct")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]}
+                              for i in range(steps)])
+    times: list[float] = []
+    counted: list[int] = []
+
+    def reward_fn(completions, **_):
+        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        counted.append(sum(len(tok(t)["input_ids"]) for t in texts))
+        return [reward(t) for t in texts]
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.t0)
+
+    args = GRPOConfig(
+        output_dir="/tmp/trl-bench", per_device_train_batch_size=8, num_generations=8, max_steps=steps,
+        max_completion_length=MAX_NEW, learning_rate=1e-6, beta=0.0, epsilon=0.2, epsilon_high=0.28,
+        loss_type="dapo", temperature=1.0, use_cpu=True, bf16=False, report_to=[], logging_steps=1,
+        save_strategy="no", gradient_accumulation_steps=1, dataloader_num_workers=0, seed=0,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=data,
+                          processing_class=tok, callbacks=[Timer()])
+    trainer.train()
+    prompt_len = [len(_ids(tok.apply_chat_template([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                                                   add_generation_prompt=True, tokenize=True)))
+                  for i in range(steps)]
+    tokens = [c + 8 * prompt_len[i] for i, c in enumerate(counted)]
+    return {"tokens_per_s": sum(tokens[1:]) / sum(times[1:]), "peak_rss_mb": peak_rss_mb()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--side", choices=["ours", "trl"])
+    a = ap.parse_args()
+    if a.side:
+        out = (run_ours if a.side == "ours" else run_trl)(a.steps, a.threads)
+        print("RESULT " + json.dumps(out), flush=True)
+        return
+    results = {}
+    for side in ("ours", "trl"):
+        p = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(a.steps),
+                            "--threads", str(a.threads)], capture_output=True, text=True)
+        line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"{side} failed:\n{p.stderr[-3000:]}")
+        results[side] = json.loads(line[7:])
+    o, t = results["ours"], results["trl"]
+    print(f"rubricgym GRPO step: {o['tokens_per_s']:.1f} tok/s, peak RSS {o['peak_rss_mb']:.0f} MB")
+    print(f"TRL GRPOTrainer    : {t['tokens_per_s']:.1f} tok/s, peak RSS {t['peak_rss_mb']:.0f} MB")
+    print(f"throughput ratio (ours / TRL): {o['tokens_per_s'] / t['tokens_per_s']:.2f}x ; "
+          f"memory ratio: {o['peak_rss_mb'] / t['peak_rss_mb']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Generation on a vLLM server (server mode), with the policy's new weights pushed after every update.
+
+Rollouts go through vLLM's OpenAI-compatible ``/v1/completions`` with the chat-templated prompt as token ids,
+so the trainer gets back exactly the generated token ids and their sampling log-probs
+(``return_tokens_as_token_ids``). After each update the learner saves its weights as safetensors and asks the
+server to reload them in place (``/collective_rpc`` -> ``reload_weights``, a dev-mode route: a server this
+backend starts runs with ``VLLM_SERVER_DEV_MODE=1``), then clears the prefix cache, whose KV entries were
+computed with the old weights. Works with the CPU build (``make vllm``) and on GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from rubricgym.agents.local import Turn, chat_dicts
+from rubricgym.core.agent import BaseAgent
+from rubricgym.core.rollout import rollout_group
+from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
+
+if TYPE_CHECKING:
+    from rubricgym.trainers.trainer import Trainer
+
+
+class VLLMPolicyAgent(BaseAgent):
+    """An agent that samples from a vLLM server and records each turn's token ids and log-probs."""
+
+    name = "policy-vllm"
+
+    def __init__(self, backend: VLLMBackend, temperature: float, seed: int | None = None):
+        self.backend, self.temperature, self.seed = backend, temperature, seed
+        self.model = backend.model
+        self.turns: list[Turn] = []
+
+    def episode(self, task: Task, seed: int | None) -> VLLMPolicyAgent:
+        temperature = 0.0 if seed in self.backend.greedy_seeds else self.temperature
+        view = VLLMPolicyAgent(self.backend, temperature, seed)
+        self.backend.views[(task.id, seed)] = view
+        return view
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        b = self.backend
+        ids = b.tokenizer.apply_chat_template(chat_dicts(messages), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        prompt = list(ids) + b.prefix_ids
+        seed = None if self.seed is None else self.seed * 1000 + len(self.turns)
+        turn = await b.complete(prompt, self.temperature, seed)
+        turn.text = b.prefix + turn.text
+        self.turns.append(turn)
+        return turn.text
+
+
+class VLLMBackend:
+    """Trainer generation backend over a vLLM OpenAI-compatible server."""
+
+    def __init__(self, base_url: str, model: str, tokenizer: Any, *, temperature: float, top_p: float,
+                 max_new_tokens: int, prefix: str = "", server: Any = None, sync_weights: bool = True):
+        self.base_url = base_url.rstrip("/")
+        self.root = self.base_url.removesuffix("/v1")
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
+        self.prefix = prefix
+        self.prefix_ids = list(tokenizer.encode(prefix, add_special_tokens=False)) if prefix else []
+        self.server, self.sync_weights = server, sync_weights
+        self.views: dict[tuple[str, int | None], VLLMPolicyAgent] = {}
+        self.greedy_seeds: set[int] = set()
+        self.weights_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-weights-"))
+
+    @classmethod
+    def for_policy(cls, policy: Any, g: Any) -> VLLMBackend:
+        """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model."""
+        server = None
+        if g.vllm_base_url:
+            base_url, served = g.vllm_base_url, policy.model
+        else:
+            from rubricgym.agents.serve import VLLMServer
+
+            os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the weight-reload route; inherited by the server
+            server = VLLMServer(policy.model).start()
+            base_url, served = server.base_url, server.model
+        return cls(base_url, served, policy.tokenizer, temperature=g.temperature, top_p=g.top_p,
+                   max_new_tokens=g.max_new_tokens, prefix=g.response_prefix, server=server,
+                   sync_weights=g.vllm_sync_weights)
+
+    async def complete(self, prompt_ids: list[int], temperature: float, seed: int | None) -> Turn:
+        body: dict[str, Any] = {
+            "model": self.model, "prompt": prompt_ids, "max_tokens": self.max_new_tokens,
+            "temperature": temperature, "top_p": self.top_p if temperature > 0 else 1.0, "logprobs": 0,
+            "return_tokens_as_token_ids": True, "skip_special_tokens": False, "include_stop_str_in_output": True,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        async with httpx.AsyncClient(timeout=600.0) as client:
+            r = await client.post(f"{self.base_url}/completions", json=body)
+        r.raise_for_status()
+        choice = r.json()["choices"][0]
+        lp = choice["logprobs"]
+        ids = [int(t.split(":", 1)[1]) for t in lp["tokens"]]
+        logprobs = [float(x) if x is not None else 0.0 for x in lp["token_logprobs"]]
+        eos = {self.tokenizer.eos_token_id}
+        text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
+        return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text)
+
+    async def collect(self, trainer: Trainer, tasks: list[Task], seeds: list[int], group_size: int,
+                      greedy_anchor: bool, temperature: float | None) -> list[list[Trajectory]]:
+        self.views.clear()
+        self.greedy_seeds = set(seeds) if greedy_anchor else set()
+        agent = VLLMPolicyAgent(self, self.temperature if temperature is None else temperature)
+        cfg = trainer.cfg
+        groups = list(await asyncio.gather(*(
+            rollout_group(cfg.env.id, agent, task, group_size, seed=s, env_kwargs=cfg.env.kwargs)
+            for task, s in zip(tasks, seeds, strict=True))))
+        trainer.policy.views.update(self.views)  # type: ignore[arg-type]
+        return groups
+
+    def push_weights(self, model: Any) -> None:
+        """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache."""
+        if not self.sync_weights:
+            return
+        model.save_pretrained(self.weights_dir, safe_serialization=True)
+        with httpx.Client(timeout=600.0) as c:
+            r = c.post(f"{self.root}/collective_rpc",
+                       json={"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}})
+            if r.status_code == 404:
+                raise RuntimeError("the vLLM server has no /collective_rpc route: start it with "
+                                   "VLLM_SERVER_DEV_MODE=1 so the trainer can push weights")
+            r.raise_for_status()
+            c.post(f"{self.root}/reset_prefix_cache").raise_for_status()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        shutil.rmtree(self.weights_dir, ignore_errors=True)

