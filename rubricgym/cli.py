@@ -331,8 +331,10 @@ def demo(
 
 def _register_subcommands() -> None:
     from rubricgym.rewards.cli import register as register_rewards
+    from rubricgym.trainers.cli import register as register_trainers
 
     register_rewards(app)
+    register_trainers(app)
 
 
 _register_subcommands()

@@ -1,8 +1,11 @@
 """``LocalAgent``: a transformers causal LM on the CPU (by default the embedded SmolLM2-135M-Instruct).
 
 Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one left-padded
-``generate`` call, which is ~4x the throughput of one-at-a-time on CPU. Each episode view records a ``Turn`` per
-call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly what was generated.
+``generate`` call, which is ~4x the throughput of one-at-a-time on CPU. Generation stops at ``stop`` strings
+(default: the end of a tool call), so the model does not ramble past its action. Each episode view records a
+``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly what was
+generated. A seeded agent seeds each batch from its first request, so samples are reproducible only with
+``max_batch=1`` or identical batches.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class LocalAgent(BaseAgent):
         seed: int | None = None,
         dtype: str = "float32",
         max_batch: int = 8,
+        stop: tuple[str, ...] = ("</tool_call>",),
+        threads: int | None = None,
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -94,6 +99,8 @@ class LocalAgent(BaseAgent):
         self.seed = seed
         self.dtype = dtype
         self.max_batch = max_batch
+        self.stop = tuple(stop)
+        self.threads = threads
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -111,6 +118,8 @@ class LocalAgent(BaseAgent):
 
                 transformers.logging.set_verbosity_error()
                 transformers.utils.logging.disable_progress_bar()
+                if self.threads:
+                    torch.set_num_threads(self.threads)
                 path = model_path(self.model)
                 tok = AutoTokenizer.from_pretrained(path)
                 tok.padding_side = "left"
@@ -140,7 +149,7 @@ class LocalAgent(BaseAgent):
     # ---- agent ------------------------------------------------------------------------------------------
 
     def episode(self, task: Task, seed: int | None) -> LocalAgent:
-        view = object.__new__(LocalAgent)
+        view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view.turns = []
         view.seed = seed if seed is not None else self.seed
@@ -197,6 +206,8 @@ class LocalAgent(BaseAgent):
         kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": params.max_new_tokens}
         if sample:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        if self.stop:
+            kwargs.update(stop_strings=list(self.stop), tokenizer=tok)
         with shared.lock, torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
@@ -214,15 +225,27 @@ class LocalAgent(BaseAgent):
         for i, prompt in enumerate(prompts):
             gen = out.sequences[i, width:].tolist()
             lps = scores[i].tolist()
-            n = len(gen)
-            for j, t in enumerate(gen):  # keep up to and including the first end-of-turn token
-                if t in eos:
-                    n = j + 1
-                    break
+            n = self._cut(gen, eos)
             completion, logprobs = gen[:n], lps[:n]
             text = tok.decode([t for t in completion if t not in eos], skip_special_tokens=True)
             turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text))
         return turns
+
+
+    def _cut(self, gen: list[int], eos: set[int]) -> int:
+        """Tokens the policy really generated: up to the first end-of-turn token or completed stop string.
+
+        Tokens after that are padding of a finished row in a batch, never sampled, never trained on.
+        """
+        text = ""
+        for j, t in enumerate(gen):
+            if t in eos:
+                return j + 1
+            if self.stop:
+                text += self.tokenizer.decode([t])
+                if any(s in text for s in self.stop):
+                    return j + 1
+        return len(gen)
 
 
 def _as_list(x: Any) -> list[int]:

@@ -1,10 +1,22 @@
-"""Trainers: advantage estimators (GRPO, stage-structured, tournament-ranked), PPO-clip loss, the loop."""
+"""Trainers: advantage estimators (GRPO, stage-structured, tournament-ranked), PPO-clip loss, the loop.
 
-from rubricgym.trainers.advantages import grpo_advantages, rloo_advantages, stage_advantages, stage_returns
-from rubricgym.trainers.loss import k3_kl, ppo_clip_loss
-from rubricgym.trainers.tournament import TournamentResult, rank_advantages, run_tournament
+Names are imported on first use so that ``import rubricgym.trainers.cli`` (the CLI start-up) does not load torch.
+"""
 
-__all__ = [
-    "TournamentResult", "grpo_advantages", "k3_kl", "ppo_clip_loss", "rank_advantages", "rloo_advantages",
-    "run_tournament", "stage_advantages", "stage_returns",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "grpo_advantages": "advantages", "rloo_advantages": "advantages", "stage_advantages": "advantages",
+    "stage_returns": "advantages", "k3_kl": "loss", "ppo_clip_loss": "loss", "TournamentResult": "tournament",
+    "rank_advantages": "tournament", "run_tournament": "tournament",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rubricgym.trainers' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"rubricgym.trainers.{_EXPORTS[name]}"), name)

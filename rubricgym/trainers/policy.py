@@ -43,7 +43,6 @@ class TrainingPolicy(LocalAgent):
 
     def episode(self, task: Task, seed: int | None) -> LocalAgent:
         view = super().episode(task, seed)
-        view.__class__ = type(self)  # LocalAgent.episode builds a plain LocalAgent; keep this class's act
         if seed is not None and seed in self.greedy_seeds:
             view.params = replace(self.params, temperature=0.0)
         self.views[(task.id, seed)] = view
