@@ -3,7 +3,7 @@
 ``core`` imports nothing else of rubricgym's.
 """
 
-from rubricgym.core.agent import Agent, AgentError, BaseAgent
+from rubricgym.core.agent import Agent, AgentError, BaseAgent, SeededAgent
 from rubricgym.core.checks import NamedCheck, check
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, UnicodeText
 from rubricgym.core.parsing import parse_action
@@ -32,6 +32,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "BaseAgent",
+    "SeededAgent",
     "CheckResult",
     "EnvSpec",
     "Message",

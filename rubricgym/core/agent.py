@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from rubricgym.core.types import Message, Task, ToolSpec
 
 
@@ -41,6 +43,17 @@ class BaseAgent(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op by default
         """Release connections or models; the default holds none."""
+
+
+class SeededAgent(BaseAgent):
+    """A scripted agent that draws from ``self.rng``; each episode gets a fresh copy seeded with the episode seed."""
+
+    def __init__(self, seed: int | None = None):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return type(self)(seed if seed is not None else self.seed)  # type: ignore[return-value]
 
 
 class AgentError(RuntimeError):

@@ -15,9 +15,7 @@ import re
 from collections.abc import Callable, Generator
 from typing import Any
 
-import numpy as np
-
-from rubricgym.core.agent import Agent, BaseAgent
+from rubricgym.core.agent import Agent, BaseAgent, SeededAgent
 from rubricgym.core.types import Message, Task, ToolSpec
 
 Script = Generator[str, str, None]
@@ -128,17 +126,10 @@ class LuckyShortcutAgent(ShortcutAgent):
     lucky = True
 
 
-class RandomAgent(BaseAgent):
+class RandomAgent(SeededAgent):
     """Random outputs: garbage, malformed calls, random searches, opens, finds and answers."""
 
     name = "random"
-
-    def __init__(self, seed: int | None = None):
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
-
-    def episode(self, task: Task, seed: int | None) -> RandomAgent:
-        return RandomAgent(seed if seed is not None else self.seed)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         rng = self.rng

@@ -7,9 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from rubricgym.core.agent import BaseAgent
+from rubricgym.core.agent import BaseAgent, SeededAgent
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.swe.instance import SweInstance
 from rubricgym.envs.swe.patch import hunk_edits, is_test_path, parse_patch
@@ -86,17 +84,10 @@ _COMMANDS = ["ls", "ls -la", "cat README*", "find . -name '*.py' | head", "pytho
 _PATHS = ["README.md", "README.rst", "setup.py", "pyproject.toml", ".", "tests", "missing.py", "src"]
 
 
-class RandomAgent(BaseAgent):
+class RandomAgent(SeededAgent):
     """Random actions: garbage text, harmless commands, random views, edits that rarely apply, early submits."""
 
     name = "random"
-
-    def __init__(self, seed: int | None = None):
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
-
-    def episode(self, task: Task, seed: int | None) -> RandomAgent:
-        return RandomAgent(seed if seed is not None else self.seed)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         r = float(self.rng.random())

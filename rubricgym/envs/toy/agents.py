@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
-from rubricgym.core.agent import BaseAgent
+from rubricgym.core.agent import BaseAgent, SeededAgent
 from rubricgym.core.types import Message, Task, ToolSpec
 
 
@@ -39,17 +37,10 @@ class CalculatorOracle(BaseAgent):
         return "Done computing. " + tool_call("answer", value=self.task.hidden["answer"])
 
 
-class RandomAgent(BaseAgent):
+class RandomAgent(SeededAgent):
     """Random outputs: garbage text, malformed JSON, random calculator calls and random answers."""
 
     name = "random"
-
-    def __init__(self, seed: int | None = None):
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
-
-    def episode(self, task: Task, seed: int | None) -> RandomAgent:
-        return RandomAgent(seed if seed is not None else self.seed)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         r = self.rng.random()
