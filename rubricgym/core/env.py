@@ -118,7 +118,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self._done = False
         self._outcome: Outcome | None = Outcome()
         self._seed: int | None = None
-        self._instance = uuid.uuid4().hex[:12]
+        self._env_key = uuid.uuid4().hex[:12]
         self._episodes = 0
         self._tooling: _Tooling | None = None
 
@@ -144,7 +144,10 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return self._stage or (self.stages[0] if self.stages else "act")
 
     def system_prompt(self) -> str:
-        """Instructions shown before the task: the tools and how to call them."""
+        """Instructions shown before the task: the tools and how to call them.
+
+        Built once per tool list and reused across episodes: task-specific text belongs in ``Task.prompt``.
+        """
         lines = [
             "You are an agent that solves the task by calling tools.",
             "Call exactly one tool per turn by writing a JSON object inside <tool_call></tool_call> tags:",
@@ -225,7 +228,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
         self._task = task
         self._episodes += 1
-        self._episode_id = f"{self._instance}-{self._episodes}"
+        self._episode_id = f"{self._env_key}-{self._episodes}"
         self._records = []
         self._done = False
         self._outcome = Outcome()

@@ -93,3 +93,11 @@ def test_async_step_matches_sync(env):
     env.reset(seed=0)
     obs = asyncio.run(env.astep_typed(call("calculator", expression="2**10")))
     assert obs.text == "1024"
+
+
+def test_episode_ids_are_distinct_per_reset(env):
+    ids = []
+    for seed in range(3):
+        env.reset(seed=seed)
+        ids.append(env.state().episode_id)
+    assert len(set(ids)) == 3 and all(len(i) < 40 for i in ids)
