@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubricgym.core.jsonl import read_jsonl
 from rubricgym.core.registry import make
 from rubricgym.core.types import Task
 
@@ -112,16 +113,7 @@ class TaskSet(Sequence[Task]):
 
     @classmethod
     def from_jsonl(cls, path: str | Path, env_id: str | None = None, split: str | None = None) -> TaskSet:
-        tasks = []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise TaskFileError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-                tasks.append(_task_from(record, f"{path}:{lineno}", env_id, split))
+        tasks = [_task_from(rec, f"{path}:{n}", env_id, split) for n, rec in read_jsonl(path, TaskFileError)]
         return cls(tasks, source=str(path))
 
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -41,8 +42,9 @@ class _ScriptedAgent(BaseAgent):
     def episode(self, task: Task, seed: int | None) -> _ScriptedAgent:
         return type(self)(seed, task)
 
+    @abstractmethod
     def script(self, task: Task) -> Script:
-        raise NotImplementedError
+        """The generator of this agent's actions for ``task``."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         if self.task is None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
+
+from rubricgym.core.jsonl import read_jsonl
 
 CHUNK_CHARS = 1200
 CORPUS_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm")
@@ -179,19 +180,12 @@ def load_jsonl(path: str | Path) -> Corpus:
     """A JSONL of ``{id, title, text, url}`` records (``title`` and ``url`` optional)."""
     p = Path(path).expanduser()
     docs: list[Document] = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CorpusError(f"{p}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                raise CorpusError(f"{p}:{n}: expected an object with a string 'text' field")
-            doc_id = str(rec.get("id", n))
-            docs.append(Document(id=doc_id, title=str(rec.get("title") or doc_id),
-                                 url=str(rec.get("url") or f"doc://{quote(doc_id)}"), text=rec["text"]))
+    for n, rec in read_jsonl(p, CorpusError):
+        if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+            raise CorpusError(f"{p}:{n}: expected an object with a string 'text' field")
+        doc_id = str(rec.get("id", n))
+        docs.append(Document(id=doc_id, title=str(rec.get("title") or doc_id),
+                             url=str(rec.get("url") or f"doc://{quote(doc_id)}"), text=rec["text"]))
     return Corpus(docs)
 
 

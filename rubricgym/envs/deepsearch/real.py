@@ -10,11 +10,11 @@ an LLM with ``judge.py``).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from rubricgym.core.jsonl import read_jsonl
 from rubricgym.envs.deepsearch.corpus import CorpusError
 
 _PLACEHOLDER = re.compile(r"<(E\d+)>")
@@ -74,16 +74,7 @@ def load_questions(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise CorpusError(f"{p}: no such questions file")
-    out = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CorpusError(f"{p}:{n}: not valid JSON ({e.msg})") from None
-            out.append(question_record(rec, f"{p}:{n}"))
+    out = [question_record(rec, f"{p}:{n}") for n, rec in read_jsonl(p, CorpusError)]
     if not out:
         raise CorpusError(f"{p}: no questions")
     ids = [q["id"] for q in out]
