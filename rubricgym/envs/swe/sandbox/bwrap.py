@@ -5,8 +5,8 @@ file size) inside ``bwrap`` with every namespace unshared (no network, no host p
 dropped, a read-only ``/usr`` and ``/etc``, a private ``/tmp``, ``--die-with-parent``, ``--new-session`` and a
 cleared environment. Only the sandbox's own copy of the repository is bound writable at ``/work``. When cgroup
 v1 controllers are writable (root), each sandbox also gets its own memory/pids/cpu cgroup. A timeout or an
-output overflow kills the process group of ``bwrap``; its pid namespace dies with it, taking every process the
-command started. Nothing survives between commands.
+output overflow freezes and kills ``bwrap`` and every process below it (found through ``/proc``), taking every
+process the command started. Nothing survives between commands.
 """
 
 from __future__ import annotations
@@ -98,8 +98,22 @@ class BwrapSandbox(Sandbox):
         return cmd + argv
 
     def _kill_tree(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGKILL ``bwrap`` and every process below it.
+
+        The descendants are found through ``/proc`` parent links and frozen (SIGSTOP) before anything is
+        killed, so nothing can fork away or be re-parented out of reach between the scan and the kill; the
+        sandbox's cgroups, when it has them, are swept too. ``--die-with-parent`` is only a second line.
+        """
+        pids = [proc.pid, *_descendants(proc.pid)]
+        for pid in pids[1:]:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        pids += [p for p in _descendants(proc.pid) if p not in pids]  # forked before the freeze landed
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        for pid in pids:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         for d in self.cgroups.values():
             with suppress(OSError):
                 for pid in (d / "cgroup.procs").read_text().split():
@@ -116,20 +130,23 @@ class BwrapSandbox(Sandbox):
         over: list[str] = []
 
         async def pump(name: str, stream: asyncio.StreamReader) -> None:
+            # past the cap we keep draining (and drop) what comes, so a writer never blocks on a full pipe
             buf = bufs[name]
             while chunk := await stream.read(65536):
+                if over:
+                    continue
                 if len(buf) + len(chunk) > output_bytes:
                     buf += chunk[: output_bytes + 1 - len(buf)]
                     over.append(name)
                     self._kill_tree(proc)
-                    return
+                    continue
                 buf += chunk
 
         assert proc.stdout is not None and proc.stderr is not None
+        pumps = asyncio.gather(pump("stdout", proc.stdout), pump("stderr", proc.stderr))
         limit = None
         try:
-            await asyncio.wait_for(
-                asyncio.gather(pump("stdout", proc.stdout), pump("stderr", proc.stderr), proc.wait()), timeout)
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(pumps, proc.wait())), timeout)
         except TimeoutError:
             limit = "timeout"
         finally:
@@ -137,7 +154,11 @@ class BwrapSandbox(Sandbox):
                 self._kill_tree(proc)
                 with suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), 10)
-        if over and limit is None:
+            # the pipes close when the last process holding them is gone; never wait on them for long
+            with suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(pumps), 2)
+            pumps.cancel()
+        if over:  # the output cap fired first; a timeout reported after it is the kill still settling
             limit = "output"
         code = proc.returncode if proc.returncode is not None else -9
         if code < 0:
@@ -229,6 +250,26 @@ class BwrapSandbox(Sandbox):
             with suppress(SandboxError):
                 await _run("umount", "--lazy", str(self.work))
         await asyncio.to_thread(_rmtree, self.home)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process whose parent chain reaches ``root`` (host pids, across pid namespaces)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat_line[stat_line.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _cleanup_sync(home: Path, mount: Path | None, cgroups: dict[str, Path]) -> None:

@@ -174,7 +174,7 @@ class DockerSandbox(Sandbox):
             code = 137
         if limit is None and code in (124, 137) and duration >= timeout * 0.98:
             limit = "timeout"
-        if limit is None and state["over"]:
+        if state["over"]:  # the output cap fired first; a timeout after it is the kill still settling
             limit = "output"
         out, out_cut = cap_bytes(bytes(state["bufs"]["stdout"]), output_bytes)
         err, err_cut = cap_bytes(bytes(state["bufs"]["stderr"]), output_bytes)
