@@ -320,13 +320,24 @@ def model_serve(
 
 @app.command()
 def demo(
-    tasks: Annotated[int, typer.Option(help="toy tasks to run")] = 8,
-    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/demo"),
+    budget_minutes: Annotated[float, typer.Option(help="wall-clock budget for training plus both evaluations")] = 12,
+    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/demo-train"),
+    advantage: Annotated[str, typer.Option(help="grpo | rloo | stage | tournament | step")] = "grpo",
+    resume: Annotated[bool, typer.Option(help="continue the run in --out from its last checkpoint")] = False,
+    score_only: Annotated[bool, typer.Option(help="no training: the local model and the oracle on toy tasks")] = False,
 ) -> None:
-    """The main job on embedded defaults: the local model and the oracle on toy tasks, scored."""
-    from rubricgym.demo import run_demo
+    """The main job on embedded defaults: train SmolLM2-135M on toy tasks, then base vs trained on held-out ones."""
+    if score_only:
+        from rubricgym.demo import run_demo as score_demo
 
-    sys.exit(run_demo(tasks=tasks, out=out, console=console))
+        sys.exit(score_demo(tasks=8, out=out, console=console))
+    from rubricgym.trainers.config import ConfigError
+    from rubricgym.trainers.demo import run_demo
+
+    try:
+        sys.exit(run_demo(budget_minutes, run_dir=out, console=console, resume=resume, estimator=advantage))
+    except ConfigError as e:
+        fail(str(e))
 
 
 def _register_subcommands() -> None:

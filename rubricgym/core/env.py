@@ -160,7 +160,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             lines.append(f"- {t.name}({args}): {t.description}")
         tools = self.tools()
         if tools:
-            lines.append(f"Example of a correct turn: {tools[0].example_call()}")
+            lines.append("Examples of correct turns:")
+            lines += [t.example_call() for t in tools]
         return "\n".join(lines)
 
     @classmethod

@@ -73,12 +73,22 @@ class ToolSpec(Wire):
         }
 
     def example_call(self) -> str:
-        """A syntactically correct call of this tool, shown to agents after a malformed action."""
+        """A syntactically correct call of this tool, shown in the system prompt and after a malformed action.
+
+        Each required argument takes its schema's first ``examples`` entry (JSON Schema), else its ``default``,
+        else a placeholder of its type.
+        """
         args: dict[str, Any] = {}
         props = self.parameters.get("properties", {})
         for name in self.parameters.get("required", list(props)):
-            kind = json_type(props.get(name, {}))[0]
-            args[name] = {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "...")
+            prop = props.get(name, {})
+            if isinstance(prop.get("examples"), list) and prop["examples"]:
+                args[name] = prop["examples"][0]
+            elif "default" in prop:
+                args[name] = prop["default"]
+            else:
+                kind = json_type(prop)[0]
+                args[name] = {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "...")
         return "<tool_call>" + json.dumps({"name": self.name, "arguments": args}) + "</tool_call>"
 
 

@@ -22,15 +22,18 @@ DEMO_CONFIG: dict[str, Any] = {
     "tasks_per_step": 4,
     "group_size": 6,
     "seed": 0,
-    "save_every": 0,
+    "save_every": 2,
     "model": {"name": "smollm2-135m-instruct", "threads": 2},
-    "generation": {"temperature": 1.0, "max_new_tokens": 48, "max_batch": 24},
-    "env": {"id": "toy-calculator-v0", "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3},
+    "generation": {"temperature": 0.7, "max_new_tokens": 40, "max_batch": 24,
+                   "response_prefix": '<tool_call>{"name": "'},
+    "env": {"id": "toy-calculator-v0", "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3, "style": "expression"},
             "train_tasks": 200, "eval_tasks": 24},
     "advantage": {"estimator": "grpo", "scale": "group"},
     "loss": {"beta": 0.0},
-    "optim": {"lr": 3e-6, "micro_batch": 8, "max_grad_norm": 1.0},
+    "optim": {"lr": 1e-5, "micro_batch": 8, "max_grad_norm": 1.0},
 }
+"""One-operation expression problems (``Compute 22 / 2.``): the untrained model solves some of them, so every
+group has a signal to learn from; the response prefix makes each turn start as a tool call."""
 
 
 def demo_config(budget_minutes: float = 12, **overrides: Any) -> TrainConfig:
@@ -41,17 +44,19 @@ def demo_config(budget_minutes: float = 12, **overrides: Any) -> TrainConfig:
     return TrainConfig.model_validate(data)
 
 
-def run_demo(budget_minutes: float = 12, run_dir: str | Path | None = None, console: Console | None = None) -> int:
+def run_demo(budget_minutes: float = 12, run_dir: str | Path | None = None, console: Console | None = None,
+             resume: bool = False, estimator: str | None = None) -> int:
     """Train within ``budget_minutes`` and print base vs trained held-out scores; 0 on success."""
     from rubricgym.trainers.trainer import Trainer
 
     console = console or Console()
-    over = {"run_dir": str(run_dir)} if run_dir is not None else {}
-    cfg = demo_config(budget_minutes, **over)
+    cfg = demo_config(budget_minutes)
+    cfg = cfg.with_overrides(**{"run_dir": str(run_dir) if run_dir is not None else None,
+                                "advantage.estimator": estimator})
     t0 = time.perf_counter()
-    console.print(f"[bold]rubricgym demo[/]: GRPO on {cfg.env.id} (one-operation problems) with {cfg.model.name}, "
-                  f"budget {budget_minutes:g} min")
-    summary = Trainer(cfg, console=console).run()
+    console.print(f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
+                  f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}")
+    summary = Trainer(cfg, console=console).run(resume=resume)
     console.print()
     for line in summary["lines"]:
         console.print(line)

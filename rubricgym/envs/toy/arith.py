@@ -106,3 +106,16 @@ def word_problem(rng: np.random.Generator, n_ops: int) -> tuple[str, list[str], 
         steps.append(expr)
     sentences.append(f"How many {noun} does {name} have now?")
     return " ".join(sentences), steps, value
+
+
+def expression_problem(rng: np.random.Generator, n_ops: int) -> tuple[str, list[str], int]:
+    """The same problem as ``word_problem`` (same draws) stated as a bare expression: ``Compute (34 + 12) * 3.``
+
+    The easy curriculum style: a small model only has to copy the expression into the calculator and the
+    calculator's result into ``answer``.
+    """
+    _, steps, value = word_problem(rng, n_ops)
+    expr = steps[0]
+    for step in steps[1:]:
+        expr = f"({expr}) {step.split(' ', 1)[1]}"
+    return f"Compute {expr}.", steps, value

@@ -17,14 +17,15 @@ from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.types import Task, ToolCall, ToolSpec
 from rubricgym.envs.toy import checks
-from rubricgym.envs.toy.arith import CalculatorError, evaluate, format_number, word_problem
+from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, format_number, word_problem
 
 CALCULATOR = ToolSpec(
     name="calculator",
     description="Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).",
     parameters={
         "type": "object",
-        "properties": {"expression": {"type": "string", "description": "e.g. '17 * 23 - 4'"}},
+        "properties": {"expression": {"type": "string", "description": "e.g. '17 * 23 - 4'",
+                                      "examples": ["17 * 23 - 4"]}},
         "required": ["expression"],
         "additionalProperties": False,
     },
@@ -34,7 +35,7 @@ ANSWER = ToolSpec(
     description="Give the final numeric answer; this ends the episode.",
     parameters={
         "type": "object",
-        "properties": {"value": {"type": ["number", "string"], "description": "the final number"}},
+        "properties": {"value": {"type": ["number", "string"], "description": "the final number", "examples": [387]}},
         "required": ["value"],
         "additionalProperties": False,
     },
@@ -56,7 +57,11 @@ def parse_number(value: Any) -> float:
 
 
 class CalculatorEnv(RubricEnv):
-    """Arithmetic word problems of ``min_ops``..``max_ops`` operations (default 2-4) with a calculator tool."""
+    """Arithmetic problems of ``min_ops``..``max_ops`` operations (default 2-4) with a calculator tool.
+
+    ``style="word"`` (default) states them as word problems; ``style="expression"`` as a bare expression
+    (``Compute (34 + 12) * 3.``), the easy curriculum style a 135M model can already solve now and then.
+    """
 
     env_id = "toy-calculator-v0"
     stages = ("compute", "answer")
@@ -64,27 +69,31 @@ class CalculatorEnv(RubricEnv):
     max_observation_chars = 2000
 
     def __init__(
-        self, min_ops: int | None = None, max_ops: int = 4, max_steps: int | None = None, render_mode: str | None = None
+        self, min_ops: int | None = None, max_ops: int = 4, max_steps: int | None = None,
+        render_mode: str | None = None, style: str = "word",
     ):
         min_ops = min(2, max_ops) if min_ops is None else min_ops
         if not 1 <= min_ops <= max_ops <= 8:
             raise ValueError(f"need 1 <= min_ops <= max_ops <= 8, got min_ops={min_ops}, max_ops={max_ops}")
+        if style not in ("word", "expression"):
+            raise ValueError(f"style must be 'word' or 'expression', got {style!r}")
         super().__init__(max_steps=max_steps, render_mode=render_mode)
-        self.min_ops, self.max_ops = min_ops, max_ops
+        self.min_ops, self.max_ops, self.style = min_ops, max_ops, style
 
     def tools(self) -> list[ToolSpec]:
         return TOOLS
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
-        text, steps, answer = word_problem(rng, n_ops)
+        text, steps, answer = (word_problem if self.style == "word" else expression_problem)(rng, n_ops)
         task_id = "calc-" + hashlib.sha1(f"{split}|{text}".encode()).hexdigest()[:10]
+        how = "Use the calculator for every operation" if self.style == "word" else "Use the calculator"
         return Task(
             id=task_id,
             env_id=self.env_id,
             split=split,
-            prompt=text + " Use the calculator for every operation, then call answer.",
-            params={"n_ops": n_ops},
+            prompt=f"{text} {how}, then call answer.",
+            params={"n_ops": n_ops, "style": self.style},
             hidden={"answer": answer, "steps": steps},
         )
 

@@ -5,7 +5,7 @@ import pytest
 import rubricgym
 from rubricgym.core.checker import check_env_id
 from rubricgym.envs.toy.agents import CalculatorOracle, GuessingAgent, RandomAgent
-from rubricgym.envs.toy.arith import CalculatorError, evaluate, word_problem
+from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, word_problem
 
 ENV = "toy-calculator-v0"
 
@@ -29,6 +29,31 @@ def test_word_problem_steps_reach_the_answer():
     for s in range(20):
         text, steps, answer = word_problem(np.random.default_rng(s), 3)
         assert len(steps) == 3 and evaluate(steps[-1]) == answer and answer > 0
+
+
+def test_expression_style_states_the_same_problem_as_one_expression():
+    import numpy as np
+
+    for s in range(20):
+        text, steps, answer = expression_problem(np.random.default_rng(s), 3)
+        assert (steps, answer) == word_problem(np.random.default_rng(s), 3)[1:]
+        assert text.startswith("Compute ") and evaluate(text[len("Compute "):-1]) == answer
+    env = rubricgym.make(ENV, style="expression", min_ops=1, max_ops=1)
+    task = env.task_set(1)[0]
+    env.reset(options={"task": task})
+    expr = task.prompt.split("Compute ")[1].split(".")[0]
+    call = '<tool_call>{{"name": "{}", "arguments": {{"{}": {}}}}}</tool_call>'
+    env.step(call.format("calculator", "expression", f'"{expr}"'))
+    obs, reward, done, _, _ = env.step(call.format("answer", "value", task.hidden["answer"]))
+    assert done and reward == 1.0
+    with pytest.raises(ValueError, match="style"):
+        rubricgym.make(ENV, style="riddle")
+
+
+def test_system_prompt_shows_a_correct_call_of_every_tool_from_schema_examples():
+    prompt = rubricgym.make(ENV).system_prompt()
+    assert '{"name": "calculator", "arguments": {"expression": "17 * 23 - 4"}}' in prompt
+    assert '{"name": "answer", "arguments": {"value": 387}}' in prompt
 
 
 def test_oracle_solves_everything_and_baselines_do_not():
