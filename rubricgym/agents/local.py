@@ -5,12 +5,14 @@ Concurrent ``act`` calls (several episodes of a group in flight) are micro-batch
 (default: the end of a tool call), so the model does not ramble past its action. Each episode view records a
 ``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly what was
 generated. A seeded agent seeds each batch from its first request, so samples are reproducible only with
-``max_batch=1`` or identical batches.
+``max_batch=1`` or identical batches. ``bf16_autocast`` runs an fp32 model's generation under
+``torch.autocast(bfloat16)`` (faster on CPUs with AVX512-BF16/AMX; sampled log-probs are then bf16-accurate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -88,6 +90,7 @@ class LocalAgent(BaseAgent):
         max_batch: int = 8,
         stop: tuple[str, ...] = ("</tool_call>",),
         threads: int | None = None,
+        bf16_autocast: bool = False,
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -101,6 +104,7 @@ class LocalAgent(BaseAgent):
         self.max_batch = max_batch
         self.stop = tuple(stop)
         self.threads = threads
+        self.bf16_autocast = bf16_autocast
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -208,7 +212,9 @@ class LocalAgent(BaseAgent):
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
         if self.stop:
             kwargs.update(stop_strings=list(self.stop), tokenizer=tok)
-        with shared.lock, torch.inference_mode():
+        autocast = (torch.autocast(lm.device.type, dtype=torch.bfloat16) if self.bf16_autocast
+                    else contextlib.nullcontext())
+        with shared.lock, torch.inference_mode(), autocast:
             if seed is not None:
                 torch.manual_seed(seed)
             out = lm.generate(

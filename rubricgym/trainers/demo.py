@@ -22,8 +22,8 @@ DEMO_CONFIG: dict[str, Any] = {
     "tasks_per_step": 4,
     "group_size": 6,
     "seed": 0,
-    "save_every": 2,
-    "model": {"name": "smollm2-135m-instruct", "threads": 2},
+    "save_every": 3,
+    "model": {"name": "smollm2-135m-instruct", "threads": 2, "bf16_autocast": True},
     "generation": {"temperature": 0.7, "max_new_tokens": 40, "max_batch": 24,
                    "response_prefix": '<tool_call>{"name": "'},
     "env": {"id": "toy-calculator-v0", "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3, "style": "expression"},
@@ -56,9 +56,7 @@ def run_demo(budget_minutes: float = 12, run_dir: str | Path | None = None, cons
     t0 = time.perf_counter()
     console.print(f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
                   f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}")
-    summary = Trainer(cfg, console=console).run(resume=resume)
-    console.print()
-    for line in summary["lines"]:
-        console.print(line)
+    summary = Trainer(cfg, console=console).run(resume=resume)  # its live display shows base and trained
+    console.print(summary["lines"][-1])  # the paired gain with its CI
     console.print(f"done in {(time.perf_counter() - t0) / 60:.1f} min; report: {summary['html']}")
     return 0

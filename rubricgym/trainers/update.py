@@ -50,11 +50,13 @@ def generated_logprobs(
     loss_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of ``input_ids`` under ``model`` at ``temperature``, where ``loss_mask`` is 1.
 
     Entry ``[b, t]`` is log p(token t | tokens < t); positions off the mask (and t = 0) are 0. With
-    ``with_entropy`` the per-token entropy of the same distribution comes back too.
+    ``with_entropy`` the per-token entropy of the same distribution comes back too, differentiable only with
+    ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward).
     """
     body, head = _body_and_head(model)
     hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -70,7 +72,8 @@ def generated_logprobs(
     out[:, 1:][select] = picked
     entropy = None
     if with_entropy:
-        ent = -(logp_all.exp() * logp_all).sum(-1)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            ent = -(logp_all.exp() * logp_all).sum(-1)
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy
@@ -114,7 +117,8 @@ def compute_gradients(
     """
     norm = normalizer(samples, settings.aggregation)
     totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "tokens": 0.0}
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if settings.bf16_autocast
+    device = next(model.parameters()).device.type
+    autocast = (torch.autocast(device, dtype=torch.bfloat16) if settings.bf16_autocast
                 else contextlib.nullcontext())
     want_entropy = True
     for chunk in _chunks(samples, settings.micro_batch):
@@ -123,7 +127,8 @@ def compute_gradients(
         b = collate(chunk, pad_id)
         with autocast:
             logp, entropy = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask,
-                                               settings.temperature, with_entropy=want_entropy)
+                                               settings.temperature, with_entropy=want_entropy,
+                                               entropy_grad=bool(settings.entropy_coef))
             ref = None
             if ref_model is not None:
                 with torch.no_grad():

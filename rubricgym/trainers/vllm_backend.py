@@ -6,11 +6,18 @@ so the trainer gets back exactly the generated token ids and their sampling log-
 server to reload them in place (``/collective_rpc`` -> ``reload_weights``, a dev-mode route: a server this
 backend starts runs with ``VLLM_SERVER_DEV_MODE=1``), then clears the prefix cache, whose KV entries were
 computed with the old weights. Works with the CPU build (``make vllm``) and on GPUs.
+
+Tied embeddings: vLLM's in-place reload only re-processes layers whose weights it loads, and a tied ``lm_head``
+loads none (it shares ``embed_tokens``), so on the CPU build, which prepacks every projection for oneDNN, the
+logits kept using the *old* embedding matrix after a push. A server this backend starts therefore serves an
+untied copy of the model (``untied_model_dir``: ``tie_word_embeddings: false`` and an explicit
+``lm_head.weight``), and every push writes ``lm_head.weight`` explicitly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -26,6 +33,44 @@ from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 
 if TYPE_CHECKING:
     from rubricgym.trainers.trainer import Trainer
+
+
+def untied_state_dict(model: Any) -> dict[str, Any]:
+    """``model``'s weights as separate contiguous tensors, with ``lm_head.weight`` written out even when tied."""
+    import torch
+
+    out = {}
+    seen: set[int] = set()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach()
+        ptr = t.data_ptr()
+        out[name] = t.clone().contiguous() if ptr in seen else t.contiguous()
+        seen.add(ptr)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and "lm_head.weight" not in out:
+        out["lm_head.weight"] = head.weight.detach().clone().contiguous()
+    return {k: v.to(torch.bfloat16) if v.is_floating_point() and v.dtype == torch.float32 else v
+            for k, v in out.items()}
+
+
+def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
+    """A copy of the model directory ``src`` in ``dest`` whose ``lm_head`` is its own (untied) weight.
+
+    Tokenizer and generation files are copied; ``config.json`` gets ``tie_word_embeddings: false``; the weights
+    are ``model``'s current ones (bf16), so the server starts from exactly the policy being trained.
+    """
+    from safetensors.torch import save_file
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".safetensors.index.json")):
+            shutil.copy2(f, dest / f.name)
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    config["tie_word_embeddings"] = False
+    config["torch_dtype"] = config["dtype"] = "bfloat16"
+    (dest / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    save_file(untied_state_dict(model), str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
 
 
 class VLLMPolicyAgent(BaseAgent):
@@ -72,22 +117,32 @@ class VLLMBackend:
         self.views: dict[tuple[str, int | None], VLLMPolicyAgent] = {}
         self.greedy_seeds: set[int] = set()
         self.weights_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-weights-"))
+        self.serve_dir: Path | None = None  # the untied copy a server we started serves
 
     @classmethod
     def for_policy(cls, policy: Any, g: Any) -> VLLMBackend:
         """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model."""
-        server = None
+        server, serve_dir = None, None
         if g.vllm_base_url:
             base_url, served = g.vllm_base_url, policy.model
         else:
+            from rubricgym.agents.models import model_path
             from rubricgym.agents.serve import VLLMServer
 
             os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the weight-reload route; inherited by the server
-            server = VLLMServer(policy.model).start()
+            serve_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-serve-"))
+            untied_model_dir(policy.model_obj, model_path(policy.model), serve_dir)
+            try:
+                server = VLLMServer(str(serve_dir), served_name=policy.model).start()
+            except BaseException:
+                shutil.rmtree(serve_dir, ignore_errors=True)
+                raise
             base_url, served = server.base_url, server.model
-        return cls(base_url, served, policy.tokenizer, temperature=g.temperature, top_p=g.top_p,
-                   max_new_tokens=g.max_new_tokens, prefix=g.response_prefix, server=server,
-                   sync_weights=g.vllm_sync_weights)
+        backend = cls(base_url, served, policy.tokenizer, temperature=g.temperature, top_p=g.top_p,
+                      max_new_tokens=g.max_new_tokens, prefix=g.response_prefix, server=server,
+                      sync_weights=g.vllm_sync_weights)
+        backend.serve_dir = serve_dir
+        return backend
 
     async def complete(self, prompt_ids: list[int], temperature: float, seed: int | None) -> Turn:
         body: dict[str, Any] = {
@@ -124,7 +179,9 @@ class VLLMBackend:
         """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache."""
         if not self.sync_weights:
             return
-        model.save_pretrained(self.weights_dir, safe_serialization=True)
+        from safetensors.torch import save_file
+
+        save_file(untied_state_dict(model), str(self.weights_dir / "model.safetensors"), metadata={"format": "pt"})
         with httpx.Client(timeout=600.0) as c:
             r = c.post(f"{self.root}/collective_rpc",
                        json={"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}})
@@ -138,3 +195,5 @@ class VLLMBackend:
         if self.server is not None:
             self.server.stop()
         shutil.rmtree(self.weights_dir, ignore_errors=True)
+        if self.serve_dir is not None:
+            shutil.rmtree(self.serve_dir, ignore_errors=True)
