@@ -1,6 +1,6 @@
 """Data-parallel training with ``torch.distributed`` (gloo on CPU, nccl on GPUs).
 
-Launch with ``torchrun --nproc-per-node N -m rubricgym.cli train ...`` (or any launcher that sets the usual
+Launch with ``torchrun --nproc-per-node N -m rubricgym train ...`` (or any launcher that sets the usual
 ``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` variables): each rank rolls out its share of the step's tasks, computes
 its gradient with the loss normalised by the *global* token count, and ranks sum gradients
 (``update.sync_gradients``), so the update equals one process training on the whole batch. Rank 0 writes
@@ -30,6 +30,15 @@ def init_from_env(backend: str = "gloo") -> bool:
         return torch.distributed.is_initialized()
     torch.distributed.init_process_group(backend=backend)
     return True
+
+
+def any_rank(flag: bool) -> bool:
+    """True when ``flag`` is true on any rank (all ranks take the same decision, e.g. to stop on a time budget)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def shard(items: Sequence[T], rank: int | None = None, world: int | None = None) -> list[T]:

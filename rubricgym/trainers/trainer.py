@@ -26,7 +26,7 @@ from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
-from rubricgym.trainers.distributed import is_main, shard
+from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, shard
 from rubricgym.trainers.estimate import estimate
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.policy import TrainingPolicy, collect_groups
@@ -51,6 +51,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
+        init_from_env()  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
         self.run_dir = Path(cfg.run_dir)
         if not is_main():  # other data-parallel ranks keep their own metrics apart
             from rubricgym.trainers.distributed import rank_world
@@ -218,7 +219,7 @@ class Trainer:
     # ---- the run ------------------------------------------------------------------------------------------
 
     def resume(self) -> bool:
-        ckpt = latest_checkpoint(self.run_dir)
+        ckpt = latest_checkpoint(Path(self.cfg.run_dir))  # rank 0 writes them for every rank
         if ckpt is None:
             return False
         self.state = load_checkpoint(ckpt, self.model, self.optimizer)
@@ -231,7 +232,7 @@ class Trainer:
 
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
-        return save_checkpoint(self.run_dir, self.model, self.tokenizer, self.optimizer, self.state)
+        return save_checkpoint(Path(self.cfg.run_dir), self.model, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
         cfg = self.cfg
@@ -253,7 +254,8 @@ class Trainer:
                 self._log_eval(self.base_eval)
                 display.eval(self.base_eval)
             while self.state.step < cfg.steps:
-                if cfg.time_budget_s and time.perf_counter() - started > cfg.time_budget_s:
+                over = bool(cfg.time_budget_s and time.perf_counter() - started > cfg.time_budget_s)
+                if any_rank(over):  # data-parallel ranks stop together, or one would wait forever in all_reduce
                     display.status(f"time budget of {cfg.time_budget_s:.0f}s reached at step {self.state.step}")
                     break
                 record = await self.train_step(self.state.step)

@@ -45,3 +45,35 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, tmp_path, aggregation)
     for name, g in single.items():
         torch.testing.assert_close(got["grads"][name], g, rtol=1e-4, atol=1e-6)  # float summation order
     assert any(g.abs().sum() > 0 for g in single.values())
+
+
+@pytest.mark.slow
+def test_torchrun_rubricgym_train_runs_data_parallel_and_ranks_stop_together(tiny_config, tmp_path):
+    """The documented launch (``torchrun -m rubricgym train``) joins one process group (without it the gradient
+    all_reduce is skipped and both ranks would silently train alone); both ranks run every step in lockstep, rank 0
+    writes the checkpoints, rank 1 its own metrics."""
+    import json
+    import socket
+
+    from rubricgym.trainers.config import dump_config
+
+    cfg = tiny_config(tmp_path / "run", steps=3, tasks_per_step=2, time_budget_s=1e9)
+    dump_config(cfg, tmp_path / "train.yaml")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(port), "-m", "rubricgym", "train", "--config", str(tmp_path / "train.yaml"),
+         "--no-live"],
+        env=env, timeout=300, capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    main = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    other = [json.loads(line) for line in (tmp_path / "run" / "rank1" / "metrics.jsonl").read_text().splitlines()]
+    train0 = [r for r in main if r["kind"] == "train"]
+    train1 = [r for r in other if r["kind"] == "train"]
+    assert [r["step"] for r in train0] == [r["step"] for r in train1] == [1, 2, 3]
+    assert all(r["cursor"] == 2 * r["step"] for r in train0 + train1)  # both ranks walk the same data stream
+    assert (tmp_path / "run" / "checkpoints").is_dir() and not (tmp_path / "run" / "rank1" / "checkpoints").exists()
