@@ -198,11 +198,16 @@ class Trainer:
     # ---- evaluation -----------------------------------------------------------------------------------------
 
     async def evaluate(self, tag: str, step: int) -> EvalResult:
-        """One rollout per held-out task at ``generation.eval_temperature`` (greedy by default)."""
+        """One rollout per held-out task at ``generation.eval_temperature`` (greedy by default), in full precision
+        even when training generates under bf16 autocast (bf16 greedy decoding of a 135M model flips answers)."""
         tasks = list(self.eval_tasks)
         seeds = [10_000_019 + 97 * i for i in range(len(tasks))]
         self.policy.forget()
-        groups = await self.generate(tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature)
+        autocast, self.policy.bf16_autocast = self.policy.bf16_autocast, False  # judge the fp32 weights as they are
+        try:
+            groups = await self.generate(tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature)
+        finally:
+            self.policy.bf16_autocast = autocast
         flat = [g[0] for g in groups]
         await self.prm.score_many(flat, concurrency=8)
         from rubricgym.trainers.estimate import reward_of
