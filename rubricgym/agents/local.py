@@ -207,9 +207,11 @@ class LocalAgent(BaseAgent):
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         sample = params.temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": params.max_new_tokens}
-        if sample:
-            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        recorder = _LogprobRecorder(params.temperature if sample else 1.0, params.top_p if sample else 1.0)
+        kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": params.max_new_tokens,
+                                  "logits_processor": [recorder]}
+        if sample:  # temperature and top-p are applied by the recorder itself, so it sees the sampled distribution
+            kwargs.update(temperature=1.0, top_p=1.0, top_k=0)
         if self.stop:
             kwargs.update(stop_strings=list(self.stop), tokenizer=tok)
         autocast = (torch.autocast(lm.device.type, dtype=torch.bfloat16) if self.bf16_autocast
@@ -221,11 +223,10 @@ class LocalAgent(BaseAgent):
                 input_ids=input_ids,
                 attention_mask=attention,
                 pad_token_id=pad,
-                output_scores=True,
                 return_dict_in_generate=True,
                 **kwargs,
             )
-            scores = lm.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+            scores = recorder.finish(out.sequences)
         turns = []
         eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
         for i, prompt in enumerate(prompts):
@@ -252,6 +253,47 @@ class LocalAgent(BaseAgent):
                 if any(s in text for s in self.stop):
                     return j + 1
         return len(gen)
+
+
+class _LogprobRecorder:
+    """A logits processor that applies temperature and top-p and keeps only the chosen tokens' log-probs.
+
+    Each call sees the tokens sampled so far, so it gathers the previous step's chosen token from the previous
+    step's log-softmax and drops the rest: memory is one (batch, vocab) row per step instead of the
+    (steps, batch, vocab) tensor of ``output_scores`` (~300 MB per 8 x 192-token batch of a 49k vocabulary).
+    """
+
+    def __init__(self, temperature: float, top_p: float):
+        self.temperature, self.top_p = temperature, top_p
+        self.last: Any = None
+        self.picked: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.last is not None:
+            self.picked.append(self.last.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        scores = scores.float()
+        if self.temperature != 1.0:
+            scores = scores / self.temperature
+        if self.top_p < 1.0:
+            order = scores.argsort(-1, descending=True)
+            probs = scores.gather(-1, order).softmax(-1)
+            drop_sorted = probs.cumsum(-1) - probs > self.top_p  # keep the smallest prefix reaching top_p
+            scores = scores.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), -float("inf"))
+        self.last = scores.log_softmax(-1)
+        return scores
+
+    def finish(self, sequences: Any) -> Any:
+        """(batch, generated) log-probs of the generated tokens of ``sequences``."""
+        import torch
+
+        if self.last is not None:
+            self.picked.append(self.last.gather(-1, sequences[:, -1:]).squeeze(-1))
+            self.last = None
+        if not self.picked:
+            return torch.zeros((sequences.shape[0], 0))
+        return torch.stack(self.picked, dim=1)
 
 
 def _as_list(x: Any) -> list[int]:
