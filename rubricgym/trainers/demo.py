@@ -45,14 +45,14 @@ def demo_config(budget_minutes: float = 12, **overrides: Any) -> TrainConfig:
 
 
 def run_demo(budget_minutes: float = 12, run_dir: str | Path | None = None, console: Console | None = None,
-             resume: bool = False, estimator: str | None = None) -> int:
+             resume: bool = False, estimator: str | None = None, topology: str | None = None) -> int:
     """Train within ``budget_minutes`` and print base vs trained held-out scores; 0 on success."""
     from rubricgym.trainers.trainer import Trainer
 
     console = console or Console()
     cfg = demo_config(budget_minutes)
     cfg = cfg.with_overrides(**{"run_dir": str(run_dir) if run_dir is not None else None,
-                                "advantage.estimator": estimator})
+                                "advantage.estimator": estimator, "advantage.topology": topology})
     t0 = time.perf_counter()
     console.print(f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
                   f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}")

@@ -38,9 +38,10 @@ Compare = Callable[[int, int], MatchResult | Awaitable[MatchResult]]
 
 @dataclass
 class TournamentResult:
-    """A group's ranking: ``ranks[i]`` is rollout i's rank (0 best); ``order`` lists rollouts best first."""
+    """A group's ranking: ``ranks[i]`` is rollout i's rank (0 best; rollouts the topology cannot tell apart
+    share the mean of their ranks); ``order`` lists rollouts best first."""
 
-    ranks: list[int]
+    ranks: list[float]
     comparisons: int
     errors: int = 0
     received: dict[int, list[float]] = field(default_factory=dict)
@@ -81,10 +82,23 @@ class _Arena:
         return list(await asyncio.gather(*(self.match(i, j) for i, j in pairs)))
 
     def finish(self, key: Callable[[int], tuple]) -> TournamentResult:
-        """Rank by ``key`` (smaller is better), breaking ties by rollout index."""
-        order = sorted(range(self.n), key=lambda i: (*key(i), i))
-        for rank, i in enumerate(order):
-            self.result.ranks[i] = rank
+        """Rank by ``key`` (smaller is better). Rollouts with equal keys are indistinguishable to the topology
+        (e.g. identical trajectories that tied every match) and share the mean of their ranks, so an all-tied
+        group gets zero advantage instead of advantages decided by rollout index. When every match of a group
+        was a tie, bracket depth only records who sat in the first slot, so all rollouts share one rank."""
+        matches = self.result.matches
+        if matches and all(si == sj for _, _, si, sj in matches):
+            key = lambda i: ()  # noqa: E731
+        keys = {i: tuple(key(i)) for i in range(self.n)}
+        order = sorted(range(self.n), key=lambda i: (keys[i], i))
+        start = 0
+        while start < self.n:
+            end = start
+            while end + 1 < self.n and keys[order[end + 1]] == keys[order[start]]:
+                end += 1
+            for pos in range(start, end + 1):
+                self.result.ranks[order[pos]] = (start + end) / 2
+            start = end + 1
         return self.result
 
 
@@ -240,7 +254,7 @@ async def run_tournament(topology: Topology, n: int, compare: Compare, anchor: i
     raise ValueError(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
 
 
-def rank_advantages(ranks: list[int] | np.ndarray, eps: float = 1e-6) -> np.ndarray:
+def rank_advantages(ranks: list[float] | np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """ArenaRL's rank -> advantage: ``r_i = 1 - rank_i/(N-1)``, ``A_i = (r_i - mean r)/(std r + eps)``."""
     rk = np.asarray(ranks, dtype=float)
     n = rk.size

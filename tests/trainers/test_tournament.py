@@ -56,6 +56,20 @@ async def test_single_elimination_upsets_ties_and_depth_then_mean_ranking():
     assert res.comparisons == 6
 
 
+@pytest.mark.parametrize("topology", ["anchor", "round_robin", "single_elimination", "swiss", "double_elimination"])
+async def test_indistinguishable_rollouts_share_ranks_and_an_all_tied_group_gets_no_advantage(topology):
+    res = await run_tournament(topology, 6, by_strength([0.3] * 6))
+    assert res.ranks == [2.5] * 6
+    assert np.allclose(rank_advantages(res.ranks), 0.0)
+
+
+async def test_round_robin_twins_share_the_mean_of_their_ranks():
+    res = await run_tournament("round_robin", 4, by_strength([0.2, 0.9, 0.2, 0.5]))
+    assert res.ranks == [2.5, 0, 2.5, 1]
+    adv = rank_advantages(res.ranks)
+    assert adv[0] == adv[2] < 0 < adv[3] < adv[1]
+
+
 async def test_swiss_pairs_equal_points_and_ranks_by_buchholz():
     res = await run_tournament("swiss", 4, by_strength([0.5, 0.9, 0.1, 0.7]))
     # r1: 0v1 1, 2v3 3 ; r2: 1v3 1, 0v2 0 -> points 1,2,0,1 ; r0 and r3 tie on points and Buchholz (2),
