@@ -82,8 +82,7 @@ class Trainer:
         self.model = self.policy.model_obj
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
-            self.model.config.use_cache = False
+            (getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable)()
         self.ref_model = None
         if cfg.loss.beta > 0:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)

@@ -75,3 +75,50 @@ def test_token_logprobs_and_entropy_with_temperature():
     p = math.sqrt(3) / (1 + math.sqrt(3))
     assert token_logprobs(logits, torch.tensor([[1]]), 2.0).item() == pytest.approx(math.log(p))
     assert token_entropy(torch.zeros(1, 1, 4)).item() == pytest.approx(math.log(4))
+
+
+def _random_samples(n=4, length=40, generated=10, seed=0):
+    from rubricgym.trainers.samples import Sample
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        ids = torch.randint(5, 1000, (length + i,), generator=g).tolist()
+        s = Sample(i)
+        s.extend(ids[:-generated], False, 0, 0)
+        s.extend(ids[-generated:], True, 0, 0, [0.0] * generated)
+        s.advantages = [0.0] * (len(ids) - generated) + [1.0 if i % 2 else -1.0] * generated
+        out.append(s)
+    return out
+
+
+def _grads(model_dir, samples, **settings):
+    from transformers import AutoModelForCausalLM
+
+    from rubricgym.trainers.update import UpdateSettings, compute_gradients
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if settings.pop("checkpointing", False):
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+        model.config.use_cache = False
+    model.train()
+    stats = compute_gradients(model, samples, UpdateSettings(micro_batch=2, **settings), pad_id=0)
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), stats
+
+
+def test_gradient_checkpointing_gives_the_same_gradient(tiny_model_dir):
+    samples = _random_samples()
+    plain, stats = _grads(tiny_model_dir, samples)
+    ckpt, _ = _grads(tiny_model_dir, samples, checkpointing=True)
+    assert stats["tokens"] == 40 and plain.abs().sum() > 0
+    torch.testing.assert_close(ckpt, plain, rtol=1e-4, atol=1e-7)
+
+
+def test_bf16_autocast_gradient_points_the_same_way(tiny_model_dir):
+    samples = _random_samples()
+    plain, _ = _grads(tiny_model_dir, samples)
+    mixed, stats = _grads(tiny_model_dir, samples, bf16_autocast=True)
+    assert all(p.dtype == torch.float32 for p in (plain, mixed))  # fp32 master weights and gradients
+    cosine = torch.nn.functional.cosine_similarity(plain, mixed, dim=0)
+    assert cosine > 0.98 and torch.isfinite(torch.tensor(stats["loss"]))
