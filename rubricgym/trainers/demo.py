@@ -23,7 +23,7 @@ DEMO_CONFIG: dict[str, Any] = {
     "group_size": 6,
     "seed": 0,
     "save_every": 3,
-    "model": {"name": "smollm2-135m-instruct", "threads": 2, "bf16_autocast": True},
+    "model": {"name": "smollm2-135m-instruct", "threads": 2},
     "generation": {"temperature": 0.7, "max_new_tokens": 40, "max_batch": 24,
                    "response_prefix": '<tool_call>{"name": "'},
     "env": {"id": "toy-calculator-v0", "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3, "style": "expression"},
