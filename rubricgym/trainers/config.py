@@ -26,7 +26,8 @@ class ModelConfig(_Strict):
     dtype: Literal["float32", "bfloat16"] = "float32"
     bf16_autocast: bool = False
     """Generate and run forward/backward under ``torch.autocast(bfloat16)`` with fp32 master weights (measured
-    1.6x faster updates on a 2-core AVX512-BF16 CPU; slower on CPUs without bf16 instructions)."""
+    1.6x faster updates, 1.45x faster generation on a 2-core AVX512-BF16 CPU; slower on CPUs without bf16
+    instructions). Held-out evaluation stays fp32. A 135M model samples a noticeably different policy in bf16."""
     gradient_checkpointing: bool = False
     threads: int | None = None
     """``torch.set_num_threads``; None keeps torch's default."""
