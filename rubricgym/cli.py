@@ -323,7 +323,7 @@ def demo(
     budget_minutes: Annotated[float, typer.Option(help="wall-clock budget for training plus both evaluations")] = 12,
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/demo-train"),
     advantage: Annotated[str, typer.Option(help="grpo | rloo | stage | tournament | step")] = "grpo",
-    topology: Annotated[str | None, typer.Option(help="tournament topology (default single_elimination)")] = None,
+    topology: Annotated[str | None, typer.Option(help="tournament topology (demo default round_robin)")] = None,
     resume: Annotated[bool, typer.Option(help="continue the run in --out from its last checkpoint")] = False,
     score_only: Annotated[bool, typer.Option(help="no training: the local model and the oracle on toy tasks")] = False,
 ) -> None:

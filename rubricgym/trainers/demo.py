@@ -28,7 +28,7 @@ DEMO_CONFIG: dict[str, Any] = {
                    "response_prefix": '<tool_call>{"name": "'},
     "env": {"id": "toy-calculator-v0", "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3, "style": "expression"},
             "train_tasks": 200, "eval_tasks": 24},
-    "advantage": {"estimator": "grpo", "scale": "group"},
+    "advantage": {"estimator": "grpo", "scale": "group", "topology": "round_robin"},
     "loss": {"beta": 0.0},
     "optim": {"lr": 1e-5, "micro_batch": 8, "max_grad_norm": 1.0},
 }
