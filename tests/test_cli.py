@@ -76,3 +76,17 @@ def test_check_command_table_and_exit_code():
     r = runner.invoke(app, ["check", "toy-calculator-v0", "--fuzz", "50"])
     assert r.exit_code == 0, r.output
     assert "gymnasium check_env" in flat(r) and "FAIL" not in flat(r)
+
+
+def test_demo_rejects_a_bad_estimator_before_loading_anything(tmp_path):
+    result = runner.invoke(app, ["demo", "--advantage", "ppo", "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2
+    assert "advantage.estimator" in flat(result) and not (tmp_path / "d").exists()
+
+
+def test_demo_config_trains_on_expression_problems_the_base_model_can_sometimes_solve():
+    from rubricgym.trainers.demo import demo_config
+
+    cfg = demo_config(12)
+    assert cfg.env.kwargs["style"] == "expression" and cfg.generation.response_prefix.startswith("<tool_call>")
+    assert 0 < cfg.time_budget_s <= 12 * 60 and cfg.advantage.estimator == "grpo"
