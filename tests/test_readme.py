@@ -19,3 +19,16 @@ def test_readme_python_block_runs(index, tmp_path, monkeypatch):
     finally:
         for env_id in ("echo-v0",):
             rubricgym.unregister(env_id)
+
+
+def test_readme_training_config_validates():
+    import yaml
+
+    from rubricgym.trainers.config import validate_config
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (Path(__file__).parents[1] / "README.md").read_text(), re.S)
+    configs = [b for b in blocks if "advantage:" in b]
+    assert configs, "the README shows a training config"
+    for block in configs:
+        cfg = validate_config(yaml.safe_load(block), "README.md")
+        assert cfg.env.kwargs["style"] == "expression"
