@@ -20,6 +20,9 @@ import torch
 from rubricgym.trainers.loss import ppo_clip_loss
 from rubricgym.trainers.samples import Sample, collate
 
+ENTROPY_CHUNK = 256
+"""Rows of the (tokens x vocab) log-softmax per step of the logged-only entropy."""
+
 
 @dataclass
 class UpdateSettings:
@@ -66,6 +69,7 @@ def generated_logprobs(
     if temperature != 1.0:
         logits = logits / temperature
     logp_all = logits.log_softmax(-1)
+    del logits  # (tokens x vocab): only the log-softmax is kept for backward
     targets = input_ids[:, 1:][select]
     picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
@@ -73,7 +77,10 @@ def generated_logprobs(
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            ent = -(logp_all.exp() * logp_all).sum(-1)
+            if torch.is_grad_enabled():
+                ent = -(logp_all.exp() * logp_all).sum(-1)
+            else:  # logged only: in row chunks, so no second and third (tokens x vocab) tensor is ever alive
+                ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.detach().split(ENTROPY_CHUNK)])
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy
