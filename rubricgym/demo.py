@@ -41,10 +41,9 @@ def run_demo(tasks: int = 8, out: Path = Path("runs/demo"), console: Console | N
         if report.failures:
             console.print(f"[red]{name}: {len(report.failures)} episode(s) failed: {report.failures[0][1]}")
             return 1
-        rows[name] = []
-        for t in store.iter():
-            b = asyncio.run(prm.score(t))
-            rows[name].append({"total (rubric)": b.total or 0.0, "env reward": t.outcome.reward, **b.per_criterion})
+        trajs = list(store.iter())
+        rows[name] = [{"total (rubric)": b.total or 0.0, "env reward": t.outcome.reward, **b.per_criterion}
+                      for t, b in zip(trajs, asyncio.run(prm.score_many(trajs)), strict=True)]
     table = Table(title=f"mean score per criterion ({ENV_ID}, default rubric judged by its checks)")
     table.add_column("criterion")
     for name in rows:

@@ -238,7 +238,6 @@ class LocalAgent(BaseAgent):
             turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text))
         return turns
 
-
     def _cut(self, gen: list[int], eos: set[int]) -> int:
         """Tokens the policy really generated: up to the first end-of-turn token or completed stop string.
 

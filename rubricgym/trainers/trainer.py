@@ -26,7 +26,7 @@ from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
-from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, shard
+from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
 from rubricgym.trainers.estimate import estimate
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.policy import TrainingPolicy, collect_groups
@@ -54,8 +54,6 @@ class Trainer:
         init_from_env()  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
         self.run_dir = Path(cfg.run_dir)
         if not is_main():  # other data-parallel ranks keep their own metrics apart
-            from rubricgym.trainers.distributed import rank_world
-
             self.run_dir = self.run_dir / f"rank{rank_world()[0]}"
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.env_cls = spec(cfg.env.id).load()
@@ -138,20 +136,23 @@ class Trainer:
         return list(await asyncio.gather(*(one(g) for g in groups)))
 
     async def generate(self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool,
-                       temperature: float | None = None) -> list[list[Trajectory]]:
+                       temperature: float | None = None, full_precision: bool = False) -> list[list[Trajectory]]:
+        """Groups of rollouts; ``temperature`` and ``full_precision`` (no bf16 autocast) override the policy's
+        settings for this call only."""
         if self.backend is not None:
             return await self.backend.collect(self, tasks, seeds, group_size, greedy_anchor, temperature)
         policy = self.policy
-        saved = policy.params
+        saved, autocast = policy.params, policy.bf16_autocast
         if temperature is not None:
             from dataclasses import replace
 
             policy.params = replace(saved, temperature=temperature)
+        policy.bf16_autocast = autocast and not full_precision
         try:
             return await collect_groups(self.cfg.env.id, policy, tasks, group_size, seeds,
                                         env_kwargs=self.cfg.env.kwargs, anchor_greedy=greedy_anchor)
         finally:
-            policy.params = saved
+            policy.params, policy.bf16_autocast = saved, autocast
 
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
@@ -202,11 +203,8 @@ class Trainer:
         tasks = list(self.eval_tasks)
         seeds = [10_000_019 + 97 * i for i in range(len(tasks))]
         self.policy.forget()
-        autocast, self.policy.bf16_autocast = self.policy.bf16_autocast, False  # judge the fp32 weights as they are
-        try:
-            groups = await self.generate(tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature)
-        finally:
-            self.policy.bf16_autocast = autocast
+        groups = await self.generate(tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature,
+                                     full_precision=True)  # judge the fp32 weights as they are
         flat = [g[0] for g in groups]
         await self.prm.score_many(flat, concurrency=8)
         from rubricgym.trainers.estimate import reward_of

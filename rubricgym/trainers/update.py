@@ -76,11 +76,11 @@ def generated_logprobs(
     out[:, 1:][select] = picked
     entropy = None
     if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            if torch.is_grad_enabled():
-                ent = -(logp_all.exp() * logp_all).sum(-1)
-            else:  # logged only: in row chunks, so no second and third (tokens x vocab) tensor is ever alive
-                ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.detach().split(ENTROPY_CHUNK)])
+        if entropy_grad and torch.is_grad_enabled():
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+        else:  # logged only: in row chunks, so no second and third (tokens x vocab) tensor is ever alive
+            with torch.no_grad():
+                ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.split(ENTROPY_CHUNK)])
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy

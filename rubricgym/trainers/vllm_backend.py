@@ -36,21 +36,24 @@ if TYPE_CHECKING:
 
 
 def untied_state_dict(model: Any) -> dict[str, Any]:
-    """``model``'s weights as separate contiguous tensors, with ``lm_head.weight`` written out even when tied."""
+    """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied."""
     import torch
 
+    state = dict(model.state_dict())
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None:
+        state.setdefault("lm_head.weight", head.weight)
     out = {}
     seen: set[int] = set()
-    for name, tensor in model.state_dict().items():
+    for name, tensor in state.items():
         t = tensor.detach()
-        ptr = t.data_ptr()
-        out[name] = t.clone().contiguous() if ptr in seen else t.contiguous()
-        seen.add(ptr)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None and "lm_head.weight" not in out:
-        out["lm_head.weight"] = head.weight.detach().clone().contiguous()
-    return {k: v.to(torch.bfloat16) if v.is_floating_point() and v.dtype == torch.float32 else v
-            for k, v in out.items()}
+        if t.dtype == torch.float32:
+            t = t.to(torch.bfloat16)  # already a tensor of its own
+        elif t.data_ptr() in seen:
+            t = t.clone()
+        seen.add(tensor.data_ptr())
+        out[name] = t.contiguous()
+    return out
 
 
 def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
