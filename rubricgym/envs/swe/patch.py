@@ -37,8 +37,36 @@ class FilePatch:
         return self.new_path is None
 
 
+_GIT_HEAD = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)\s*$')
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote_path(p: str) -> str:
+    """A patch header path as written by git: C-quoted names (``"a/x\\ny"``) are decoded, others kept."""
+    if not (len(p) >= 2 and p.startswith('"') and p.endswith('"')):
+        return p
+    body, out, i = p[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in _C_ESCAPES:
+                out.append(_C_ESCAPES[nxt])
+                i += 2
+                continue
+            if body[i + 1: i + 4].isdigit():
+                out.append(int(body[i + 1: i + 4], 8) & 0xFF)
+                i += 4
+                continue
+        out += c.encode("utf-8", "surrogateescape")
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
 def _strip(p: str) -> str | None:
-    p = p.split("\t")[0].strip()
+    p = p.rstrip("\n")
+    p = p.strip() if p.strip().startswith('"') else p.split("\t")[0].strip()
+    p = unquote_path(p)
     if p == "/dev/null":
         return None
     return p[2:] if p.startswith(("a/", "b/")) else p
@@ -53,10 +81,25 @@ def parse_patch(text: str) -> list[FilePatch]:
     i = 0
     while i < len(lines):
         line = lines[i]
+        head = _GIT_HEAD.match(line.rstrip("\n"))
+        if head:  # a file with no hunks (a new empty file) has only this header
+            path = _strip(head.group(2)) or _strip(head.group(1)) or ""
+            cur = FilePatch(path=path, old_path=_strip(head.group(1)), new_path=_strip(head.group(2)))
+            files.append(cur)
+            hunk = None
+            i += 1
+            continue
+        if cur is not None and not cur.hunks and line.startswith("new file mode"):
+            cur.old_path = None
+        elif cur is not None and not cur.hunks and line.startswith("deleted file mode"):
+            cur.new_path = None
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             old, new = _strip(line[4:]), _strip(lines[i + 1][4:])
-            cur = FilePatch(path=new or old or "", old_path=old, new_path=new)
-            files.append(cur)
+            if cur is None or cur.hunks or (cur.path not in (old, new)):
+                cur = FilePatch(path=new or old or "", old_path=old, new_path=new)
+                files.append(cur)
+            else:  # the --- / +++ pair of the file its ``diff --git`` line announced
+                cur.old_path, cur.new_path = old, new
             hunk = None
             i += 2
             continue

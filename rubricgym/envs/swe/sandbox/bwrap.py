@@ -3,21 +3,25 @@
 Every command runs as an unprivileged uid (``setpriv``) under rlimits (``prlimit``: processes, address space,
 file size) inside ``bwrap`` with every namespace unshared (no network, no host processes), all capabilities
 dropped, a read-only ``/usr`` and ``/etc``, a private ``/tmp``, ``--die-with-parent``, ``--new-session`` and a
-cleared environment. Only the sandbox's own copy of the repository is bound writable at ``/work``. When cgroup
-v1 controllers are writable (root), each sandbox also gets its own memory/pids/cpu cgroup. A timeout or an
-output overflow freezes and kills ``bwrap`` and every process below it (found through ``/proc``), taking every
-process the command started. Nothing survives between commands.
+cleared environment; ``bwrap`` itself (PID 1 inside) starts with an empty environment, so nothing of the host's
+shows under ``/proc``. Only the sandbox's own copy of the repository is bound writable at ``/work``; as root it
+lives on a size-capped tmpfs (the disk quota). When cgroup v1 controllers are writable (root), each sandbox also
+gets its own memory/pids/cpu cgroup, and its process limit is that cgroup's alone (a per-uid ``RLIMIT_NPROC``
+would be shared by every sandbox). A timeout or an output overflow freezes and kills ``bwrap`` and every
+process below it (found through ``/proc``), taking every process the command started. Nothing survives between
+commands. The host reads and writes files only through ``open_beneath`` (no link is ever followed), and what a
+dead owner left behind is swept when the next backend starts (``hoststate``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import os
 import shutil
 import signal
 import stat
-import subprocess
 import time
 import uuid
 import weakref
@@ -35,13 +39,28 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxPathError,
     cap_bytes,
     clean_relpath,
+    to_bytes,
+)
+from rubricgym.envs.swe.sandbox.hoststate import (
+    LOCK_NAME,
+    evict_lowers,
+    kill_cgroups,
+    release,
+    remove_sandbox,
+    rmtree,
+    sweep,
+    take_lock,
 )
 from rubricgym.envs.swe.sandbox.runtime import SANDBOX_PYTHON, runtime_dir, sandbox_root
-from rubricgym.envs.swe.sandbox.treediff import fingerprint
+from rubricgym.envs.swe.sandbox.treediff import fingerprint, open_beneath
 
 SANDBOX_UID = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MAX_READ = 8 * 1024 * 1024
+TMP_MB = 256
+"""Size of each sandbox's private ``/tmp`` (a tmpfs)."""
+MAX_LOWERS = 16
+"""Unused per-snapshot ``lower/`` copies kept for fast overlay starts; older ones are evicted."""
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -66,16 +85,18 @@ class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
     def __init__(self, snapshot: Path, limits: Limits, work: Path, uid: int | None, runtime: Path,
-                 cgroups: dict[str, Path], home: Path | None = None, mounted: bool = False):
+                 cgroups: dict[str, Path], home: Path, locks: tuple[int | None, ...] = (),
+                 disk_quota_mb: int | None = None):
         super().__init__(snapshot, limits)
         self.work = work
-        self.home = home or work
-        self.mounted = mounted
+        self.home = home
+        self.disk_quota_mb = disk_quota_mb
         # best-effort clean-up when a sandbox is dropped without destroy() (an env never closed, a crash)
-        self._finalizer = weakref.finalize(self, _cleanup_sync, self.home, work if mounted else None, cgroups)
+        self._finalizer = weakref.finalize(self, _cleanup_sync, home, cgroups, locks)
         self.uid = uid
         self.runtime = runtime
         self.cgroups = cgroups
+        self._locks = locks
 
     def _command(self, argv: list[str], env: dict[str, str]) -> list[str]:
         lim = self.limits
@@ -84,12 +105,17 @@ class BwrapSandbox(Sandbox):
             procs = " ".join(str(d / "cgroup.procs") for d in self.cgroups.values())
             cmd += ["/bin/sh", "-c", f'for f in {procs}; do echo $$ > "$f" || exit 125; done; exec "$@"', "rg-sandbox"]
         if self.uid is not None:
-            cmd += ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
-        cmd += ["prlimit", f"--nproc={lim.pids}", f"--as={lim.memory_mb * 1024 * 1024}",
+            cmd += [_tool("setpriv"), f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        # with a pids cgroup the process limit is per sandbox; RLIMIT_NPROC counts every process of the uid,
+        # which all sandboxes share, so one sandbox could starve the others
+        nproc = [] if "pids" in self.cgroups else [f"--nproc={lim.pids}"]
+        cmd += [_tool("prlimit"), *nproc, f"--as={lim.memory_mb * 1024 * 1024}",
                 f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0", "--"]
-        cmd += ["bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-                "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-                "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", str(self.work), WORKDIR,
+        tmp_size = str(min(TMP_MB, lim.disk_mb) * 1024 * 1024)
+        cmd += [_tool("bwrap"), "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+                "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc",
+                "/etc", "--dev", "/dev", "--proc", "/proc", "--size", tmp_size, "--tmpfs", "/tmp",
+                "--bind", str(self.work), WORKDIR,
                 "--ro-bind", str(self.runtime), RUNTIME_DIR, "--chdir", WORKDIR,
                 "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
                 "--die-with-parent", "--new-session", "--clearenv"]
@@ -122,9 +148,10 @@ class BwrapSandbox(Sandbox):
 
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:
         t0 = time.monotonic()
+        # an empty environment: bwrap stays PID 1 inside, and its /proc/1/environ is readable by the sandbox
         proc = await asyncio.create_subprocess_exec(
             *self._command(argv, env), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, env={},
         )
         bufs = {"stdout": bytearray(), "stderr": bytearray()}
         over: list[str] = []
@@ -168,56 +195,58 @@ class BwrapSandbox(Sandbox):
         return ExecResult(exit_code=code, stdout=out, stderr=err, duration_s=time.monotonic() - t0, limit=limit,
                           stdout_truncated=out_cut, stderr_truncated=err_cut)
 
-    def _resolve(self, path: str) -> Path:
+    def _open(self, path: str, flags: int, make_dirs: bool = False) -> tuple[str, int]:
+        """``(relative path, fd)`` of ``path`` opened beneath the work dir without following any link."""
         rel = clean_relpath(path)
-        full = self.work / rel
-        real = os.path.realpath(full)
-        root = os.path.realpath(self.work)
-        if real != root and not real.startswith(root + os.sep):
-            raise SandboxPathError(f"{path!r} resolves outside the repository (through a symbolic link)")
-        return full
+        if not rel and flags & os.O_WRONLY:
+            raise SandboxPathError("give a file path, not the repository root")
+        try:
+            return rel, open_beneath(str(self.work), rel, flags, 0o644, make_dirs=make_dirs, owner=self.uid)
+        except FileNotFoundError:
+            raise SandboxPathError(f"{path!r} does not exist") from None
+        except IsADirectoryError:
+            raise SandboxPathError(f"{path!r} is a directory") from None
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise SandboxPathError(f"{path!r} resolves outside the repository or through a symbolic link, "
+                                       "or a part of it is not a directory") from None
+            raise SandboxPathError(f"{path!r} cannot be opened: {e.strerror}") from None
 
     async def read_file(self, path: str) -> bytes:
         self._check_usable()
-        full = self._resolve(path)
-        try:
-            st = full.lstat()
-        except FileNotFoundError:
-            raise SandboxPathError(f"{path!r} does not exist") from None
-        if stat.S_ISDIR(st.st_mode):
-            raise SandboxPathError(f"{path!r} is a directory, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise SandboxPathError(f"{path!r} is not a regular file")
-        if st.st_size > MAX_READ:
-            raise SandboxPathError(f"{path!r} is {st.st_size} bytes, larger than the {MAX_READ} bytes we read")
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        _, fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK)
+        st = os.fstat(fd)
+        problem = ("is a directory, not a file" if stat.S_ISDIR(st.st_mode) else
+                   "is not a regular file" if not stat.S_ISREG(st.st_mode) else
+                   f"is {st.st_size} bytes, larger than the {MAX_READ} bytes we read" if st.st_size > MAX_READ
+                   else None)
+        if problem:
+            os.close(fd)
+            raise SandboxPathError(f"{path!r} {problem}")
         with os.fdopen(fd, "rb") as f:
             return f.read(MAX_READ)
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         self._check_usable()
-        if isinstance(data, str):
-            data = data.encode()
-        full = self._resolve(path)
-        if full == self.work:
-            raise SandboxPathError("give a file path, not the repository root")
-        parent = self._resolve(str(Path(clean_relpath(path)).parent))
-        missing = []
-        p = parent
-        while not p.exists():
-            missing.append(p)
-            p = p.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        if full.is_dir():
-            raise SandboxPathError(f"{path!r} is a directory")
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        raw = to_bytes(data)
+        _, fd = self._open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, make_dirs=True)
         with os.fdopen(fd, "wb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise SandboxPathError(f"{path!r} is not a regular file")
+            if st.st_nlink > 1:  # a hard link: writing would change the other name's content too
+                raise SandboxPathError(f"{path!r} is a hard link; remove it first")
+            os.ftruncate(f.fileno(), 0)
             if self.uid is not None:
                 os.fchown(f.fileno(), self.uid, self.uid)
-            f.write(data)
-        if self.uid is not None:
-            for d in missing:
-                os.chown(d, self.uid, self.uid)
+            try:
+                f.write(raw)
+                f.flush()
+            except OSError as e:
+                if e.errno == errno.ENOSPC:
+                    raise SandboxPathError(f"{path!r}: the sandbox's disk quota of {self.limits.disk_mb} MB is "
+                                           "full; delete files first") from None
+                raise
 
     async def fingerprint(self) -> dict[str, tuple[int, int]]:
         self._check_usable()
@@ -233,23 +262,7 @@ class BwrapSandbox(Sandbox):
             return
         self.destroyed = True
         self._finalizer.detach()
-        for d in self.cgroups.values():
-            with suppress(OSError):
-                for pid in (d / "cgroup.procs").read_text().split():
-                    with suppress(ProcessLookupError, PermissionError):
-                        os.kill(int(pid), signal.SIGKILL)
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    await asyncio.sleep(0.02)
-        if self.mounted:
-            with suppress(SandboxError):
-                await _run("umount", "--lazy", str(self.work))
-        await asyncio.to_thread(_rmtree, self.home)
+        await asyncio.to_thread(_cleanup_sync, self.home, self.cgroups, self._locks)
 
 
 def _descendants(root: int) -> list[int]:
@@ -272,29 +285,20 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _cleanup_sync(home: Path, mount: Path | None, cgroups: dict[str, Path]) -> None:
-    for d in cgroups.values():
-        with suppress(OSError):
-            for pid in (d / "cgroup.procs").read_text().split():
-                with suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(pid), signal.SIGKILL)
-    if mount is not None:
-        with suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(["umount", "--lazy", str(mount)], capture_output=True, timeout=30)
-    _rmtree(home)
-    for d in cgroups.values():
-        with suppress(OSError):
-            d.rmdir()
+def _cleanup_sync(home: Path, cgroups: dict[str, Path], locks: tuple[int | None, ...]) -> None:
+    remove_sandbox(home, cgroups)
+    for fd in locks:  # released last: until the folder is gone, no sweep may think it is stale
+        release(fd)
 
 
-def _rmtree(path: Path) -> None:
-    def fix(func, p, _exc):  # a command may have chmod-ed a directory to 000
-        with suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
+_TOOLS: dict[str, str] = {}
 
-    shutil.rmtree(path, onerror=fix)
+
+def _tool(name: str) -> str:
+    """The absolute path of a host tool (commands start with an empty environment, so no ``PATH`` lookup)."""
+    if name not in _TOOLS:
+        _TOOLS[name] = shutil.which(name) or name
+    return _TOOLS[name]
 
 
 class BwrapBackend(SandboxBackend):
@@ -303,45 +307,65 @@ class BwrapBackend(SandboxBackend):
     ``uid`` is the unprivileged user commands run as when we are root (default 65534, ``nobody``); as a
     non-root user, commands run as ourselves. ``cgroups`` adds per-sandbox cgroup v1 limits where writable.
     ``overlay`` (root only) makes /work an overlayfs over a shared, read-only per-snapshot copy owned by the
-    sandbox user, so creating a sandbox costs a mount instead of a copy; without it /work is a full copy.
+    sandbox user, so creating a sandbox costs a mount instead of a copy; without it /work is a full copy. As
+    root, /work's writable layer lives on a tmpfs of ``Limits.disk_mb`` (the disk quota). The first ``create``
+    sweeps what sandboxes of dead owners left; at most ``max_lowers`` unused snapshot copies are kept.
     """
 
     name = "bwrap"
 
-    def __init__(self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True):
+    def __init__(self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True,
+                 max_lowers: int = MAX_LOWERS):
         self.uid = uid if os.geteuid() == 0 else None
         self.use_cgroups = cgroups and _cgroups_writable()
         self.overlay = overlay and os.geteuid() == 0 and shutil.which("mount") is not None
+        self.quota = os.geteuid() == 0 and shutil.which("mount") is not None
+        self.max_lowers = max_lowers
         self._runtime: Path | None = None
-        self._lowers: dict[tuple[str, str], Path] = {}
+        self._swept = False
 
-    async def _lower(self, snapshot: Path) -> Path:
-        """A copy of ``snapshot`` owned by the sandbox user, shared read-only by its sandboxes' overlays."""
+    def sweep(self) -> list[str]:
+        """Remove the sandboxes (folders, mounts, cgroups, processes) of owners that died; their names."""
+        removed = sweep(sandbox_root() / "work", _cgroup_dirs)
+        evict_lowers(sandbox_root() / "lower", self.max_lowers)
+        self._swept = True
+        return removed
+
+    async def _lower(self, snapshot: Path) -> tuple[Path, int]:
+        """A copy of ``snapshot`` owned by the sandbox user, shared read-only by its sandboxes' overlays, and
+        an fd holding a shared lock on it (no eviction while a sandbox reads it)."""
         stats = await asyncio.to_thread(fingerprint, str(snapshot))
         sig = hashlib.sha1(repr(sorted(stats.items())).encode()).hexdigest()[:16]
         key = (str(snapshot.resolve()), sig)
-        if key in self._lowers and self._lowers[key].is_dir():
-            return self._lowers[key]
         parent = sandbox_root() / "lower"
         parent.mkdir(exist_ok=True, mode=0o711)
+        os.chmod(parent, 0o711)
         target = parent / hashlib.sha1(f"{key}".encode()).hexdigest()[:20]
-        if not target.is_dir():
-            tmp = parent / f".{target.name}-{uuid.uuid4().hex[:6]}"
-            await _run("cp", "-a", "--", f"{snapshot}/.", str(tmp))
-            if self.uid is not None:
-                await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(tmp))
-            os.chmod(tmp, 0o755)
-            try:
-                tmp.rename(target)
-            except OSError:
-                await asyncio.to_thread(_rmtree, tmp)
-        self._lowers[key] = target
-        return target
+        created = False
+        for _ in range(3):
+            if not target.is_dir():
+                created = True
+                tmp = parent / f".{target.name}-{uuid.uuid4().hex[:6]}"
+                await _run("cp", "-a", "--", f"{snapshot}/.", str(tmp))
+                if self.uid is not None:
+                    await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(tmp))
+                os.chmod(tmp, 0o755)
+                try:
+                    tmp.rename(target)
+                except OSError:
+                    await asyncio.to_thread(rmtree, tmp)
+            fd = take_lock(target, shared=True, wait_s=5)
+            if fd is not None and os.fstat(fd).st_ino == os.stat(target).st_ino:  # not evicted meanwhile
+                os.utime(target)  # most recently used: evicted last
+                if created:
+                    await asyncio.to_thread(evict_lowers, parent, self.max_lowers)
+                return target, fd
+            release(fd)
+        raise SandboxError(f"could not prepare a shared copy of {snapshot}")
 
-    async def _overlay(self, snapshot: Path, home: Path) -> Path | None:
-        """Mount ``home/merged`` as an overlay over the snapshot's lower copy; ``None`` if mounting fails."""
-        lower = await self._lower(snapshot)
-        upper, scratch, merged = home / "upper", home / "scratch", home / "merged"
+    async def _overlay(self, lower: Path, home: Path, layer: Path) -> Path | None:
+        """Mount ``home/merged`` as an overlay over ``lower`` writing to ``layer``; ``None`` if mounting fails."""
+        upper, scratch, merged = layer / "upper", layer / "scratch", home / "merged"
         for d in (upper, scratch, merged):
             d.mkdir(mode=0o700)
             if self.uid is not None:
@@ -351,8 +375,25 @@ class BwrapBackend(SandboxBackend):
                        f"lowerdir={lower},upperdir={upper},workdir={scratch}", str(merged))
         except SandboxError:
             self.overlay = False
+            for d in (upper, scratch, merged):
+                d.rmdir()
             return None
         return merged
+
+    async def _disk(self, home: Path, limits: Limits) -> Path | None:
+        """``home/disk``: a tmpfs of ``limits.disk_mb`` for the sandbox's writable files (root only)."""
+        if not self.quota:
+            return None
+        disk = home / "disk"
+        disk.mkdir(mode=0o711)
+        try:
+            await _run("mount", "-t", "tmpfs", "-o", f"size={limits.disk_mb}m,mode=0711,nosuid,nodev", "rg-disk",
+                       str(disk))
+        except SandboxError:
+            self.quota = False
+            disk.rmdir()
+            return None
+        return disk
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -371,43 +412,64 @@ class BwrapBackend(SandboxBackend):
         snapshot = Path(snapshot)
         if not snapshot.is_dir():
             raise SandboxError(f"snapshot {snapshot} is not a directory")
+        if not self._swept:
+            await asyncio.to_thread(self.sweep)
         parent = sandbox_root() / "work"
         parent.mkdir(exist_ok=True, mode=0o711)
+        os.chmod(parent, 0o711)  # whatever the umask: the sandbox user must traverse it
         sid = uuid.uuid4().hex[:16]
-        home = parent / sid
-        if self._runtime is None:
-            self._runtime = await asyncio.to_thread(runtime_dir)
-        runtime = self._runtime
-        work = None
-        if self.overlay:
-            home.mkdir(mode=0o711)
-            work = await self._overlay(snapshot, home)
-            if work is None:
-                await asyncio.to_thread(_rmtree, home)
-        mounted = work is not None
-        if work is None:
-            work = home
-            await _run("cp", "-a", "--", f"{snapshot}/.", str(work))
-            if self.uid is not None:
-                await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
-        os.chmod(work, 0o700)
+        # made under a dot name with its lock held, then renamed: a sweep never sees it unlocked
+        building, home = parent / f".{sid}.new", parent / sid
+        building.mkdir(mode=0o711)
+        lock = take_lock(building / LOCK_NAME)
+        building.rename(home)
         cgroups = _cgroup_dirs(sid) if self.use_cgroups else {}
+        locks: list[int | None] = [lock]
         try:
-            for name, d in cgroups.items():
-                d.mkdir(parents=True, exist_ok=True)
-                if name == "memory":
-                    (d / "memory.limit_in_bytes").write_text(str(limits.memory_mb * 1024 * 1024))
-                elif name == "pids":
-                    (d / "pids.max").write_text(str(limits.pids))
-                else:
-                    (d / "cpu.cfs_period_us").write_text("100000")
-                    (d / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * 100000))))
-        except OSError:  # a controller refused: fall back to rlimits only
-            for d in cgroups.values():
-                with suppress(OSError):
-                    d.rmdir()
-            cgroups = {}
-        return BwrapSandbox(snapshot, limits, work, self.uid, runtime, cgroups, home=home, mounted=mounted)
+            if self._runtime is None:
+                self._runtime = await asyncio.to_thread(runtime_dir)
+            disk = await self._disk(home, limits)
+            layer = disk or home
+            work = None
+            if self.overlay:
+                lower, lower_fd = await self._lower(snapshot)
+                locks.append(lower_fd)
+                work = await self._overlay(lower, home, layer)
+            if work is None:
+                work = layer / "repo"
+                work.mkdir(mode=0o700)
+                try:
+                    await _run("cp", "-a", "--", f"{snapshot}/.", str(work))
+                except SandboxError as e:
+                    raise SandboxError(f"could not copy {snapshot} into a sandbox (larger than the disk quota of "
+                                       f"{limits.disk_mb} MB?): {e}") from None
+                if self.uid is not None:
+                    await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
+            os.chmod(work, 0o700)
+            cgroups = _make_cgroups(cgroups, limits)
+        except BaseException:
+            await asyncio.to_thread(_cleanup_sync, home, cgroups, tuple(locks))
+            raise
+        return BwrapSandbox(snapshot, limits, work, self.uid, self._runtime, cgroups, home=home, locks=tuple(locks),
+                            disk_quota_mb=limits.disk_mb if disk is not None else None)
+
+
+def _make_cgroups(cgroups: dict[str, Path], limits: Limits) -> dict[str, Path]:
+    """Create the sandbox's cgroups with its limits; ``{}`` (rlimits only) when a controller refuses."""
+    try:
+        for name, d in cgroups.items():
+            d.mkdir(parents=True, exist_ok=True)
+            if name == "memory":
+                (d / "memory.limit_in_bytes").write_text(str(limits.memory_mb * 1024 * 1024))
+            elif name == "pids":
+                (d / "pids.max").write_text(str(limits.pids))
+            else:
+                (d / "cpu.cfs_period_us").write_text("100000")
+                (d / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * 100000))))
+    except OSError:
+        kill_cgroups(cgroups, remove=True)
+        return {}
+    return cgroups
 
 
 async def _run(*argv: str) -> None:
