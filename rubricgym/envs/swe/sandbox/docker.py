@@ -312,7 +312,7 @@ class DockerBackend(SandboxBackend):
             security_opt=["no-new-privileges"], mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m", pids_limit=limits.pids, nano_cpus=int(limits.cpus * 1e9),
             mounts=[Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.disk_mb * 1024 * 1024),
-                    Mount("/tmp", None, type="tmpfs", tmpfs_size=256 * 1024 * 1024)],
+                    Mount("/tmp", None, type="tmpfs", tmpfs_size=min(256, limits.disk_mb) * 1024 * 1024)],
             volumes={"/usr": {"bind": "/usr", "mode": "ro"}, str(runtime): {"bind": RUNTIME_DIR, "mode": "ro"}},
             working_dir=WORKDIR, environment=BASE_ENV, labels={"rubricgym.sandbox": "swe"},
         )
