@@ -208,8 +208,8 @@ class BwrapSandbox(Sandbox):
             raise SandboxPathError(f"{path!r} is a directory") from None
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                raise SandboxPathError(f"{path!r} resolves outside the repository or through a symbolic link, "
-                                       "or a part of it is not a directory") from None
+                raise SandboxPathError(f"{path!r} is or passes through a symbolic link (links are not followed: "
+                                       "they could lead outside the repository) or through a file") from None
             raise SandboxPathError(f"{path!r} cannot be opened: {e.strerror}") from None
 
     async def read_file(self, path: str) -> bytes:
