@@ -213,8 +213,10 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
         """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
-        return {name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
-                for name, target in cls.scripted_agents.items()}
+        return {
+            name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
+            for name, target in cls.scripted_agents.items()
+        }
 
     # ---- task sets --------------------------------------------------------------------------------------
 
@@ -231,7 +233,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        rec = self._advance(action, None, None, False)
+        rec = self._advance(action)
         info = {
             "stage": rec.stage,
             "step": rec.index + 1,
@@ -299,14 +301,18 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     def step_typed(self, action: Action | str | Message) -> Observation:
         """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
         if isinstance(action, Action):
-            rec = self._advance(action.text, action.tool_call, action.parse_error, action.structured)
+            rec = self._advance(
+                action.text, call=action.tool_call, parse_error=action.parse_error, structured=action.structured
+            )
         elif isinstance(action, Message) and action.tool_calls:
-            rec = self._advance(action.content or "", action.tool_calls[0], None, True)
+            rec = self._advance(action.content or "", call=action.tool_calls[0], structured=True)
         else:
-            rec = self._advance(action.content or "" if isinstance(action, Message) else action, None, None, False)
+            rec = self._advance(action.content or "" if isinstance(action, Message) else action)
         return rec.materialise()[0].observation
 
-    def _advance(self, text: Any, call: ToolCall | None, parse_error: str | None, structured: bool) -> _Record:
+    def _advance(
+        self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    ) -> _Record:
         """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
