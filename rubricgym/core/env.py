@@ -100,7 +100,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     ``begin``, ``stage_of``, ``system_prompt`` and ``summary``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
     env_id: ClassVar[str] = ""
     stages: ClassVar[tuple[str, ...]] = ()
     default_max_steps: ClassVar[int] = 10
@@ -293,8 +293,11 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         cache = self._tooling
         if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
             return cache
-        same = cache is not None and len(cache.tools) == len(tools)
-        if not same or any(a is not b for a, b in zip(cache.tools, tools, strict=True)):
+        if (
+            cache is None
+            or len(cache.tools) != len(tools)
+            or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
+        ):
             self._tooling = cache = _Tooling(tools, argument_rules(tools))
         return cache
 
@@ -333,9 +336,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 call = ToolCall(name=parsed[0], arguments=parsed[1])
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
-        if parse_error is not None:
+        if parse_error is not None or call is None:
             run = None
-            out = ToolOutput(text=format_parse_error(parse_error, tools))
+            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
         else:
             run = call
             try:
@@ -439,10 +442,9 @@ class _Record:
     def materialise(self) -> tuple[Step, Message, Message]:
         if self.built is None:
             call, valid = self.call, self.parse_error is None
-            structured_reply = call is not None and self.structured and valid
             reply = (
                 Message(role="tool", content=self.reply, tool_call_id=call.id, name=call.name)
-                if structured_reply
+                if call is not None and self.structured and valid
                 else Message(role="user", content=self.reply)
             )
             assistant = Message(
