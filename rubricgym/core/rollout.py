@@ -163,7 +163,12 @@ async def rollout_many(
                 return
             consecutive = 0
             if store is not None:
-                store.extend(list(trajs))
+                try:
+                    store.extend(list(trajs))
+                except Exception as e:  # noqa: BLE001  (one unstorable group is a recorded failure, not the run's end)
+                    report.failures.append((task.id, f"could not store the trajectories: {type(e).__name__}: {e}"))
+                    bar.update(bar_id, advance=1, status=f"[red]{len(report.failures)} failed")
+                    return
             report.trajectories.extend(trajs)
             mean = sum(t.outcome.reward for t in report.trajectories) / len(report.trajectories)
             bar.update(bar_id, advance=1, status=f"mean env reward {mean:.3f}")
