@@ -87,12 +87,18 @@ def resolve_agent(
 
         return OpenAIAgent(base_url, model, temperature=temperature, native_tools=native_tools, seed=seed)
     if name == "local":
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError as e:
+            hint = f"--agent local needs torch and transformers ({e.name} is missing): pip install 'rubricgym[train]'"
+            fail(escape(hint))
         from rubricgym.agents.local import LocalAgent
 
         return LocalAgent(model or "smollm2-135m-instruct", temperature=temperature, seed=seed)
     scripted = env_agents(env_id)
     if name not in scripted:
-        fail(f"unknown agent {name!r} for {env_id}; choose from: openai, local, {', '.join(sorted(scripted))}")
+        fail(f"unknown agent {name!r} for {env_id}; choose from: {', '.join(['openai', 'local', *sorted(scripted)])}")
     return scripted[name](seed=seed)
 
 
@@ -101,13 +107,13 @@ def run(
     env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
     out: Annotated[Path, typer.Option("--out", help="run directory (created; resumed if it exists)")],
     agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env")] = "oracle",
-    tasks: Annotated[int, typer.Option("--tasks", help="number of generated tasks")] = 10,
+    tasks: Annotated[int, typer.Option("--tasks", min=1, help="number of generated tasks")] = 10,
     task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
     split: Annotated[str, typer.Option(help="task split")] = "train",
     seed: Annotated[int, typer.Option(help="task and agent seed")] = 0,
-    group_size: Annotated[int, typer.Option(help="rollouts per task (a GRPO group)")] = 1,
-    concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
-    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit")] = None,
+    group_size: Annotated[int, typer.Option(min=1, help="rollouts per task (a GRPO group)")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="episodes in flight")] = 4,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="override the env's step limit")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --agent openai")] = None,
     model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
     temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
@@ -124,7 +130,7 @@ def run(
         spec(env_id)
     except KeyError as e:
         fail(str(e.args[0]))
-    env_kwargs = {"max_steps": max_steps} if max_steps else {}
+    env_kwargs = {"max_steps": max_steps} if max_steps is not None else {}
     try:
         task_set = (
             TaskSet.from_file(task_file, env_id=env_id)
@@ -136,19 +142,11 @@ def run(
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
     )
+    meta = {"env_id": env_id, "agent": agent, "model": model, "base_url": base_url, "seed": seed,
+            "tasks": len(task_set), "group_size": group_size, "split": split}
+    lock = _open_run_dir(out, meta)
     store = TrajectoryStore(out)
-    store.write_meta(
-        {
-            "env_id": env_id,
-            "agent": agent,
-            "model": model,
-            "base_url": base_url,
-            "seed": seed,
-            "tasks": len(task_set),
-            "group_size": group_size,
-            "split": split,
-        }
-    )
+    store.write_meta(meta)
     report = asyncio.run(
         rollout_many(
             env_id,
@@ -164,6 +162,7 @@ def run(
         )
     )
     store.write_meta({"failures": [{"task_id": t, "error": e} for t, e in report.failures]})
+    lock.release()
     console.print(
         f"wrote {len(report.trajectories)} trajectories to {store.path}"
         + (f" ({len(report.skipped)} tasks already there, skipped)" if report.skipped else "")
@@ -175,6 +174,24 @@ def run(
             f"finished work is kept and `--resume` retries the rest. First error: {first}",
             code=1,
         )
+
+
+def _open_run_dir(out: Path, meta: dict):
+    """Lock ``out`` for this run (exit 2 naming the holder if another run has it) and refuse a resume into a
+    directory written with different run-defining options."""
+    from rubricgym.core.rundir import RunDirError, RunDirLock, check_resume
+    from rubricgym.core.store import RUN_META, TRAJECTORIES
+
+    lock = RunDirLock(out)
+    try:
+        lock.acquire()
+        previous = json.loads((out / RUN_META).read_text()) if (out / RUN_META).exists() else {}
+        has = (out / TRAJECTORIES).exists() and (out / TRAJECTORIES).stat().st_size > 0
+        check_resume(out, previous, meta, has)
+    except (RunDirError, ValueError, OSError) as e:
+        lock.release()
+        fail(str(e))
+    return lock
 
 
 # ---- show ----------------------------------------------------------------------------------------------------

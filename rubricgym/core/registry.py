@@ -124,7 +124,13 @@ def _discover() -> None:
             warnings.warn(f"rubricgym: could not load env plugin {ep.name!r} ({ep.value}): {e}", stacklevel=2)
             continue
         if callable(loaded) and not isinstance(loaded, type):
-            loaded()
+            try:
+                loaded()
+            except Exception as e:  # its registration callable failed: every other command must still work
+                warnings.warn(
+                    f"rubricgym: env plugin {ep.name!r} ({ep.value}) failed to register: {type(e).__name__}: {e}",
+                    stacklevel=2,
+                )
 
 
 def spec(id: str) -> EnvSpec:
