@@ -14,3 +14,6 @@ def test_rubricgym_check_passes(env_id):
     report = check_env_id(env_id, fuzz=60)
     failed = [row for row in report.rows if not row[1]]
     assert not failed, failed
+    hostile = next(detail for name, _, detail in report.rows if name == "hostile argument values in every tool")
+    reached = int(hostile.split("; ")[1].split()[0])
+    assert reached > 0, f"no hostile argument value reached tool code: {hostile}"

@@ -68,12 +68,24 @@ class Grade:
                 f"{sum(f.values())}/{len(f)}; previously passing tests still passing: {sum(p.values())}/{len(p)}.")
 
 
+def _plugin_code(snapshot: Path, finding: str) -> bool:
+    """A pytest finding in a file that already used pytest (the repository is a pytest plugin): not tampering."""
+    path, _, why = finding.partition(": ")
+    if "pytest" not in why:
+        return False
+    original = snapshot / path
+    try:
+        return original.is_file() and "pytest" in original.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> Grade:
     """Restore tests and test infrastructure, apply the test patch, run the instance's tests; the sandbox is
     changed for good."""
     out = Grade(model_patch=await sandbox.diff())
-    out.tampering = tampering_lines(out.model_patch, inst.test_files)
     snapshot = Path(inst.snapshot)
+    out.tampering = [t for t in tampering_lines(out.model_patch, inst.test_files) if not _plugin_code(snapshot, t)]
     touched = set(patch_files(out.model_patch))
     if "# diff truncated at" in out.model_patch[-20000:]:  # names past the cap: check every infrastructure file
         touched |= set(await sandbox.fingerprint()) | set(walk(str(snapshot)))
@@ -106,8 +118,9 @@ async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> 
             out.error = f"the test patch did not apply: {(res.stdout + res.stderr)[-400:]}"
             return out
     ids = list(dict.fromkeys(inst.FAIL_TO_PASS + inst.PASS_TO_PASS))
-    run = await run_pytest(sandbox, ids, inst.python_path, timeout=timeout)
-    out.tampering += run.tampering
+    watch = [p for p in patch_files(out.model_patch) if p.endswith(".py") and not is_test_infrastructure(p)]
+    run = await run_pytest(sandbox, ids, inst.python_path, timeout=timeout, watch=watch[:200])
+    out.tampering += [t for t in run.tampering if not _plugin_code(snapshot, t)]
     if run.error and not run.results:
         out.error = run.error
     passed = run.passed()

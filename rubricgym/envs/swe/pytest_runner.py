@@ -32,14 +32,6 @@ WORKDIR = "/work"
 RUNTIME = "/opt/rubricgym"
 
 
-def _is_test_path(rel: str) -> bool:
-    parts = rel.split("/")
-    name = parts[-1]
-    if name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name[:-3].endswith("_test"))):
-        return True
-    return any(p in ("tests", "test", "testing") for p in parts[:-1])
-
-
 def _guarded() -> list[tuple[object, str, object]]:
     """``(owner, attribute, value)`` of what a verdict rests on, as loaded before any repository code."""
     import _pytest.reports
@@ -61,17 +53,19 @@ def _replaced(guarded: list[tuple[object, str, object]]) -> list[str]:
     return [f"{getattr(o, '__name__', o)}.{n}" for o, n, v in guarded if vars(o).get(n) is not v]
 
 
-def _machinery_holders() -> list[str]:
-    """Repository modules (not tests) holding pytest/_pytest/pluggy modules or objects in their globals."""
+def _machinery_holders(watched: list[str]) -> list[str]:
+    """``path: why`` for each watched repository module (files the agent changed) whose globals hold pytest,
+    ``_pytest`` or ``pluggy`` modules or objects."""
     found = []
-    for name, mod in list(sys.modules.items()):
+    wanted = {f"{WORKDIR}/{w}" for w in watched}
+    for mod in list(sys.modules.values()):
         path = getattr(mod, "__file__", None) or ""
-        if not path.startswith(WORKDIR + "/") or _is_test_path(path[len(WORKDIR) + 1:]):
+        if path not in wanted:
             continue
         for key, value in list(vars(mod).items()):
             origin = getattr(value, "__name__", "") if type(value) is type(sys) else getattr(value, "__module__", "")
             if isinstance(origin, str) and origin.split(".")[0] in MACHINERY:
-                found.append(f"{name}.{key} is {origin}")
+                found.append(f"{path[len(WORKDIR) + 1:]}: holds pytest machinery at run time: {key} is {origin}")
                 break
     return found
 
@@ -128,7 +122,7 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
             print(f"pytest crashed: {type(e).__name__}: {e}")
             code = 3
     tampering = [f"pytest machinery was replaced at run time: {n}" for n in _replaced(guarded)[:10]]
-    tampering += [f"library code holds test machinery: {h}" for h in _machinery_holders()[:10]]
+    tampering += _machinery_holders(json.loads(os.environ.get("RUBRICGYM_WATCH", "[]")))[:10]
     send("end", exit=code, tampering=tampering)
     sys.stdout.write(buf.getvalue()[-REPORT_TAIL:])
     return code

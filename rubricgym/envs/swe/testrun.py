@@ -73,8 +73,11 @@ def parse_run(res: ExecResult, key: str) -> TestRun:
 
 
 async def run_pytest(sandbox: Sandbox, selectors: list[str] | None = None, python_path: list[str] | None = None,
-                     timeout: float | None = None) -> TestRun:
-    """Run pytest on ``selectors`` (node ids, files or directories; all tests when empty) in ``sandbox``."""
+                     timeout: float | None = None, watch: list[str] | None = None) -> TestRun:
+    """Run pytest on ``selectors`` (node ids, files or directories; all tests when empty) in ``sandbox``.
+
+    ``watch``: repository files (the agent's changes) whose modules must not hold pytest machinery at run time.
+    """
     key = secrets.token_hex(16)
     key_file = f".rubricgym-key-{secrets.token_hex(6)}"
     try:
@@ -82,7 +85,8 @@ async def run_pytest(sandbox: Sandbox, selectors: list[str] | None = None, pytho
     except (SandboxError, ValueError) as e:
         return TestRun(exit_code=-1, error=f"could not start the test run: {e}")
     argv = ["/usr/bin/python3", "-I", "-c", RUNNER, "parent", f"{WORKDIR}/{key_file}", *(selectors or [])]
-    env = {**python_path_env(python_path or ["."]), "RUBRICGYM_RUNNER": RUNNER}
+    env = {**python_path_env(python_path or ["."]), "RUBRICGYM_RUNNER": RUNNER,
+           "RUBRICGYM_WATCH": json.dumps(watch or [])}
     res = await sandbox.exec(argv, timeout=timeout, env=env, output_bytes=16 * 1024 * 1024)
     if f"{SENTINEL} {key} " not in res.stdout:  # the parent never started: remove the key
         await sandbox.exec(["/bin/rm", "-f", "--", key_file])
