@@ -84,11 +84,8 @@ TAMPERING = {"report_outcome_rewrite", "hidden_report_outcome_rewrite",
 
 @pytest.fixture(scope="module", params=["bwrap", "docker"])
 def env(request):
-    from rubricgym.envs.swe.sandbox import BwrapBackend
-
     if request.param == "bwrap":
-        if BwrapBackend.unavailable_reason():
-            pytest.skip(f"bwrap backend unavailable: {BwrapBackend.unavailable_reason()}")
+        request.getfixturevalue("bwrap")  # skipped (failed under CI) where bubblewrap is missing
         e = make("swe-v0", command_timeout=20)
     else:
         e = make("swe-v0", backend="docker", docker_url=request.getfixturevalue("podman_url"), command_timeout=20)
