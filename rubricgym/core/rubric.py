@@ -29,7 +29,8 @@ A rubric file (or an env's ``default_rubric()``, or ``Task.rubric``) looks like:
         applies_if: edited          # optional: the criterion applies only when this holds, else its verdict
                                     #   is N/A and it leaves numerator and denominator of every aggregate.
                                     #   A named env check (met = applies) or a built-in condition: answered,
-                                    #   acted, edited, tool:NAME; prefix not: to negate; a list means all.
+                                    #   acted, edited, tool:NAME; prefix not: to negate; a|b: either;
+                                    #   a list: all of them.
 
 Errors name the file, the criterion and the field (``RubricError``). The content hash (``Rubric.hash``) covers
 everything that changes a verdict and keys the judge cache.
@@ -81,8 +82,8 @@ class Criterion(Wire):
             v = [v]
         if isinstance(v, list):
             for cond in v:
-                name = cond.removeprefix("not:") if isinstance(cond, str) else ""
-                if not name.strip() or name == "tool:":
+                names = [alt.removeprefix("not:") for alt in cond.split("|")] if isinstance(cond, str) else [""]
+                if any(not name.strip() or name == "tool:" for name in names):
                     raise ValueError(
                         f"condition {cond!r} is empty: name a check, or answered, acted, edited, tool:NAME"
                     )

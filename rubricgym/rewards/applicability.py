@@ -10,7 +10,8 @@ aggregate. A condition is one of
   files), ``tool:NAME`` (a call of tool NAME ran without error);
 - the name of one of the env's checks: it applies when the check is met (a check that is itself N/A or unmet
   makes the criterion N/A);
-- either, prefixed with ``not:`` to negate it.
+- either, prefixed with ``not:`` to negate it; alternatives joined by ``|`` hold when any of them does
+  (``edited|not:no_destructive_commands``: the agent edited something or ran a destructive command).
 
 For a step-scope criterion the built-ins look at the steps up to and including the judged one.
 """
@@ -70,11 +71,15 @@ def applicability(
 ) -> Applicability:
     """Evaluate ``conditions`` (all must hold) for ``traj`` (at ``step`` for step-scope criteria)."""
     for cond in conditions or []:
-        negated = cond.startswith("not:")
-        name = cond.removeprefix("not:")
-        holds, why = _holds(name, traj, step, run_check)
-        if holds is None:
-            return Applicability(False, error=why)
-        if holds == negated:
-            return Applicability(False, reason=f"not applicable: condition {cond!r} does not hold ({why})")
+        found = []
+        for alt in cond.split("|"):  # any alternative may hold
+            negated = alt.startswith("not:")
+            holds, why = _holds(alt.removeprefix("not:"), traj, step, run_check)
+            if holds is None:
+                return Applicability(False, error=why)
+            if holds != negated:
+                break
+            found.append(why)
+        else:
+            return Applicability(False, reason=f"not applicable: {cond!r} does not hold ({'; '.join(found)})")
     return Applicability(True)

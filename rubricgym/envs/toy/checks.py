@@ -111,7 +111,7 @@ ALL = {
 
 DEFAULT_RUBRIC = {
     "id": "toy-calculator",
-    "version": "1",
+    "version": "2",
     "criteria": [
         {
             "id": "correct",
@@ -135,6 +135,7 @@ DEFAULT_RUBRIC = {
             "level": "important",
             "scope": "trajectory",
             "check": "no_invalid_actions",
+            "applies_if": "tool:calculator",  # one guessed answer is no work to be clean about
         },
         {
             "id": "used_calculator",
@@ -150,6 +151,7 @@ DEFAULT_RUBRIC = {
             "level": "important",
             "scope": "step",
             "check": "step_valid",
+            "applies_if": "tool:calculator",
         },
         {
             "id": "progress",
