@@ -93,6 +93,7 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
     rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
     rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
     rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed)))
+    rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed)))
     return CheckReport(env_id, rows)
 
 
@@ -212,3 +213,16 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
                 c(traj)
         results.append(f"{name}: {len(traj.steps)} steps, reward {traj.outcome.reward:g}")
     return f"{len(checks)} checks ran on trajectories of " + ("; ".join(results) or "no scripted agents")
+
+
+def _gaming(env_spec: EnvSpec, seed: int) -> str:
+    """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
+    from rubricgym.rewards.gaming import audit_totals  # the checker is a tool over every layer, core included
+
+    report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed))
+    if not report.criteria:
+        return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"
+    if report.problems():
+        raise AssertionError("; ".join(report.problems()) + " (gate vacuous criteria with applies_if; "
+                             f"details: rubricgym audit-judge --env {env_spec.id})")
+    return report.line()

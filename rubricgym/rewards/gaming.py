@@ -83,6 +83,8 @@ class TotalsReport(Wire):
     good: float | None = None
     master_keys: dict[str, float | None] = Field(default_factory=dict)
     do_nothing: dict[str, float | None] = Field(default_factory=dict)
+    criteria: int = 0
+    """Criteria the audit could judge; with none there is nothing to flag."""
     skipped_criteria: list[str] = Field(default_factory=list)
     """Criteria no given judge can judge (LLM criteria in a programmatic audit): left out of every total."""
     errors: int = 0
@@ -90,8 +92,10 @@ class TotalsReport(Wire):
     good_min: float = 0.9
 
     def problems(self) -> list[str]:
-        """Why the rubric is gameable (empty when it is not)."""
-        out = []
+        """Why the rubric is gameable (empty when it is not, or when no criterion could be judged)."""
+        out: list[str] = []
+        if not self.criteria:
+            return out
         for kind, probes in (("master key", self.master_keys), ("do-nothing", self.do_nothing)):
             for name, total in probes.items():
                 if total is not None and total > self.threshold:
@@ -162,7 +166,8 @@ async def audit_totals(
     kw = env_kwargs or {}
     tasks = make(env_id, **kw).task_set(n_tasks, seed=seed, split="test")
     report = TotalsReport(env_id=env_id, rubric_id=full.id, rubric_hash=full.hash, method=scored.aggregation.method,
-                          tasks=len(tasks), skipped_criteria=skipped, threshold=threshold, good_min=good_min)
+                          tasks=len(tasks), criteria=len(scored.criteria), skipped_criteria=skipped,
+                          threshold=threshold, good_min=good_min)
 
     async def totals(trajs: Sequence[Trajectory]) -> float | None:
         breakdowns = await prm.score_many(list(trajs))
