@@ -48,7 +48,7 @@ async def test_a_vacuous_pitfall_is_flagged():
 
 def test_report_flags_a_weak_known_good_agent():
     r = TotalsReport(env_id="e", rubric_id="r", rubric_hash="h", method="rar", tasks=1, good_agent="oracle",
-                     good=0.5, do_nothing={"empty": 0.0})
+                     good=0.5, do_nothing={"empty": 0.0}, criteria=3)
     assert r.problems() == ["known-good agent 'oracle' earns only 0.500 < 0.9"]
 
 
