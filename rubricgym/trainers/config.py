@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.rewards.monitor import MonitorConfig
+
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 
 
@@ -117,6 +119,8 @@ class TrainConfig(_Strict):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    monitor: MonitorConfig | None = None
+    """Hacking monitors every k steps (exploitation vs a reference panel, internalisation gap, drift, alarms)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
