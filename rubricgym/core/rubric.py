@@ -56,6 +56,16 @@ Level = Literal["essential", "important", "optional", "pitfall"]
 Method = Literal["rar", "signed", "rar_implicit", "renorm", "swe_trace", "carr"]
 
 
+BUILTIN_CONDITIONS = ("answered", "acted", "edited")
+"""``applies_if`` conditions every env understands (``rewards.applicability``); ``tool:NAME`` is one too."""
+
+
+def condition_check(condition: str) -> str | None:
+    """The env check an ``applies_if`` alternative names (``None`` for a built-in or ``tool:NAME``)."""
+    name = condition.removeprefix("not:")
+    return None if name in BUILTIN_CONDITIONS or name.startswith("tool:") else name
+
+
 class RubricError(ValueError):
     """A rubric that does not fit the schema; the message names the file, criterion and field."""
 
@@ -182,6 +192,14 @@ class Rubric(Wire):
             if c.id == id:
                 return c
         raise KeyError(f"rubric {self.id!r} has no criterion {id!r}; it has: {', '.join(c.id for c in self.criteria)}")
+
+    def referenced_checks(self) -> set[str]:
+        """Every env check the rubric names: criteria's ``check`` and the checks in their ``applies_if``."""
+        names = {c.check for c in self.criteria if c.check}
+        for c in self.criteria:
+            for cond in c.applies_if or []:
+                names |= {n for alt in cond.split("|") if (n := condition_check(alt))}
+        return names
 
     @property
     def step_criteria(self) -> list[Criterion]:

@@ -35,7 +35,7 @@ def _answered(traj: Trajectory, steps: list[Step]) -> bool:
     return bool((traj.outcome.answer or "").strip())
 
 
-BUILTIN: dict[str, Callable[[Trajectory, list[Step]], bool]] = {
+BUILTIN: dict[str, Callable[[Trajectory, list[Step]], bool]] = {  # one per core.rubric.BUILTIN_CONDITIONS
     "answered": _answered,
     "acted": lambda traj, steps: any(_ran(s) for s in steps),
     "edited": lambda traj, steps: any(s.info.get("changed_files") for s in steps),
