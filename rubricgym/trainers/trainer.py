@@ -104,9 +104,12 @@ class Trainer:
             self.backend = RayBackend(cfg, address=cfg.ray_address, workers=cfg.ray_workers)
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
+        from rubricgym.rewards.evolve import build_buffer
         from rubricgym.trainers.monitors import build_monitor
 
         self.monitor = build_monitor(cfg.monitor, self.prm, self.policy, cfg.advantage.reward_key)
+        self.buffer = build_buffer(cfg.rubric_buffer, self.prm.rubric, self.env_cls, key=cfg.advantage.reward_key,
+                                   record=self.run_dir / "rubric_versions.jsonl")
 
     # ---- data -------------------------------------------------------------------------------------------
 
@@ -198,6 +201,9 @@ class Trainer:
         record.update({k: v for k, v in stats.items() if k != "tokens"})
         if self.monitor is not None:  # hacking monitors (rewards.monitor), every monitor.every steps
             record.update(await self.monitor.observe(step + 1, flat))
+        record["rubric_hash"] = self.prm.rubric.hash  # the version these scores came from
+        if self.buffer is not None and (evolved := await self.buffer.update(step + 1, groups)) is not None:
+            self.prm.rubric = evolved  # RubricEM's stage rubric buffer: the next step scores with it
         return record
 
     # ---- evaluation -----------------------------------------------------------------------------------------
