@@ -21,6 +21,7 @@ import numpy as np
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
 from rubricgym.core.parsing import call_error, clean_call, parse_call
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.swe import checks
@@ -217,5 +218,5 @@ class SweEnv(SweTools, RubricEnv):
     # ---- rubric hooks -----------------------------------------------------------------------------------
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        return checks.DEFAULT_RUBRIC
+    def default_rubric(cls) -> Rubric:
+        return Rubric.from_dict(checks.DEFAULT_RUBRIC, source="swe DEFAULT_RUBRIC")
