@@ -20,7 +20,7 @@ def app() -> typer.Typer:
 
 
 def _rubric(path, **criterion):
-    base = CalculatorEnv.default_rubric()
+    base = CalculatorEnv.default_rubric().model_dump(exclude_none=True)
     data = dict(base, criteria=[*base["criteria"], {"id": "extra", "text": "x", "level": "important", **criterion}])
     path.write_text(__import__("yaml").safe_dump(data))
     return path
