@@ -38,7 +38,7 @@ def missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def bwrap() -> BwrapBackend:
     reason = BwrapBackend.unavailable_reason()
     if reason:
