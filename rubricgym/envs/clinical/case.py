@@ -54,7 +54,7 @@ class RubricItem(_Strict):
 
 class CaseRecord(_Strict):
     """One case. ``results`` maps exam names (catalogue id, name or alias) to a number (an analyte), report text,
-    or ``{analyte: number}`` for a panel; exams it omits come back from the virtual patient."""
+    or ``{analyte: value}`` for a panel; exams it omits come back from the virtual patient."""
 
     id: str = Field(min_length=1)
     profile: Profile
@@ -62,7 +62,7 @@ class CaseRecord(_Strict):
     history: dict[str, str | bool] = {}
     """Finding -> the patient's answer (text), or whether it is present (synthetic cases)."""
     examination: dict[str, str] = {}
-    results: dict[str, float | str | dict[str, float]] = {}
+    results: dict[str, float | str | dict[str, float | str]] = {}
     diagnosis: Diagnosis
     condition: str | None = None
     """The knowledge-base condition the diagnosis is, when it is one (drives results the record does not give)."""

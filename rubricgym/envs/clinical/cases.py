@@ -81,6 +81,16 @@ def _exam_id(kb: KnowledgeBase, name: str, where: str, field: str, analytes: boo
     return found
 
 
+def _check_kind(kb: KnowledgeBase, eid: str, value: Any, where: str, field: str) -> None:
+    exam = kb.exams[eid]
+    if isinstance(value, str) and exam.is_analyte:
+        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is numeric ({exam.unit}); give a number")
+    if not isinstance(value, str) and not exam.is_analyte and not exam.members:
+        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is a report; give its text")
+    if not isinstance(value, str) and exam.members:
+        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is a panel; give {{analyte: value}} or text")
+
+
 def _resolve(rec: CaseRecord, kb: KnowledgeBase, where: str) -> CaseRecord:
     results: dict[str, Any] = {}
     for name, value in rec.results.items():
@@ -90,10 +100,10 @@ def _resolve(rec: CaseRecord, kb: KnowledgeBase, where: str) -> CaseRecord:
             if not exam.members:
                 raise CaseFileError(f"{where}, field 'results.{name}': only a panel takes {{analyte: value}}")
             value = {_exam_id(kb, a, where, f"results.{name}.{a}", analytes=True): v for a, v in value.items()}
-        elif isinstance(value, str) and exam.is_analyte:
-            raise CaseFileError(f"{where}, field 'results.{name}': {exam.name} is numeric ({exam.unit}); give a number")
-        elif not isinstance(value, str) and not exam.is_analyte:
-            raise CaseFileError(f"{where}, field 'results.{name}': {exam.name} is a report; give its text")
+            for aid, v in value.items():
+                _check_kind(kb, aid, v, where, f"results.{name}.{aid}")
+        else:
+            _check_kind(kb, eid, value, where, f"results.{name}")
         results[eid] = value
     keys = [_exam_id(kb, k, where, "key_exams") for k in rec.key_exams]
     for item in rec.rubric:
@@ -114,7 +124,7 @@ def fixed_results(kb: KnowledgeBase, case: CaseRecord) -> dict[str, float | str]
     out: dict[str, float | str] = {}
     for eid, value in case.results.items():
         if isinstance(value, dict):
-            out.update({a: float(v) for a, v in value.items()})
+            out.update({a: v if isinstance(v, str) else float(v) for a, v in value.items()})
         else:
             out[eid] = value if isinstance(value, str) else float(value)
     return out

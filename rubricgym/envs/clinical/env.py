@@ -250,7 +250,7 @@ class ClinicalEnv(RubricEnv):
         exam_id = index.names.get(folded)
         if exam_id is None:
             found = index.contained(text)
-            if len({i for _, _, i in found}) > 1 and not _nested(found):
+            if len({i for _, _, i in found}) > 1:
                 names = ", ".join(dict.fromkeys(index.display[i] for _, _, i in found))
                 raise ToolError(f"order one exam per turn; {text!r} names several ({names})")
             exam_id = index.resolve(text)
@@ -324,12 +324,6 @@ class ClinicalEnv(RubricEnv):
                 "ordered": [i["exam"] for i in orders], "cost": sum(i["cost"] for i in orders),
                 "diagnosed": last.get("tool") == "diagnose", "correct": bool(last.get("correct")),
                 "diaggym": float(last.get("diaggym", 0.0))}
-
-
-def _nested(found: list[tuple[int, int, str]]) -> bool:
-    """Whether every match lies inside the longest one (one exam named in several ways)."""
-    start, end, _ = max(found, key=lambda f: f[1] - f[0])
-    return all(s >= start and e <= end for s, e, _ in found)
 
 
 def _as_list(value: Any) -> list[str]:

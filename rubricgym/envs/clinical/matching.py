@@ -168,13 +168,17 @@ class NameIndex:
         return self.names[close[0]] if close else None
 
     def contained(self, text: str) -> list[tuple[int, int, str]]:
-        """Every (start, end, id) of a name that occurs in ``text`` as whole words (positions in folded text)."""
+        """The (start, end, id) of the names that occur in ``text`` as whole words, longest first, never
+        overlapping ('CT pulmonary angiogram' is one match, not also 'angiogram')."""
         padded = f" {fold(text)} "
-        out = []
+        out: list[tuple[int, int, str]] = []
         for n in self._by_len:
             at = padded.find(f" {n} ")
-            if at != -1:
-                out.append((at, at + len(n), self.names[n]))
+            while at != -1:
+                span = (at + 1, at + 1 + len(n))
+                if all(span[1] <= s or span[0] >= e for s, e, _ in out):
+                    out.append((*span, self.names[n]))
+                at = padded.find(f" {n} ", at + 1)
         return out
 
     def suggest(self, text: str, n: int = 5) -> list[str]:
