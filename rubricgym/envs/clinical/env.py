@@ -107,7 +107,18 @@ class ClinicalEnv(RubricEnv):
         if self.kb_path:
             params["kb"] = self.kb_path
         return Task(id=case.id, env_id=self.env_id, split=split, prompt=prompt, params=params,
-                    hidden=scoring_facts(self.kb, case))
+                    hidden=scoring_facts(self.kb, case), rubric=self._task_rubric(case))
+
+    def _task_rubric(self, case: CaseRecord) -> dict[str, Any] | None:
+        """The default rubric plus the case's free-text physician items as LLM-judged criteria (None if none)."""
+        judged = [r for r in case.rubric if r.kind == "judge"]
+        if not judged:
+            return None
+        rubric = self.default_rubric()
+        rubric["id"] = f"{rubric['id']}+{case.id}"
+        rubric["criteria"] += [{"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text}
+                               for i, r in enumerate(judged)]
+        return rubric
 
     def begin(self, task: Task) -> None:
         kb_path = task.params.get("kb")

@@ -53,6 +53,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "dizzy": ("dizziness", "lightheaded", "light", "faint", "fainting", "fainted", "vertigo", "syncope", "collapse"),
     "rash": ("spots", "blotches", "hives", "urticaria", "itchy", "itching", "itch", "petechiae"),
     "weight": ("weigh", "kg", "pounds"),
+    "gain": ("put", "gained", "heavier", "increase", "increased", "fatter"),
+    "loss": ("lost", "lose", "losing", "thinner", "dropped"),
     "confuse": ("confused", "confusion", "disorientated", "disoriented", "muddled", "drowsy", "drowsiness"),
     "travel": ("trip", "abroad", "holiday", "flight", "flew", "fly"),
     "thirst": ("thirsty", "drinking", "polydipsia"),
@@ -182,11 +184,18 @@ class NameIndex:
         return out
 
     def suggest(self, text: str, n: int = 5) -> list[str]:
-        """Display names of the entries closest to ``text`` (for 'did you mean' observations)."""
+        """Display names of the entries closest to ``text`` (for 'did you mean' observations), closest first.
+
+        A name scores the best of its spelling similarity (with and without spaces) and its word overlap.
+        """
         folded = fold(text)
-        words = set(folded.split())
-        close = difflib.get_close_matches(folded, list(self.names), n=n * 3, cutoff=0.45)
-        shared = {name: len(words & set(name.split())) for name in self.names}
-        overlap = sorted((name for name, k in shared.items() if k), key=lambda name: -shared[name])
-        ids = list(dict.fromkeys(self.names[m] for m in close + overlap))
-        return [self.display[i] for i in ids[:n]]
+        words, compact = set(folded.split()), folded.replace(" ", "")
+        best: dict[str, float] = {}
+        for name, id_ in self.names.items():
+            nwords = set(name.split())
+            score = max(difflib.SequenceMatcher(None, folded, name).ratio(),
+                        difflib.SequenceMatcher(None, compact, name.replace(" ", "")).ratio(),
+                        len(words & nwords) / len(words | nwords) + 0.1 if words & nwords else 0.0)
+            best[id_] = max(best.get(id_, 0.0), score)
+        ranked = sorted((i for i, sc in best.items() if sc >= 0.4), key=lambda i: -best[i])
+        return [self.display[i] for i in ranked[:n]]

@@ -170,8 +170,8 @@ class VirtualPatient:
         topic = _topic(question)
         if topic:
             return self._topic_answer(topic), []
-        absent = local.best(question, [f for f in index.phrases if f not in present] + [f for f, v in hist.items()
-                                                                                      if v is False])
+        denied = [f for f, v in hist.items() if v is False]  # the case's own negatives come first on a tie
+        absent = local.best(question, denied + [f for f in index.phrases if f not in hist])
         if absent:
             return f"No, I haven't had {absent[0][1]}.", [absent[0][1]]
         return (f"I'm not sure what you mean, doctor. I came in because of {case.complaint}. "
