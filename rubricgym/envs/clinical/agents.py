@@ -31,16 +31,13 @@ def tool_call(name: str, **arguments: Any) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
 
 
-def _turn(messages: list[Message]) -> int:
-    return sum(1 for m in messages if m.role == "assistant")
-
-
 class _Planned(BaseAgent):
     """Plays a list of actions planned from the task at the start of the episode."""
 
     def __init__(self, seed: int | None = None, task: Task | None = None):
         self.seed, self.task = seed, task
         self._plan: list[str] | None = None
+        self._k = 0
 
     def episode(self, task: Task, seed: int | None) -> _Planned:
         return type(self)(seed, task)
@@ -53,7 +50,7 @@ class _Planned(BaseAgent):
             raise RuntimeError(f"the {self.name} agent needs the task: use agent.episode(task, seed) (rollout does)")
         if self._plan is None:
             self._plan = self.plan(self.task)
-        k = _turn(messages)
+        k, self._k = self._k, self._k + 1  # one call per turn
         return self._plan[min(k, len(self._plan) - 1)]
 
 

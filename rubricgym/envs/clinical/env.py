@@ -87,6 +87,7 @@ class ClinicalEnv(RubricEnv):
         self._facts: dict[str, Any] = {}
         self._pending: dict[tuple[str, str], str] = {}
         self._results_text: dict[str, str] = {}
+        self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
 
     # ---- tasks ------------------------------------------------------------------------------------------
 
@@ -124,8 +125,12 @@ class ClinicalEnv(RubricEnv):
         kb_path = task.params.get("kb")
         if kb_path and kb_path != self.kb_path:
             self.kb_path, self.kb = kb_path, load_kb(kb_path)
-        self._case = CaseRecord.model_validate(task.params["case"])
-        self._patient = VirtualPatient(self.kb, self._case, fixed_results(self.kb, self._case))
+        raw = task.params["case"]
+        if self._case_cache is None or self._case_cache[0] is not raw:  # a GRPO group resets one task many times
+            case = CaseRecord.model_validate(raw)
+            self._case_cache = (raw, case, fixed_results(self.kb, case))
+        self._case = self._case_cache[1]
+        self._patient = VirtualPatient(self.kb, self._case, self._case_cache[2])
         self._facts = task.hidden
         self._ordered: dict[str, int] = {}
         self._abnormal: set[str] = set()
@@ -197,6 +202,8 @@ class ClinicalEnv(RubricEnv):
         lines = self._patient.report(exam_id)
         analytes = [ln.exam for ln in lines]
         abnormal = [ln.exam for ln in lines if ln.abnormal]
+        if abnormal and exam_id not in abnormal:
+            abnormal.append(exam_id)  # an abnormal panel member makes the panel abnormal (citable by its name)
         source = "patient"
         if self.world_llm is not None and not repeat:
             text = self._pending.pop(("order", exam_id), None) or run_sync(
@@ -285,9 +292,7 @@ class ClinicalEnv(RubricEnv):
 
     def _considered(self, texts: list[str]) -> list[str]:
         index = condition_index(self.kb)
-        ids = {index.resolve(t) for t in texts if t and t.strip()}
-        for t in texts:
-            ids.update(i for _, _, i in index.contained(t or ""))
+        ids = {i for t in set(texts) if t for _, _, i in index.contained(t)}
         blob = " ".join(f" {fold(t)} " for t in texts if t)
         out = []
         for item in self._facts.get("cant_miss", []):

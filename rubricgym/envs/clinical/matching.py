@@ -151,6 +151,11 @@ class NameIndex:
             if code:
                 self.codes.setdefault(code.replace(".", "").upper(), id_)
         self._by_len = sorted(self.names, key=len, reverse=True)
+        lengths: dict[str, set[int]] = {}
+        for n in self.names:
+            parts = n.split()
+            lengths.setdefault(parts[0], set()).add(len(parts))
+        self._lengths = {w: tuple(sorted(ns, reverse=True)) for w, ns in lengths.items()}
 
     def resolve(self, text: str) -> str | None:
         """The id ``text`` names: exact name, ICD code, the earliest (then longest) contained name, or a close typo."""
@@ -170,17 +175,21 @@ class NameIndex:
         return self.names[close[0]] if close else None
 
     def contained(self, text: str) -> list[tuple[int, int, str]]:
-        """The (start, end, id) of the names that occur in ``text`` as whole words, longest first, never
-        overlapping ('CT pulmonary angiogram' is one match, not also 'angiogram')."""
-        padded = f" {fold(text)} "
+        """The (start word, end word, id) of the names that occur in ``text`` as whole words, longest first and
+        never overlapping ('CT pulmonary angiogram' is one match, not also 'angiogram'). Only n-grams that start
+        with a name's first word are looked up, so the cost grows with the text, not with the catalogue."""
+        words = fold(text).split()
+        found = []
+        for i, w in enumerate(words):
+            for n in self._lengths.get(w, ()):
+                id_ = self.names.get(" ".join(words[i:i + n])) if i + n <= len(words) else None
+                if id_ is not None:
+                    found.append((i, i + n, id_))
+        found.sort(key=lambda f: f[0] - f[1])
         out: list[tuple[int, int, str]] = []
-        for n in self._by_len:
-            at = padded.find(f" {n} ")
-            while at != -1:
-                span = (at + 1, at + 1 + len(n))
-                if all(span[1] <= s or span[0] >= e for s, e, _ in out):
-                    out.append((*span, self.names[n]))
-                at = padded.find(f" {n} ", at + 1)
+        for start, end, id_ in found:
+            if all(end <= s or start >= e for s, e, _ in out):
+                out.append((start, end, id_))
         return out
 
     def suggest(self, text: str, n: int = 5) -> list[str]:

@@ -9,7 +9,7 @@ reference range with realistic noise; derived analytes follow their source (haem
 from __future__ import annotations
 
 import functools
-import random
+import zlib
 from dataclasses import dataclass
 
 from rubricgym.envs.clinical.case import CaseRecord
@@ -40,6 +40,34 @@ SYSTEM_ALIASES = {
     "pelvic": ["gynaecological", "gynecological", "vaginal", "speculum", "pelvis", "genitourinary", "bimanual"],
 }
 LEVELS = {"high": (0.1, 0.6), "very high": (1.0, 3.0), "low": (-0.45, -0.1), "very low": (-0.9, -0.5)}
+
+
+_MASK = (1 << 64) - 1
+
+
+class _Stream:
+    """A tiny counter-based stream of uniforms (splitmix64): as reproducible as ``random.Random(seed)`` and
+    ~20x cheaper to start, which matters as every analyte of every case gets its own stream."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, seed: int):
+        self.state = seed & _MASK
+
+    def random(self) -> float:
+        self.state = z = (self.state + 0x9E3779B97F4A7C15) & _MASK
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return ((z ^ (z >> 31)) >> 11) / 9007199254740992.0
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.random()
+
+    def triangular(self, low: float, high: float, mode: float) -> float:
+        u, c = self.random(), (mode - low) / (high - low)
+        if u > c:
+            u, c, low, high = 1.0 - u, 1.0 - c, high, low
+        return low + (high - low) * (u * c) ** 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +126,7 @@ class VirtualPatient:
         self.effects = dict(cond.effects) if cond else {}
         self.fixed = dict(fixed or {})
         self._values: dict[str, float | str] = {}
-        self._key = f"{case.seed}|{case.id}|"
+        self._key = (case.seed * 0x9E3779B1 + zlib.crc32(case.id.encode())) & _MASK
 
     # ---- results ----------------------------------------------------------------------------------------
 
@@ -113,7 +141,7 @@ class VirtualPatient:
         exam = self.kb.exams[exam_id]
         if exam_id in self.fixed:
             return self.fixed[exam_id]
-        rng = random.Random(self._key + exam_id)
+        rng = _Stream(self._key ^ zlib.crc32(exam_id.encode()))
         eff = self.effects.get(exam_id)
         if not exam.is_analyte:
             return eff if isinstance(eff, str) else exam.normal or ""

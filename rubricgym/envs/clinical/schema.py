@@ -239,17 +239,15 @@ def _cross_check(conditions: list[Condition], exams: list[Exam], where: dict[str
 
 
 def load_kb(folder: str | Path | None = None) -> KnowledgeBase:
-    """The knowledge base in ``folder`` (default: the built-in one), validated; memoised per folder and mtime."""
-    root = Path(folder).expanduser().resolve() if folder else DEFAULT_KB
+    """The knowledge base in ``folder`` (default: the built-in one), validated; loaded once per folder and process
+    (a folder that failed to load is read again on the next call)."""
+    return _load(Path(folder).expanduser().resolve() if folder else DEFAULT_KB)
+
+
+@functools.cache
+def _load(root: Path) -> KnowledgeBase:
     if not (root / "exams.yaml").is_file():
         raise KnowledgeBaseError(f"{root}: a knowledge base folder needs exams.yaml and conditions/*.yaml")
-    files = [root / "exams.yaml", *sorted((root / "conditions").glob("*.y*ml"))]
-    stamp = sum(f.stat().st_mtime_ns for f in files)
-    return _load(root, stamp)
-
-
-@functools.lru_cache(maxsize=8)
-def _load(root: Path, stamp: int) -> KnowledgeBase:
     exams = _records(root / "exams.yaml", Exam, "exams")
     where: dict[str, Path] = {"exams": root / "exams.yaml"}
     conditions: list[Condition] = []
