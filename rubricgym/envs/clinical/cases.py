@@ -31,6 +31,8 @@ from rubricgym.envs.clinical.patient import condition_index, exam_index
 from rubricgym.envs.clinical.schema import KnowledgeBase
 
 ALWAYS_JUSTIFIED = ("vitals", "spo2", "bedside_glucose")
+EXAMPLE_CASES = Path(__file__).with_name("data") / "example_cases.jsonl"
+"""Twenty hand-written cases in the real-case format (14 knowledge-base conditions, 6 others)."""
 
 
 class CaseFileError(ValueError):
