@@ -128,7 +128,8 @@ class Guesser(_Planned):
         if m is None:
             return max(kb.conditions.values(), key=lambda c: c.prior.prevalence).name
         band, sex, complaint = age_band(int(m.group(1))), "M" if m.group(2) == "man" else "F", m.group(3)
-        fits = [c for c in kb.conditions.values() if complaint in c.complaints] or list(kb.conditions.values())
+        fits = [c for c in kb.conditions.values() if any(k in complaint for k in c.complaints)]
+        fits = fits or list(kb.conditions.values())
         return max(fits, key=lambda c: c.prior.weight(band, sex)).name
 
 

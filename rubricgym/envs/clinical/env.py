@@ -43,6 +43,12 @@ GUIDE = """
 You are the physician. Take a focused history (ask), examine the relevant systems (examine), order exams one at a
 time with your current working diagnosis and why (order), then commit (diagnose) with your reasoning and the
 differential you considered. Exams cost money and some carry risk: order what the case calls for."""
+REASONING_JUDGE = (
+    "Read the results and findings the agent obtained and its final diagnosis with its reasoning. Met if the "
+    "reasoning only relies on results and findings that were actually obtained, accounts for the abnormal ones, "
+    "and the diagnosis follows from them; unmet if it cites results never obtained, ignores a result that "
+    "contradicts the diagnosis, or gives no reasoning."
+)
 STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
 
 
@@ -88,6 +94,20 @@ class ClinicalEnv(RubricEnv):
         self._pending: dict[tuple[str, str], str] = {}
         self._results_text: dict[str, str] = {}
         self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
+
+    @classmethod
+    def llm_rubric(cls) -> dict[str, Any]:
+        """The default rubric with the reasoning criterion judged by an LLM instead of the programmatic check.
+
+        Use it with an ``LLMJudge`` in the ``ProcessRewardModel``; the default rubric keeps the check (the
+        programmatic fallback, which only sees which results the reasoning cites).
+        """
+        rubric = cls.default_rubric()
+        for c in rubric["criteria"]:
+            if c["id"] == "reasoning":
+                c.pop("check")
+                c["judge"] = REASONING_JUDGE
+        return rubric
 
     # ---- tasks ------------------------------------------------------------------------------------------
 

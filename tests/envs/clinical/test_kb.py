@@ -77,3 +77,30 @@ def test_range_without_unit_is_rejected(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(KnowledgeBaseError, match=r"exams.yaml: exam 'sodium'.*needs a 'unit'"):
         load_kb(kb)
+
+
+def test_env_runs_on_a_user_knowledge_base_folder(tmp_path):
+    import rubricgym
+
+    kb = _copy_kb(tmp_path)
+    for extra in (kb / "conditions").glob("*.yaml"):
+        if extra.name not in ("cardiology.yaml", "pulmonology.yaml", "gastroenterology.yaml"):
+            extra.unlink()
+    path = kb / "conditions" / "cardiology.yaml"
+    data = yaml.safe_load(path.read_text())
+    for rec in data:  # keep references inside the smaller knowledge base
+        rec["differential"] = [d for d in rec["differential"] if d in {"stemi", "nstemi", "acute_pericarditis",
+                                                                       "aortic_dissection", "gerd"}]
+        rec["cant_miss"] = [d for d in rec["cant_miss"] if d in rec["differential"]]
+    path.write_text(yaml.safe_dump(data))
+    for name in ("pulmonology.yaml", "gastroenterology.yaml"):
+        p = kb / "conditions" / name
+        recs = yaml.safe_load(p.read_text())
+        for rec in recs:
+            rec["differential"], rec["cant_miss"] = [], []
+        p.write_text(yaml.safe_dump(recs))
+    env = rubricgym.make("clinical-v0", kb=str(kb))
+    tasks = env.task_set(20, seed=0)
+    assert {t.hidden["condition"] for t in tasks} <= set(env.kb.conditions) and len(env.kb.conditions) < 30
+    assert all(t.params["kb"] == str(kb.resolve()) for t in tasks)
+    env.reset(options={"task": tasks[0]})

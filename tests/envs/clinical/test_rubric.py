@@ -72,3 +72,12 @@ def test_step_checks_flag_process_faults(kb):
     assert not ALL["reasoning_consistent"](traj).met  # cites a troponin never ordered
     assert not ALL["history_taken"](traj).met and ALL["diagnosis_correct"](traj).met
     assert ALL["key_exams_ordered"](traj).score == 0.5  # CT, but no CBC
+
+
+def test_llm_rubric_judges_the_reasoning_with_an_llm():
+    cls = rubricgym.spec("clinical-v0").load()
+    rubric = Rubric.model_validate(cls.llm_rubric())
+    reasoning = rubric.criterion("reasoning")
+    assert reasoning.check is None and reasoning.judged_by == "llm" and "cites results never obtained" in (
+        reasoning.judge or "")
+    assert Rubric.model_validate(cls.default_rubric()).criterion("reasoning").check == "reasoning_consistent"
