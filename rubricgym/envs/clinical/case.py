@@ -109,7 +109,7 @@ def generate_case(kb: KnowledgeBase, seed: int, condition: str | None = None) ->
         cond, age, sex = draw_condition(kb, rng)
     else:
         cond = kb.conditions[condition]
-        sexes = [s for s in "MF" if cond.prior.sex.get(s, 1.0) > 0]  # type: ignore[call-overload]
+        sexes = [s for s in "MF" if cond.prior.sex.get(s, 1.0) > 0]
         sex = rng.choice(sexes)
         bands = [b for b in AGE_BANDS if cond.prior.age.get(b, 1.0) > 0]
         band = rng.choice(bands)
@@ -126,7 +126,7 @@ def generate_case(kb: KnowledgeBase, seed: int, condition: str | None = None) ->
     complaint = complaints[0] if len(complaints) == 1 or rng.random() < 0.7 else rng.choice(complaints[1:])
     return CaseRecord(
         id=f"syn-{cond.id}-{seed & 0xFFFFFFFF:08x}",
-        profile=Profile(age=age, sex=sex, history=pmh, medications=meds, social=social),  # type: ignore[arg-type]
+        profile=Profile(age=age, sex=sex, history=pmh, medications=meds, social=social),
         complaint=complaint,
         history=history,
         examination=dict(cond.exam),

@@ -157,7 +157,7 @@ class ClinicalEnv(RubricEnv):
         self._seen: set[str] = set()
         self._impressions: list[str] = []
         self._pending = {}
-        self._results_text: dict[str, str] = {}
+        self._results_text = {}
 
     def system_prompt(self) -> str:
         return super().system_prompt() + "\n" + GUIDE.strip()
@@ -182,7 +182,8 @@ class ClinicalEnv(RubricEnv):
         answer, matched = self._patient.answer(question)
         source = "rules"
         if self.patient_llm is not None:
-            answer = self._pending.pop(("ask", question), None) or run_sync(
+            key = ("ask", question)
+            answer = self._pending.pop(key) if key in self._pending else run_sync(
                 ask_patient(self.patient_llm, self._case, self._patient, question))
             source = "llm"
         present = [f for f in matched if self._case.history.get(f, False) is not False]
@@ -226,7 +227,8 @@ class ClinicalEnv(RubricEnv):
             abnormal.append(exam_id)  # an abnormal panel member makes the panel abnormal (citable by its name)
         source = "patient"
         if self.world_llm is not None and not repeat:
-            text = self._pending.pop(("order", exam_id), None) or run_sync(
+            key = ("order", exam_id)
+            text = self._pending.pop(key) if key in self._pending else run_sync(
                 generate_result(self.world_llm, self._case, self._history_results(), spec.name))
             body, abnormal, source = text, [], "world_model"
             self._results_text[exam_id] = text
@@ -339,6 +341,7 @@ class ClinicalEnv(RubricEnv):
             if call is not None and call.name == "ask" and self.patient_llm and isinstance(
                     call.arguments.get("question"), str):
                 q = call.arguments["question"]
+                assert self._case is not None and self._patient is not None
                 self._pending[("ask", q)] = await ask_patient(self.patient_llm, self._case, self._patient, q)
             elif call is not None and call.name == "order" and self.world_llm and isinstance(
                     call.arguments.get("exam"), str):

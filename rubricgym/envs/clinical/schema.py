@@ -62,7 +62,7 @@ class Exam(_Strict):
         numeric = self.ref is not None
         if numeric and not self.unit:
             raise ValueError("a numeric analyte (with 'ref') needs a 'unit'")
-        if numeric and self.ref[0] > self.ref[1]:
+        if self.ref is not None and self.ref[0] > self.ref[1]:
             raise ValueError(f"'ref' low {self.ref[0]} is above high {self.ref[1]}")
         if self.ref_f is not None and not numeric:
             raise ValueError("'ref_f' needs 'ref' too")
@@ -85,19 +85,24 @@ class Prior(_Strict):
     """Relative prior weight: ``prevalence`` x age-band weight x sex weight."""
 
     prevalence: float = Field(1.0, gt=0)
-    age: dict[Literal["18-39", "40-64", "65+"], float] = {"18-39": 1.0, "40-64": 1.0, "65+": 1.0}
-    sex: dict[Literal["M", "F"], float] = {"M": 1.0, "F": 1.0}
+    age: dict[str, float] = {"18-39": 1.0, "40-64": 1.0, "65+": 1.0}
+    """Weight per age band (18-39, 40-64, 65+); a band left out weighs 1."""
+    sex: dict[str, float] = {"M": 1.0, "F": 1.0}
 
     @field_validator("age", "sex")
     @classmethod
-    def _non_negative(cls, v: dict[str, float]) -> dict[str, float]:
+    def _non_negative(cls, v: dict[str, float], info: Any) -> dict[str, float]:
+        keys = AGE_BANDS if info.field_name == "age" else ("M", "F")
+        unknown = [k for k in v if k not in keys]
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; use {list(keys)}")
         bad = {k: w for k, w in v.items() if w < 0}
         if bad:
             raise ValueError(f"weights must be >= 0, got {bad}")
         return v
 
     def weight(self, band: str, sex: str) -> float:
-        return self.prevalence * self.age.get(band, 1.0) * self.sex.get(sex, 1.0)  # type: ignore[call-overload]
+        return self.prevalence * self.age.get(band, 1.0) * self.sex.get(sex, 1.0)
 
 
 Effect = tuple[float, float] | Level | str
