@@ -19,6 +19,7 @@ any episode starts, naming the file, the line, the case and the field.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,18 @@ class CaseFileError(ValueError):
 
 
 def load_cases(path: str | Path, kb: KnowledgeBase) -> list[CaseRecord]:
-    """Every case of a JSONL file, validated and with exam names resolved to catalogue ids."""
+    """Every case of a JSONL file, validated and with exam names resolved to catalogue ids.
+
+    Memoised per file version, so building one env per episode does not re-read a large file (do not mutate
+    the returned cases)."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise CaseFileError(f"{p}: no such case file (JSONL, one case per line)")
+    return _load_cases(p.resolve(), p.stat().st_mtime_ns, kb)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cases(p: Path, stamp: int, kb: KnowledgeBase) -> list[CaseRecord]:
     out: list[CaseRecord] = []
     seen: set[str] = set()
     for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
