@@ -7,13 +7,14 @@ planted in the work dir cannot make the host read a host file or block.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import errno
 import json
 import os
+import resource
 import stat
 import sys
+from contextlib import suppress
 
 IGNORED_DIRS = frozenset({".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
@@ -23,19 +24,20 @@ MAX_DIFF_TOTAL = 32 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_beneath(root: str, rel: str, flags: int = os.O_RDONLY, mode: int = 0o644, make_dirs: bool = False,
+def open_beneath(root: str | int, rel: str, flags: int = os.O_RDONLY, mode: int = 0o644, make_dirs: bool = False,
                  owner: int | None = None) -> int:
     """An fd for ``root/rel`` opened one component at a time, each relative to its parent's fd, never
     following a symbolic link (``O_NOFOLLOW`` at every level).
 
     A process that swaps a folder for a link while we work can make the open fail, never make it land outside
-    ``root``. ``rel`` must be normalised (no ``..``). ``make_dirs`` creates missing parent folders (owned by
-    ``owner`` when given). Raises ``OSError`` (``ELOOP``/``ENOTDIR`` for a link on the way).
+    ``root`` (a path, or an open folder's fd). ``rel`` must be normalised (no ``..``). ``make_dirs`` creates
+    missing parent folders (owned by ``owner`` when given). Raises ``OSError`` (``ELOOP``/``ENOTDIR`` for a link
+    on the way).
     """
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise OSError(1, "'..' is not allowed", rel)
-    fd = os.open(root, _DIR_FLAGS)
+    fd = os.open(".", _DIR_FLAGS, dir_fd=root) if isinstance(root, int) else os.open(root, _DIR_FLAGS)
     try:
         for part in parts[:-1]:
             try:
@@ -43,7 +45,7 @@ def open_beneath(root: str, rel: str, flags: int = os.O_RDONLY, mode: int = 0o64
             except FileNotFoundError:
                 if not make_dirs:
                     raise
-                with contextlib.suppress(FileExistsError):
+                with suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 if owner is not None:
@@ -60,39 +62,60 @@ def open_beneath(root: str, rel: str, flags: int = os.O_RDONLY, mode: int = 0o64
     return last
 
 
+def _entries(fd: int) -> list[tuple[str, os.stat_result]]:
+    out = []
+    with suppress(OSError), os.scandir(fd) as it:
+        for e in it:
+            with suppress(OSError):
+                out.append((e.name, e.stat(follow_symlinks=False)))
+    return out
+
+
 def walk(root: str) -> dict[str, os.stat_result]:
     """``{relative path: lstat}`` of every non-directory entry under ``root`` (ignored dirs skipped).
 
-    Folders are opened through ``open_beneath``, so neither a link nor a path longer than ``PATH_MAX`` (a
-    deeply nested tree) hides a file; a folder that cannot be opened is listed as an entry of its own.
+    A depth-first walk of folder descriptors, each opened relative to its parent without following links, so
+    neither a link nor a path longer than ``PATH_MAX`` (a deeply nested tree) hides a file. Past a depth that
+    would use half the open-file limit, folders are reopened from the deepest ancestor still held.
     """
     out: dict[str, os.stat_result] = {}
-    if not os.path.isdir(root):
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
         return out
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            fd = open_beneath(root, rel, _DIR_FLAGS)
-        except OSError:
-            continue
-        try:
-            with os.scandir(fd) as it:
-                for e in it:
-                    path = f"{rel}/{e.name}" if rel else e.name
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(st.st_mode):
-                        if e.name not in IGNORED_DIRS:
-                            stack.append(path)
-                    elif not e.name.endswith(IGNORED_SUFFIXES):
-                        out[path] = st
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
+    keep = max(16, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
+    frames: list[tuple[str, int | None, list[tuple[str, os.stat_result]]]] = [("", top, _entries(top))]
+    try:
+        while frames:
+            rel, fd, entries = frames[-1]
+            if not entries:
+                frames.pop()
+                if fd is not None:
+                    os.close(fd)
+                continue
+            name, st = entries.pop()
+            path = f"{rel}/{name}" if rel else name
+            if not stat.S_ISDIR(st.st_mode):
+                if not name.endswith(IGNORED_SUFFIXES):
+                    out[path] = st
+                continue
+            if name in IGNORED_DIRS:
+                continue
+            base_rel, base_fd = next((r, f) for r, f, _ in reversed(frames) if f is not None)
+            try:
+                child = open_beneath(base_fd, path[len(base_rel) + 1:] if base_rel else path, _DIR_FLAGS)
+            except OSError:
+                continue
+            listed = _entries(child)
+            if len(frames) >= keep:
+                os.close(child)
+                frames.append((path, None, listed))
+            else:
+                frames.append((path, child, listed))
+    finally:
+        for _, fd, _ in frames:
+            if fd is not None:
+                os.close(fd)
     return out
 
 
