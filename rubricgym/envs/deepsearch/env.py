@@ -28,7 +28,7 @@ from rubricgym.envs.deepsearch.checks import ALL, DEFAULT_RUBRIC, task_rubric
 from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
 from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
-from rubricgym.envs.deepsearch.real import load_questions
+from rubricgym.envs.deepsearch.real import load_questions, resolve_gold
 from rubricgym.envs.deepsearch.render import render_world
 from rubricgym.envs.deepsearch.world import World, generate_world
 
@@ -100,6 +100,8 @@ class DeepSearchEnv(RubricEnv):
         self.questions = load_questions(questions) if questions else []
         self._world: World | None = None
         self._corpus, self._index = self._resources(self._world_params())
+        if questions:
+            resolve_gold(self.questions, self._corpus, str(questions))
         self._opened: set[str] = set()
         self._reopened = False
         self._infos: list[dict[str, Any]] = []
@@ -134,13 +136,24 @@ class DeepSearchEnv(RubricEnv):
     def system_prompt(self) -> str:
         return super().system_prompt() + "\n" + GUIDE.strip()
 
+    def _question_task(self, q: dict[str, Any], split: str) -> Task:
+        return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
+                    params={"world": self._world_params(), "hops": q["hops"], "difficulty": "real"},
+                    hidden=copy.deepcopy(q["hidden"]), rubric=task_rubric(q["id"], q["hidden"]))
+
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """Generated questions, or (real corpus) the first ``n`` questions of the file, in file order, each once."""
+        if not self.corpus_path:
+            return super().task_set(n, seed=seed, split=split)
+        if n > len(self.questions):
+            raise ValueError(f"the questions file has {len(self.questions)} question(s), fewer than the {n} asked "
+                             f"for; ask for at most {len(self.questions)} or add questions to the file")
+        return [self._question_task(q, split) for q in self.questions[:n]]
+
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         params = self._world_params()
         if self.corpus_path:
-            q = self.questions[int(rng.integers(len(self.questions)))]
-            return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
-                        params={"world": params, "hops": q["hops"], "difficulty": "real"},
-                        hidden=q["hidden"], rubric=task_rubric(q["id"], q["hidden"]))
+            return self._question_task(self.questions[int(rng.integers(len(self.questions)))], split)
         assert self._world is not None
         difficulty = self.difficulty or str(rng.choice(sorted(DIFFICULTY_HOPS)))
         qrng = random.Random(int(rng.integers(2**62)))
