@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
 from rubricgym.core.agent import Agent
 
 app = typer.Typer(
@@ -113,6 +114,8 @@ def run(
     temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
     native_tools: Annotated[bool, typer.Option(help="send tools as OpenAI tools (openai agent)")] = False,
     resume: Annotated[bool, typer.Option(help="skip tasks already in --out")] = True,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Roll out an agent on an env's tasks and store the trajectories in a run directory."""
     from rubricgym.core.registry import spec
@@ -124,14 +127,16 @@ def run(
         spec(env_id)
     except KeyError as e:
         fail(str(e.args[0]))
-    env_kwargs = {"max_steps": max_steps} if max_steps else {}
+    env_kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
+    if max_steps:
+        env_kwargs["max_steps"] = max_steps
     try:
         task_set = (
             TaskSet.from_file(task_file, env_id=env_id)
             if task_file
             else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs)
         )
-    except TaskFileError as e:
+    except (TaskFileError, ValueError) as e:  # a bad file, or fewer tasks than asked (the message says how many)
         fail(str(e))
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
@@ -147,6 +152,7 @@ def run(
             "tasks": len(task_set),
             "group_size": group_size,
             "split": split,
+            "env_kwargs": env_kwargs,
         }
     )
     report = asyncio.run(
@@ -264,12 +270,15 @@ def show(
 def check(
     env_id: Annotated[str, typer.Argument(help="registered env id")],
     fuzz: Annotated[int, typer.Option(help="number of random/malformed actions to try")] = 200,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
     from rubricgym.core.checker import check_env_id
 
+    kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
     try:
-        report = check_env_id(env_id, fuzz=fuzz)
+        report = check_env_id(env_id, fuzz=fuzz, env_kwargs=kwargs)
     except KeyError as e:
         fail(str(e.args[0]))
     table = Table(title=f"rubricgym check {env_id}")
