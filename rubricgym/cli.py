@@ -352,11 +352,13 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
 
     register_rewards(app)
     register_trainers(app)
+    register_swe(app)
 
 
 _register_subcommands()
