@@ -21,7 +21,7 @@ def _fake_bin(tmp_path: Path, uid: int, lock_busy: int, install_ok: bool = True)
         "apt-get": f"""echo "$@" >> {tmp_path}/calls
 case "$*" in
   *" update "*|*" update") n=$(grep -c update {tmp_path}/calls)
-     if [ "$n" -le {lock_busy} ]; then echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 7" >&2; exit 100; fi ;;
+     if [ "$n" -le {lock_busy} ]; then echo "E: Could not get lock /var/lib/apt/lists/lock" >&2; exit 100; fi ;;
   *install*) {"exit 0" if install_ok else "exit 100"} ;;
 esac
 exit 0""",
