@@ -77,7 +77,8 @@ def podman_url(tmp_path_factory: pytest.TempPathFactory):
     conf.write_text(CONTAINERS_CONF)
     sock = d / "podman.sock"
     log = open(d / "service.log", "wb")  # noqa: SIM115  (kept open for the service's whole life)
-    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log,
+    # cwd: conmon writes an `oom` marker file into the service's working directory; keep it out of the repository
+    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log, cwd=d,
                             stderr=subprocess.STDOUT, env={**os.environ, "CONTAINERS_CONF": str(conf)})
     try:
         deadline = time.monotonic() + 60
