@@ -6,7 +6,11 @@ recorded in ``Step.info`` (search results, opened windows, find matches), never 
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rubricgym.core.checks import NamedCheck, check
 from rubricgym.core.types import CheckResult, Step, Trajectory
@@ -195,37 +199,11 @@ ALL: dict[str, NamedCheck] = {c.name: c for c in (
     no_repeated_searches, step_valid, step_new_evidence, *(_statement_check(k) for k in range(1, MAX_STATEMENTS + 1)),
 )}
 
-_PROCESS = [
-    {"id": "hops_searched", "text": "Searches for every entity of the chain.", "level": "important",
-     "scope": "trajectory", "stage": "gather", "check": "hops_searched"},
-    {"id": "cited_opened", "text": "Opens every page before citing it.", "level": "important",
-     "scope": "trajectory", "stage": "answer", "check": "cited_pages_opened"},
-    {"id": "no_unseen_citations", "text": "Cites no page it never saw.", "level": "pitfall",
-     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations"},
-    {"id": "no_repeated_searches", "text": "Does not repeat an identical search.", "level": "pitfall",
-     "scope": "trajectory", "stage": "gather", "check": "no_repeated_searches"},
-    {"id": "valid_step", "text": "The step is a valid tool call.", "level": "optional", "scope": "step",
-     "check": "step_valid"},
-    {"id": "new_evidence", "text": "The step finds evidence for a statement not seen before.", "level": "optional",
-     "scope": "step", "stage": "gather", "check": "step_new_evidence"},
-]
-_OUTCOME = {"id": "outcome_correct", "text": "The final answer is correct.", "level": "essential",
-            "scope": "trajectory", "stage": "answer", "check": "outcome_correct"}
-
-DEFAULT_RUBRIC: dict[str, Any] = {
-    "id": "deepsearch",
-    "version": "1",
-    "criteria": [
-        _OUTCOME,
-        {"id": "carr_rubric", "text": "The answer's facts are supported by cited pages the agent read and connect "
-                                      "the answer to every constraint of the question (without statements: the "
-                                      "answer and its facts are supported by cited pages it saw, none unseen).",
-         "level": "important", "scope": "trajectory", "stage": "answer", "check": "carr_rubric"},
-        *_PROCESS,
-    ],
-    "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct",
-                    "rubric_check": "carr_rubric"},
-}
+RUBRIC_FILE = Path(__file__).with_name("rubric.yaml")
+DEFAULT_RUBRIC: dict[str, Any] = yaml.safe_load(RUBRIC_FILE.read_text(encoding="utf-8"))
+_BY_ID = {c["id"]: c for c in DEFAULT_RUBRIC["criteria"]}
+_OUTCOME = _BY_ID["outcome_correct"]
+_PROCESS = [c for c in DEFAULT_RUBRIC["criteria"] if c["id"] not in ("outcome_correct", "carr_rubric")]
 
 
 def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
@@ -241,5 +219,5 @@ def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
     crits = [{"id": st.get("id") or f"S{k}", "text": st["text"], "level": "essential", "scope": "trajectory",
               "stage": "answer", "check": f"statement_{k}", "entities": list(st["entities"])}
              for k, st in enumerate(statements, 1)]
-    return {"id": f"deepsearch/{task_id}", "version": "1", "criteria": [_OUTCOME, *crits, *_PROCESS],
+    return {"id": f"deepsearch/{task_id}", "version": "1", "criteria": copy.deepcopy([_OUTCOME, *crits, *_PROCESS]),
             "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct"}}

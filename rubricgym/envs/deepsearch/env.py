@@ -22,7 +22,7 @@ from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.deepsearch import carr, tools
-from rubricgym.envs.deepsearch.checks import ALL, DEFAULT_RUBRIC, task_rubric
+from rubricgym.envs.deepsearch.checks import ALL, RUBRIC_FILE, task_rubric
 from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
 from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
@@ -66,6 +66,7 @@ class DeepSearchEnv(RubricEnv):
     default_max_steps = 40
     max_observation_chars = 6000
     check_set = ALL
+    rubric_file = RUBRIC_FILE
     scripted_agents = {name: f"rubricgym.envs.deepsearch.agents:{cls}" for name, cls in (
         ("oracle", "OracleAgent"), ("shortcut", "ShortcutAgent"), ("shortcut-lucky", "LuckyShortcutAgent"),
         ("random", "RandomAgent"))}
@@ -255,9 +256,3 @@ class DeepSearchEnv(RubricEnv):
         return {"searches": used.count("search"), "opened": len(self._opened), "finds": used.count("find"),
                 "answered": "answer" in used, "correct": bool(last.get("correct")),
                 "rubric": float(last.get("rubric", 0.0)), "c_grpo": float(last.get("c_grpo", 0.0))}
-
-    # ---- checks, rubric, agents ---------------------------------------------------------------------------
-
-    @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        return copy.deepcopy(DEFAULT_RUBRIC)
