@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.env import RubricEnv
@@ -153,7 +153,7 @@ async def rollout_many(
         transient=False,
     )
 
-    async def one(i: int, task: Task, bar_id: int) -> None:
+    async def one(i: int, task: Task, bar_id: TaskID) -> None:
         nonlocal consecutive
         async with semaphore:
             if stop.is_set():

@@ -47,7 +47,7 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
             item = {"statement": item}
         if not isinstance(item, dict) or not isinstance(item.get("statement", item.get("text")), str):
             raise CorpusError(f"{where}: rubric {k} must be a string or an object with a 'statement'")
-        text = item.get("statement", item.get("text"))
+        text = str(item.get("statement", item.get("text")))
         ids = list(dict.fromkeys(_PLACEHOLDER.findall(text)))
         if not ids:
             raise CorpusError(f"{where}: rubric {k} {text!r} has no entity placeholder such as <E0>")
