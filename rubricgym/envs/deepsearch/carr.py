@@ -44,7 +44,8 @@ _STOP = frozenset((
     "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was", "were",
     "be", "been", "are", "from", "as", "that", "which", "who", "this", "these", "those", "its", "it", "his",
     "her", "their", "has", "have", "had", "not", "no", "into", "than", "then", "there",
-    "what", "which", "whose", "whom", "where", "when", "how", "did", "does", "can", "name", "one",
+    "what", "whose", "whom", "where", "when", "how", "did", "does", "can", "name", "one", "she", "him", "they",
+    "them", "also",
 ))
 
 
@@ -163,9 +164,8 @@ def identified(hidden: dict[str, Any], answer_text: str, correct: bool) -> dict[
 def _facts(text: str) -> list[str]:
     """The sentences stated with the answer (the answer line excluded), each with its inline citations."""
     body = strip_references(text)
-    m = _ANSWER_LINE.search(body)
-    if m:
-        body = body[: m.start()] + body[m.end():]
+    m = _ANSWER_LINE.search(body)  # without an 'Answer:' line the first line is the answer, as ``answer_line`` reads
+    body = body[: m.start()] + body[m.end():] if m else body.lstrip().partition("\n")[2]
     out = []
     for sentence in _SENTENCE_END.split(body):
         plain = CITATION.sub("", sentence).strip(" -*•\t")
