@@ -9,8 +9,8 @@ the failing tests. Built tasks are cached as JSONL next to their snapshots.
 
 ``project`` is a directory, an sdist archive, or a requirement such as ``"six==1.17.0"`` (fetched from PyPI, or
 from wherever pip is configured to look, e.g. ``PIP_FIND_LINKS``). Each mutant's test run is bounded by
-``timeout_factor`` times the original suite's measured time, so a mutant that hangs costs seconds, not minutes;
-``on_progress`` receives a ``BuildProgress`` after the baseline run and after every mutant.
+``timeout_factor`` times the original suite's measured time (at least ``MIN_MUTANT_TIMEOUT_S``), so a hanging
+mutant is cut short; ``on_progress`` receives a ``BuildProgress`` after the baseline run and after every mutant.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from rubricgym.envs.swe.testrun import TestRun, run_pytest
 SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py"}
 SKIP_DIRS = {"docs", "doc", "examples", "benchmarks", "build", "dist"}
 TIMEOUT_FACTOR = 5.0
-MIN_MUTANT_TIMEOUT_S = 3.0
+MIN_MUTANT_TIMEOUT_S = 10.0
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*((==|>=|<=|~=|!=|<|>)\s*[\w.*+!-]+\s*,?\s*)*$")
 
 
@@ -163,6 +163,7 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
     kept: list[SweInstance] = []
     t0 = time.perf_counter()
     tries = 0
+    failed_runs: list[str] = []
     try:
         baseline = await run_pytest(sandbox, [], python_path, timeout=timeout)
         passing = baseline.passed()
@@ -193,6 +194,7 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
             run = await run_pytest(sandbox, [], python_path, timeout=limit)
             await sandbox.write_file(m.path, text)
             if run.error or run.limit:
+                failed_runs.append(run.limit or run.error or "no result")
                 report(f"{m.path}:{m.line} {m.kind}: {run.limit or 'no result'}")
                 continue
             now_passing = run.passed()
@@ -220,6 +222,8 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
     finally:
         await sandbox.destroy()
     if not kept:
-        raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite")
+        why = (f"; {len(failed_runs)} test run(s) gave no result (e.g. {failed_runs[0][:300]}): a timeout means the "
+               f"suite's time varies, so raise --timeout-factor" if failed_runs else "")
+        raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite{why}")
     index.write_text("".join(i.model_dump_json() + "\n" for i in kept))
     return kept
