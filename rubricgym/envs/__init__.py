@@ -26,3 +26,16 @@ register(
     "edit, verify); graded by FAIL_TO_PASS/PASS_TO_PASS tests.",
     replace=True,
 )
+register(
+    "clinical-v0",
+    "rubricgym.envs.clinical.env:ClinicalEnv",
+    description="Diagnose a virtual patient: ask, examine, order exams one at a time, diagnose; DiagGym reward and "
+    "a physician-style rubric (stages: history, examination, testing, diagnosis).",
+    replace=True,
+)
+register(
+    "clinical-cost-v0",
+    "rubricgym.envs.clinical.env:CostAwareClinicalEnv",
+    description="clinical-v0 with a cost-aware default rubric (total cost and invasiveness of the work-up count).",
+    replace=True,
+)
