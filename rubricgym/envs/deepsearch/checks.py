@@ -179,7 +179,7 @@ _PROCESS = [
     {"id": "cited_opened", "text": "Opens every page before citing it.", "level": "important",
      "scope": "trajectory", "stage": "answer", "check": "cited_pages_opened"},
     {"id": "no_unseen_citations", "text": "Cites no page it never saw.", "level": "pitfall",
-     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations", "applies_if": "answered"},
+     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations", "applies_if": "tool:answer"},
     {"id": "no_repeated_searches", "text": "Does not repeat an identical search.", "level": "pitfall",
      "scope": "trajectory", "stage": "gather", "check": "no_repeated_searches", "applies_if": "tool:search"},
     {"id": "valid_step", "text": "The step is a valid tool call.", "level": "optional", "scope": "step",
