@@ -91,7 +91,7 @@ class PRMGuidedAgent(BaseAgent):
         ep.view = None if self.replay_policy else self.policy.episode(task, seed)
         return ep  # type: ignore[return-value]
 
-    async def _candidate(self, i: int, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
+    async def _candidate(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         if not self.replay_policy:
             assert self.view is not None
             return await self.view.act(messages, tools)
@@ -134,7 +134,7 @@ class PRMGuidedAgent(BaseAgent):
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         if self.task is None:
             raise RuntimeError("PRMGuidedAgent needs the task: use agent.episode(task, seed) (rollout does)")
-        candidates = [await self._candidate(i, messages, tools) for i in range(self.k)]
+        candidates = [await self._candidate(messages, tools) for _ in range(self.k)]
         cache: dict[str, float] = {}
         for c in candidates:
             if _text(c) not in cache:
