@@ -78,8 +78,17 @@ def resolve_agent(
     temperature: float,
     native_tools: bool = False,
 ) -> Agent:
-    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents."""
+    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents; wrapped as
+    ``tts(k=4,beta=10):NAME`` (PRM-guided test-time scaling) or ``noisy(p=0.5):NAME`` (rewards.search)."""
     from rubricgym.core.registry import env_agents
+    from rubricgym.rewards.search import wrap_agent
+
+    kw = {"base_url": base_url, "model": model, "seed": seed, "temperature": temperature, "native_tools": native_tools}
+    try:
+        if (wrapped := wrap_agent(env_id, name, lambda inner: resolve_agent(env_id, inner, **kw), seed)) is not None:
+            return wrapped
+    except ValueError as e:
+        fail(str(e))
 
     if name == "openai":
         if not base_url or not model:
@@ -101,7 +110,9 @@ def resolve_agent(
 def run(
     env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
     out: Annotated[Path, typer.Option("--out", help="run directory (created; resumed if it exists)")],
-    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env")] = "oracle",
+    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env; tts(k=4):NAME wraps it")] = (
+        "oracle"
+    ),
     tasks: Annotated[int, typer.Option("--tasks", help="number of generated tasks")] = 10,
     task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
     split: Annotated[str, typer.Option(help="task split")] = "train",
