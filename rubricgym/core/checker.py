@@ -11,6 +11,7 @@ rubric.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import traceback
 import warnings
@@ -81,9 +82,11 @@ def _run(name: str, fn: Callable[[], str]) -> CheckRow:
         return (name, False, f"{type(e).__name__}: {e} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
 
 
-def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
-    """Run every check on env ``env_id`` and return the table of results."""
+def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dict | None = None) -> CheckReport:
+    """Run every check on env ``env_id`` (built with ``env_kwargs``) and return the table of results."""
     env_spec = spec(env_id)
+    if env_kwargs:
+        env_spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **env_kwargs})
     rows: list[CheckRow] = []
     rng = np.random.default_rng(seed)
 
@@ -215,7 +218,7 @@ def _fuzz_arguments(env_spec: EnvSpec) -> str:
 def _task_ids(env_spec: EnvSpec, seed: int) -> str:
     """Generated tasks that share an id must be the same task (a fixed pool drawn again), never two tasks."""
     env = env_spec.make()
-    tasks = env.task_set(40, seed=seed)
+    tasks = [env.sample_task(np.random.default_rng([seed, i])) for i in range(40)]
     env.close()
     first: dict[str, Task] = {}
     clashes = sorted({t.id for t in tasks if first.setdefault(t.id, t) != t})

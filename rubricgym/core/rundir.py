@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 LOCK = ".lock"
-RUN_KEYS = ("env_id", "agent", "model", "group_size", "seed", "split")
+RUN_KEYS = ("env_id", "agent", "model", "group_size", "seed", "split", "env_kwargs")
 """What defines a run: trajectories written under other values are not the same run's."""
 _FLAGS = {"env_id": "ENV_ID", "agent": "--agent", "model": "--model", "group_size": "--group-size", "seed": "--seed",
-          "split": "--split"}
+          "split": "--split", "env_kwargs": "--env-arg/--max-steps"}
 
 
 class RunDirError(RuntimeError):
