@@ -343,9 +343,11 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
 
+    register_interop(app)  # serve, export
     register_rewards(app)
     register_trainers(app)
 
