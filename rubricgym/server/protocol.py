@@ -124,4 +124,5 @@ def schema() -> dict[str, Any]:
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON, ASCII-escaped: text an agent sent with lone surrogates still makes a valid UTF-8 frame."""
+    return json.dumps(obj, separators=(",", ":"))
