@@ -66,6 +66,8 @@ def serve_cmd(
 
     try:
         serve(config, log_level=log_level)
+    except KeyboardInterrupt:
+        return  # uvicorn re-raises Ctrl-C after its graceful shutdown (every env already closed)
     except KeyError as e:
         _fail(str(e.args[0]))
     except (ValueError, TypeError) as e:
