@@ -70,6 +70,7 @@ def test_grpo_trainer_runs_two_steps_with_our_env_and_rubric(local_model_dir, tm
     from trl.chat_template_utils import qwen2_5_chat_template
 
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # a tiny model: more threads only spin against each other on a shared machine
     tok = AutoTokenizer.from_pretrained(local_model_dir)
     tok.chat_template = qwen2_5_chat_template  # SmolLM2 speaks ChatML; this ChatML template knows tool calls
     model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
