@@ -10,6 +10,7 @@ import math
 import pytest
 from transformers.utils import get_json_schema
 
+from rubricgym.envs.toy.agents import tool_call
 from rubricgym.interop.trl import EPISODE_OVER, environment_factory, reward_funcs, task_dataset
 
 ENV = "toy-calculator-v0"
@@ -53,8 +54,11 @@ def test_an_episode_played_through_the_tool_methods_is_recorded_and_rewarded():
 
 def test_rewards_replay_completions_on_the_row_seed_and_errored_verdicts_give_none():
     [fn] = reward_funcs(ENV)
-    answer = '<tool_call>{"name": "answer", "arguments": {"value": 0}}</tool_call>'
-    scores = asyncio.run(fn(prompts=[None, None], completions=["no call", answer], seed=[0, 0]))
+    env = environment_factory(ENV)()
+    env.reset(seed=0)
+    answer = tool_call("answer", value=env.trajectory.task.hidden["answer"])
+    scores = asyncio.run(fn(prompts=[None, None], completions=["no call", [{"role": "assistant", "content": answer}]],
+                            seed=[0, 0]))
     assert scores[0] is not None and scores[1] is not None and scores[1] > scores[0]
     [broken] = reward_funcs(ENV, rubric=BROKEN_RUBRIC)
     assert asyncio.run(broken(prompts=[None], completions=[answer], seed=[1])) == [None]
