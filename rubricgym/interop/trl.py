@@ -127,7 +127,8 @@ def environment_factory(env_id: str, *, env_reward: bool = True, **env_kwargs: A
         real_id = probe.env_id or env_id
     finally:
         probe.close()
-    attrs: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__doc__": f"{real_id} for TRL."}
+    attrs: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__doc__": f"{real_id} for TRL.",
+                             "__module__": __name__}
     for spec in tools:
         if spec.name in ("reset", "get_reward", "trajectory") or spec.name.startswith("_"):
             raise ValueError(f"env {real_id}: tool name {spec.name!r} collides with TRL's environment protocol")

@@ -6,6 +6,18 @@ server needs the ``server`` extra (``pip install 'rubricgym[server]'``).
 """
 
 from rubricgym.server.app import EnvServer, ServerConfig, create_app
+from rubricgym.server.docker import DockerProvider, ProviderError
+from rubricgym.server.remote import RemoteEnv, RemoteError
 from rubricgym.server.run import ServerThread, serve
 
-__all__ = ["EnvServer", "ServerConfig", "ServerThread", "create_app", "serve"]
+__all__ = [
+    "DockerProvider",
+    "EnvServer",
+    "ProviderError",
+    "RemoteEnv",
+    "RemoteError",
+    "ServerConfig",
+    "ServerThread",
+    "create_app",
+    "serve",
+]

@@ -338,6 +338,7 @@ def remote_class(url: str, token: str | None = None) -> type[RemoteEnv]:
         "stages": tuple(meta.get("stages", ())),
         "default_max_steps": int(meta["max_steps"]),
         "__doc__": f"{meta['env_id']} served at {url}.",
+        "__module__": __name__,
     }
     if local is not None:
         for name in ("checks", "agents", "default_rubric"):
