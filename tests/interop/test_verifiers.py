@@ -37,7 +37,8 @@ def test_vf_eval_runs_against_rubricgym_model_serve(vllm_server, tmp_path):
     vf_eval = Path(sys.executable).with_name("vf-eval")
     cmd = [str(vf_eval), "rubricgym_verifiers", "--env.taskset.env", "toy-calculator-v0", "--env.taskset.n", "2",
            "-m", vllm_server.model, "--client.base-url", vllm_server.base_url, "--client.api-key-var", "RG_KEY",
-           "--env.agent.max-turns", "3", "--no-push", "--no-rich", "-n", "2", "-r", "1", "-o", str(tmp_path)]
+           "--env.agent.max-turns", "3", "--sampling.max-tokens", "48", "--no-push", "--no-rich", "-n", "2", "-r", "1",
+           "-o", str(tmp_path)]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [traces] = list(tmp_path.rglob("traces.jsonl"))
