@@ -1,9 +1,11 @@
 """One served env instance: a ``Session`` turns protocol requests into env calls and env results into wire dicts.
 
 A fast env (the toy envs: microseconds a step) is stepped inline on the event loop, which is what makes the
-round trip cheap; a call that takes longer than ``SLOW_CALL_S`` marks the session slow and its later blocking
-calls run in a worker thread so one slow env never stalls the other sessions. Envs whose tools do I/O override
-``astep_typed`` and are awaited directly.
+round trip cheap. The session keeps a moving average of its calls' wall time: once it passes ``SLOW_CALL_S`` (an
+env that blocks: a sandbox, a subprocess) its blocking calls run in a worker thread so it never stalls the other
+sessions, and they come back inline when the average drops under ``FAST_CALL_S``. The average makes one scheduler
+hiccup on a busy machine harmless, while one long blocking call flips the session at once. Envs whose tools do I/O
+override ``astep_typed`` and are awaited directly.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Observation, ToolSpec
 from rubricgym.server.protocol import ErrorCode, ProtocolError, ResetData, TasksData, WireAction
 
-SLOW_CALL_S = 0.002
+SLOW_CALL_S = 0.005
+FAST_CALL_S = 0.001
 T = TypeVar("T")
 
 
@@ -39,17 +42,17 @@ class Session:
         self.lock = asyncio.Lock()
         self.on_reap: Callable[[], Any] | None = None
         self._slow = False
+        self._avg_s = 0.0
         self._async_step = type(env).astep_typed is not RubricEnv.astep_typed
         self._tools: list[ToolSpec] | None = None
         self._tools_wire: list[dict[str, Any]] = []
         self._episode: dict[str, Any] = {}
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._slow:
-            return await asyncio.to_thread(fn, *args, **kwargs)
         t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self._slow = time.perf_counter() - t0 > SLOW_CALL_S
+        out = await asyncio.to_thread(fn, *args, **kwargs) if self._slow else fn(*args, **kwargs)
+        self._avg_s = 0.8 * self._avg_s + 0.2 * (time.perf_counter() - t0)
+        self._slow = self._avg_s > (FAST_CALL_S if self._slow else SLOW_CALL_S)
         return out
 
     def _tools_of(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
