@@ -1,0 +1,248 @@
+"""One episode's browser context and page, isolated: its own storage, only its site's origin, no downloads or popups.
+
+Every method is a coroutine for the pool's loop (``BrowserPool.run``/``arun``). Actions take element refs from
+the last ARIA snapshot (``page.aria_snapshot(mode="ai")`` labels elements ``[ref=eN]``); an unknown or stale ref
+raises ``ActionFailed`` with a message for the agent. A page that crashed, a browser that died and a page that
+stopped answering are recovered: the context is re-opened and ``restore`` puts the app back in its last state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import mimetypes
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from rubricgym.envs.gui.pool import BrowserPool
+
+REF = re.compile(r"\[ref=(e\d+)\]")
+Restore = Callable[["Session"], Awaitable[None]]
+
+
+class ActionFailed(Exception):
+    """A browser action could not be done; the message is written for the agent."""
+
+
+@dataclass
+class Site:
+    """Where an episode's pages come from.
+
+    ``root`` set: files under it are served on ``origin`` (a fake ``.test`` host) straight from the package, with
+    no server and no socket. ``root`` unset: ``origin`` is a real loopback server whose requests go through.
+    Every request to any other origin is aborted.
+    """
+
+    origin: str
+    root: Path | None = None
+    _cache: dict[str, tuple[bytes, str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.origin = self.origin.rstrip("/")
+        parts = urlsplit(self.origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+            raise ValueError(f"site origin must look like http://host[:port], got {self.origin!r}")
+        if self.root is None and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"a site without files must be a loopback URL (127.0.0.1/localhost), got {self.origin!r}")
+
+    def owns(self, url: str) -> bool:
+        return url == self.origin or url.startswith(self.origin + "/")
+
+    def file(self, url: str) -> tuple[bytes, str] | None:
+        """The body and content type served for ``url``, or ``None`` (404)."""
+        rel = urlsplit(url).path.lstrip("/") or "index.html"
+        if rel.endswith("/"):
+            rel += "index.html"
+        if rel not in self._cache:
+            path = (self.root / rel).resolve()
+            if not path.is_relative_to(self.root.resolve()) or not path.is_file():
+                return None
+            self._cache[rel] = (path.read_bytes(), mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+        return self._cache[rel]
+
+
+class Session:
+    """A context + page for one episode on a pool's shared browser."""
+
+    def __init__(self, pool: BrowserPool, site: Site, *, action_timeout: float = 5.0,
+                 viewport: tuple[int, int] = (1024, 720)):
+        self.pool, self.site = pool, site
+        self.action_timeout = action_timeout
+        self.viewport = viewport
+        self.context: Any = None
+        self.page: Any = None
+        self.generation = -1
+        self.crashed = False
+        self.blocked: list[str] = []  # requests refused (other origins), for isolation tests and the record
+        self.refs: set[str] = set()
+        self.restore: Restore | None = None
+        self.recoveries = 0
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+
+    async def open(self, url: str) -> None:
+        """A fresh context (no cookies, no storage) and page at ``url``."""
+        await self.close()
+        browser = await self.pool.browser()
+        self.generation = self.pool.generation
+        self.context = await browser.new_context(accept_downloads=False, viewport=dict(zip(("width", "height"),
+                                                 self.viewport, strict=True)), service_workers="block")
+        self.context.set_default_timeout(self.action_timeout * 1000)
+        await self.context.route("**/*", self._route)
+        await self.context.route_web_socket(re.compile(".*"), self._route_ws)
+        self.context.on("page", self._on_page)
+        self.page = await self.context.new_page()
+        self.crashed = False
+        self.page.on("crash", self._on_crash)
+        self.page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
+        await self.page.goto(url, wait_until="load")
+
+    async def close(self) -> None:
+        context, self.context, self.page = self.context, None, None
+        if context is not None:
+            try:
+                await asyncio.wait_for(context.close(), 5)
+            except Exception:  # noqa: BLE001 - the browser is gone or hung; the pool relaunches it
+                pass
+
+    async def _route(self, route: Any) -> None:
+        url = route.request.url
+        if not self.site.owns(url):
+            self.blocked.append(url)
+            await route.abort("blockedbyclient")
+        elif self.site.root is None:
+            await route.continue_()
+        elif (found := self.site.file(url)) is None:
+            await route.fulfill(status=404, body="not found", content_type="text/plain")
+        else:
+            await route.fulfill(status=200, body=found[0], content_type=found[1])
+
+    async def _route_ws(self, ws: Any) -> None:
+        if not self.site.owns(ws.url.replace("ws://", "http://").replace("wss://", "https://")):
+            self.blocked.append(ws.url)
+            await ws.close()
+        else:
+            ws.connect_to_server()
+
+    def _on_page(self, page: Any) -> None:
+        if self.page is not None and page is not self.page:  # popups and window.open: refused
+            self.blocked.append("popup")
+            asyncio.ensure_future(page.close())
+
+    def _on_crash(self, page: Any) -> None:
+        self.crashed = True
+
+    async def ensure(self) -> None:
+        """Re-open the page on a live browser if it crashed or the browser was relaunched."""
+        alive = (self.page is not None and not self.page.is_closed() and not self.crashed
+                 and self.generation == self.pool.generation and self.pool._browser is not None
+                 and self.pool._browser.is_connected())
+        if alive:
+            return
+        self.recoveries += 1
+        url = self.page.url if self.page is not None and not self.crashed else self.site.origin + "/"
+        if self.pool._browser is None or not self.pool._browser.is_connected():
+            await self.pool.relaunch("browser disconnected")
+        await self.open(url if url.startswith("http") else self.site.origin + "/")
+        if self.restore is not None:
+            await self.restore(self)
+
+    async def _unresponsive(self) -> bool:
+        try:
+            await asyncio.wait_for(self.page.evaluate("1"), 2)
+            return False
+        except Exception:  # noqa: BLE001 - any failure means the page cannot be used
+            return True
+
+    async def guarded(self, what: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run ``fn(page)`` with the per-action timeout; crashes and hangs are recovered, then reported."""
+        await self.ensure()
+        try:
+            return await asyncio.wait_for(fn(self.page), self.action_timeout + 1)
+        except (TimeoutError, asyncio.TimeoutError) as e:
+            if self.crashed or await self._unresponsive():
+                await self._recover_hang()
+                raise ActionFailed(f"{what}: the page stopped responding and was reloaded from its last state") from e
+            raise ActionFailed(f"{what}: timed out after {self.action_timeout:g}s") from e
+        except ActionFailed:
+            raise
+        except Exception as e:  # noqa: BLE001 - Playwright errors become observations for the agent
+            if self.crashed or self.page.is_closed() or not self.pool._browser.is_connected():
+                await self.ensure()
+                raise ActionFailed(f"{what}: the page crashed and was reloaded from its last state") from e
+            raise ActionFailed(f"{what}: {_first_line(e)}") from e
+
+    async def _recover_hang(self) -> None:
+        self.crashed = True
+        try:
+            await asyncio.wait_for(self.close(), 6)
+        except (TimeoutError, asyncio.TimeoutError):
+            await self.pool.relaunch("hung browser")
+        await self.ensure()
+
+    # ---- observation ------------------------------------------------------------------------------------
+
+    async def snapshot(self) -> str:
+        """The page's ARIA snapshot with ``[ref=eN]`` labels; remembers which refs exist now."""
+        text = await self.guarded("snapshot", lambda p: p.aria_snapshot(mode="ai"))
+        self.refs = set(REF.findall(text))
+        return text
+
+    async def screenshot(self, quality: int = 60) -> str:
+        data = await self.guarded("screenshot", lambda p: p.screenshot(type="jpeg", quality=quality))
+        return base64.b64encode(data).decode()
+
+    async def evaluate(self, expression: str, arg: Any = None) -> Any:
+        return await self.guarded("evaluate", lambda p: p.evaluate(expression, arg))
+
+    # ---- actions ----------------------------------------------------------------------------------------
+
+    async def locate(self, ref: str) -> Any:
+        """The element ``ref`` names, or ``ActionFailed`` saying the ref is unknown or stale."""
+        ref = ref.strip().strip("[]").removeprefix("ref=")
+        if not REF.fullmatch(f"[ref={ref}]"):
+            raise ActionFailed(f"{ref!r} is not an element ref; refs look like e12 (from [ref=e12] in the snapshot)")
+        loc = self.page.locator(f"aria-ref={ref}")
+        if await self.guarded("locate", lambda p: loc.count()) == 0:
+            if ref in self.refs:
+                raise ActionFailed(f"ref {ref} is stale: the element is no longer on the page")
+            raise ActionFailed(f"ref {ref} is not in the current snapshot")
+        return loc
+
+    async def act(self, name: str, **args: Any) -> None:
+        """Do one browser action (click, fill, type, press, select, scroll, hover, go_back, navigate)."""
+        ms = self.action_timeout * 1000
+        if name in ("click", "fill", "select", "hover"):
+            loc = await self.locate(args["ref"])
+            run = {
+                "click": lambda p: loc.click(timeout=ms),
+                "fill": lambda p: loc.fill(args["text"], timeout=ms),
+                "select": lambda p: loc.select_option(label=args["option"], timeout=ms),
+                "hover": lambda p: loc.hover(timeout=ms),
+            }[name]
+        elif name == "type":
+            run = lambda p: p.keyboard.type(args["text"])  # noqa: E731
+        elif name == "press":
+            run = lambda p: p.keyboard.press(args["key"])  # noqa: E731
+        elif name == "scroll":
+            dy = {"down": 400, "up": -400}.get(args["direction"], 0)
+            dx = {"right": 400, "left": -400}.get(args["direction"], 0)
+            run = lambda p: p.mouse.wheel(dx, dy)  # noqa: E731
+        elif name == "go_back":
+            run = lambda p: p.go_back(timeout=ms)  # noqa: E731
+        elif name == "navigate":
+            if not self.site.owns(args["url"]):
+                raise ActionFailed(f"navigate: only pages of this app ({self.site.origin}/...) can be opened")
+            run = lambda p: p.goto(args["url"], timeout=ms)  # noqa: E731
+        else:
+            raise ActionFailed(f"unknown action {name!r}")
+        await self.guarded(name, run)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
