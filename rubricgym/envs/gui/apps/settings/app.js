@@ -42,11 +42,12 @@ RG.onClick({
     render();
   },
 });
-document.addEventListener("change", (e) => {
+/* Choices save on change; the brightness field saves as it is typed in (and on change). */
+for (const type of ["input", "change"]) document.addEventListener(type, (e) => {
   const k = e.target.dataset.key;
-  if (!k) return;
+  if (!k || (type === "input" && k !== "brightness")) return;
   S.settings[k] = k === "brightness" ? Math.max(0, Math.min(100, parseInt(e.target.value, 10) || 0)) : e.target.value;
-  RG.toast("Saved");
+  if (type === "change") RG.toast("Saved");
 });
 RG.onSubmit({ rename(v) { S.settings.device_name = v.device_name; RG.toast("Device renamed"); render(); } });
 RG.register({ get: () => S, set: (s) => { S = s; }, render });

@@ -65,12 +65,13 @@ RG.onClick({
   checkout: () => RG.go("/checkout"),
   cart: () => RG.go("/cart"),
 });
-document.addEventListener("change", (e) => {
+/* Quantities update as they are typed; the cart re-renders (new totals) on change. */
+for (const type of ["input", "change"]) document.addEventListener(type, (e) => {
   const id = e.target.dataset.qty;
   if (!id) return;
   const item = S.cart.find((i) => i.product === id);
   item.qty = Math.max(1, Math.min(product(id).stock, parseInt(e.target.value, 10) || 1));
-  render();
+  if (type === "change") render();
 });
 RG.onSubmit({
   order(v) {
