@@ -87,6 +87,8 @@ class BrowserPool:
         self._thread = threading.Thread(target=self._loop.run_forever, name="rubricgym-browser", daemon=True)
         self._thread.start()
         self._closed = False
+        # threads that run whole env steps for async callers (each blocks on this loop, so many may wait at once)
+        self.executor = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="rubricgym-step")
 
     @classmethod
     def shared(cls) -> BrowserPool:
@@ -186,3 +188,4 @@ class BrowserPool:
             self._closed = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
+            self.executor.shutdown(wait=False)

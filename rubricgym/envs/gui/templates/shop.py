@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, quote, select, template
+from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, press, quote, select, template
 
 NAMES = ["Alex Morgan", "Sam Lee", "Jordan Blake", "Riley Chen"]
 ADDRESSES = ["12 Oak Street, Springfield", "4 Harbour Road, Portsmouth", "88 Elm Avenue, Denver",
