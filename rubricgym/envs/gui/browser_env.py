@@ -43,6 +43,8 @@ class BrowserEnv(RubricEnv):
         self._started = 0.0
         self._changed_last = False
         self.answer_sheet: dict[str, str] = {}
+        self.scope: str | None = None
+        """The URL prefix ``navigate`` may open (a subclass sets it per episode); ``None``: the site's origin."""
 
     @property
     def pool(self) -> BrowserPool:
@@ -136,9 +138,13 @@ class BrowserEnv(RubricEnv):
             return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
         if name == "answer":
             return ToolOutput(text=head, reward=reward, info={**info, "tool": name})
-        text = f"{head}\n{await self.page_text()}"
-        if self.screenshot:
-            info["screenshot_jpeg_b64"] = await self.session.screenshot()
+        try:
+            text = f"{head}\n{await self.page_text()}"
+            if self.screenshot:
+                info["screenshot_jpeg_b64"] = await self.session.screenshot()
+        except ActionFailed as e:
+            error = error or str(e)
+            text = f"{head}\nThe page cannot be read right now ({e})."
         return ToolOutput(text=text, error=error, reward=reward, info={**info, "tool": name})
 
     # ---- tools ---------------------------------------------------------------------------------------------
@@ -220,8 +226,12 @@ class BrowserEnv(RubricEnv):
         Args:
             url: an absolute URL on the app's origin, or a relative one such as #/inbox
         """
-        base = self.session.page.url if self.session is not None and self.session.page is not None else ""
-        return self._browse("navigate", url=urljoin(base, url))
+        scope = self.scope or (self.session.site.origin + "/" if self.session is not None else "")
+        here = self.session.page.url if self.session is not None and self.session.page is not None else ""
+        target = urljoin(here if here.startswith(scope) else scope, url.strip())
+        if not target.startswith(scope):
+            raise ToolError(f"only pages under {scope} can be opened; {target!r} is outside")
+        return self._browse("navigate", url=target)
 
     @tool(examples={"fields": {"phone": "+1 555 123 4567"}})
     def answer(self, fields: dict) -> ToolOutput:

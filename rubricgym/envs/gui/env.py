@@ -19,7 +19,7 @@ from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.data import APPS, initial_state
 from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
-from rubricgym.envs.gui.session import Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session, Site
 from rubricgym.envs.gui.templates import TEMPLATES
 
 APP_ROOT = Path(__file__).with_name("apps")
@@ -97,7 +97,8 @@ class GuiEnv(BrowserEnv):
         if app not in APPS:
             raise ValueError(f"task {task.id!r}: unknown app {app!r}; bundled apps: {', '.join(APPS)}")
         session.restore = self._restore
-        await session.open(f"{APP_ORIGIN}/{app}/index.html")
+        self.scope = f"{APP_ORIGIN}/{app}/"
+        await session.open(self.scope + "index.html")
         await session.evaluate("s => load(s)", task.params["state"])
         self._initial = self._last = await session.evaluate("() => state()")
         self._progress = progress(check_goals(self._goals, self._initial, {}))
@@ -106,7 +107,10 @@ class GuiEnv(BrowserEnv):
         await session.page.evaluate("s => load(s)", self._last)
 
     async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
-        state = await session.evaluate("() => state()")
+        try:
+            state = await session.evaluate("() => state()")
+        except ActionFailed:  # the page is not the app (went back past it): the app's state is where it was
+            state = self._last
         rows = check_goals(self._goals, state, self.answer_sheet)
         now = progress(rows)
         changed = bool(changed_paths(self._last, state))

@@ -102,11 +102,17 @@ class Session:
         await self.context.route("**/*", self._route)
         await self.context.route_web_socket(re.compile(".*"), self._route_ws)
         self.context.on("page", self._on_page)
-        self.page = await self.context.new_page()
-        self.crashed = False
-        self.page.on("crash", self._on_crash)
-        self.page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
+        self.page = await self._new_page()
         await self.page.goto(url, wait_until="load")
+
+    async def _new_page(self) -> Any:
+        """A page with a fresh history (so go_back never reaches another episode's pages)."""
+        self.page = None
+        page = await self.context.new_page()
+        self.crashed = False
+        page.on("crash", self._on_crash)
+        page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
+        return page
 
     async def _recycle(self, url: str) -> bool:
         page = self.page
@@ -121,13 +127,13 @@ class Session:
         return True
 
     async def _wipe(self, page: Any, url: str) -> None:
+        """Cookies and local storage cleared, a new page (new history, empty session storage) at ``url``."""
         await self.context.clear_cookies()
-        for frame_url in {page.url, url}:
-            if self.site.owns(frame_url):  # storage is per origin: clear it where the episode's pages live
-                await page.goto(frame_url, wait_until="commit")
-                await page.evaluate("() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }")
-        await page.goto("about:blank")
-        await page.goto(url, wait_until="load")
+        if self.site.owns(page.url):  # every page of the episode is on the site's origin (others are blocked)
+            await page.evaluate("() => { try { localStorage.clear(); } catch (e) {} }")
+        await page.close()
+        self.page = await self._new_page()
+        await self.page.goto(url, wait_until="load")
 
     async def close(self) -> None:
         context, self.context, self.page = self.context, None, None

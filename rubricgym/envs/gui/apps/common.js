@@ -3,15 +3,25 @@
 (function () {
   "use strict";
   const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+  const KEY = "rubricgym-state:" + location.pathname;
   let app = null;
   const RG = {
     esc: (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ESC[c]),
     copy: (x) => JSON.parse(JSON.stringify(x)),
+    /* The state survives reloads and visits to other pages of the app within the tab (sessionStorage). */
     register(a) {
       app = a;
+      const render = a.render;
+      app.render = () => { render(); RG.save(); };
       window.addEventListener("hashchange", () => app.render());
-      document.addEventListener("DOMContentLoaded", () => app.render());
+      window.addEventListener("pagehide", () => RG.save());
+      document.addEventListener("DOMContentLoaded", () => {
+        const saved = sessionStorage.getItem(KEY);
+        if (saved) app.set(JSON.parse(saved));
+        app.render();
+      });
     },
+    save() { try { sessionStorage.setItem(KEY, JSON.stringify(app.get())); } catch (e) { /* storage full or off */ } },
     state: () => RG.copy(app.get()),
     load(s) { app.set(RG.copy(s)); RG.toast(""); app.render(); return true; },
     route: () => (location.hash.slice(1) || "/").split("/").filter(Boolean),
