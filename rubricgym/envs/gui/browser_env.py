@@ -87,7 +87,7 @@ class BrowserEnv(RubricEnv):
         """URL, title and the ARIA snapshot with element refs."""
         s = self.session
         snapshot = await s.snapshot()
-        title = await s.guarded("title", lambda p: p.title())
+        title = await s.guarded("title", lambda p: p.title(), retry=True)
         return f"URL: {s.page.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"
 
     def close(self) -> None:

@@ -28,6 +28,10 @@ class ActionFailed(Exception):
     """A browser action could not be done; the message is written for the agent."""
 
 
+class _Recovered(ActionFailed):
+    """The page was lost and has been recovered; the call that saw it fail did not happen."""
+
+
 @dataclass
 class Site:
     """Where an episode's pages come from.
@@ -192,22 +196,33 @@ class Session:
         except Exception:  # noqa: BLE001 - any failure means the page cannot be used
             return True
 
-    async def guarded(self, what: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run ``fn(page)`` with the per-action timeout; crashes and hangs are recovered, then reported."""
+    async def guarded(self, what: str, fn: Callable[[Any], Awaitable[Any]], retry: bool = False) -> Any:
+        """Run ``fn(page)`` with the per-action timeout; crashes and hangs are recovered, then reported.
+
+        ``retry``: ``fn`` only reads the page, so after a crash it is run once more on the recovered page.
+        """
+        try:
+            return await self._guarded(what, fn)
+        except _Recovered as e:
+            if retry:
+                return await self._guarded(what, fn)
+            raise ActionFailed(str(e)) from e
+
+    async def _guarded(self, what: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         await self.ensure()
         try:
             return await asyncio.wait_for(fn(self.page), self.action_timeout + 1)
-        except TimeoutError as e:
-            if self.crashed or await self._unresponsive():
-                await self._recover_hang()
-                raise ActionFailed(f"{what}: the page stopped responding and was reloaded from its last state") from e
-            raise ActionFailed(f"{what}: timed out after {self.action_timeout:g}s") from e
         except ActionFailed:
             raise
         except Exception as e:  # noqa: BLE001 - Playwright errors become observations for the agent
+            if isinstance(e, TimeoutError) or type(e).__name__ == "TimeoutError":  # ours or Playwright's
+                if self.crashed or await self._unresponsive():
+                    await self._recover_hang()
+                    raise _Recovered(f"{what}: the page stopped responding and was reloaded from its last state") from e
+                raise ActionFailed(f"{what}: timed out after {self.action_timeout:g}s") from e
             if self.crashed or self.page.is_closed() or not self.pool._browser.is_connected():
                 await self.ensure()
-                raise ActionFailed(f"{what}: the page crashed and was reloaded from its last state") from e
+                raise _Recovered(f"{what}: the page crashed and was reloaded from its last state") from e
             raise ActionFailed(f"{what}: {_first_line(e)}") from e
 
     async def _recover_hang(self) -> None:
@@ -222,16 +237,16 @@ class Session:
 
     async def snapshot(self) -> str:
         """The page's ARIA snapshot with ``[ref=eN]`` labels; remembers which refs exist now."""
-        text = await self.guarded("snapshot", lambda p: p.aria_snapshot(mode="ai"))
+        text = await self.guarded("snapshot", lambda p: p.aria_snapshot(mode="ai"), retry=True)
         self.refs = set(REF.findall(text))
         return text
 
     async def screenshot(self, quality: int = 60) -> str:
-        data = await self.guarded("screenshot", lambda p: p.screenshot(type="jpeg", quality=quality))
+        data = await self.guarded("screenshot", lambda p: p.screenshot(type="jpeg", quality=quality), retry=True)
         return base64.b64encode(data).decode()
 
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
-        return await self.guarded("evaluate", lambda p: p.evaluate(expression, arg))
+        return await self.guarded("evaluate", lambda p: p.evaluate(expression, arg), retry=True)
 
     # ---- actions ----------------------------------------------------------------------------------------
 

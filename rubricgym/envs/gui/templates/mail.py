@@ -52,6 +52,7 @@ def star(rng, s):
 @template("mail.mark_unread", "mail", 2, split="test")
 def mark_unread(rng, s):
     m = _msg(rng, s, folder="inbox")
+    m["read"] = True
     return Spec(f"Open the email {quote(m['subject'])} and then mark it as unread.",
                 [G(f"messages[id={m['id']}].read", False)], [_open(m), click("button", "Mark as unread"), DONE], [READ])
 
