@@ -199,6 +199,8 @@ def summarize(run_dir: Path) -> dict:
         }
 
     steps = [len(t.steps) for t in trajs]
+    from rubricgym.envs.gui.metrics import gui_metrics
+
     return {
         "run_dir": str(run_dir),
         "count": len(trajs),
@@ -214,6 +216,7 @@ def summarize(run_dir: Path) -> dict:
             "bad_lines": len(store.report.bad_lines),
             "failed_tasks": len(store.meta().get("failures", [])),
         },
+        **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
     }
 
 
@@ -243,6 +246,10 @@ def show(
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    if "gui" in summary:
+        from rubricgym.envs.gui.metrics import format_metrics
+
+        console.print(format_metrics(summary["gui"]), highlight=False)
     from rubricgym.core.store import TrajectoryStore
 
     for t in list(TrajectoryStore(run_dir).iter())[:examples]:

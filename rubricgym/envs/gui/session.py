@@ -82,7 +82,8 @@ class Session:
         self.generation = -1
         self.crashed = False
         self.blocked: list[str] = []  # requests refused (other origins), for isolation tests and the record
-        self.refs: set[str] = set()
+        self.refs: set[str] = set()  # refs of the last snapshot
+        self.seen_refs: set[str] = set()  # refs of every snapshot since the page opened
         self.restore: Restore | None = None
         self.recoveries = 0
         self.recycled = 0
@@ -112,6 +113,7 @@ class Session:
     async def _new_page(self) -> Any:
         """A page with a fresh history (so go_back never reaches another episode's pages)."""
         self.page = None
+        self.refs, self.seen_refs = set(), set()
         page = await self.context.new_page()
         self.crashed = False
         page.on("crash", self._on_crash)
@@ -239,6 +241,7 @@ class Session:
         """The page's ARIA snapshot with ``[ref=eN]`` labels; remembers which refs exist now."""
         text = await self.guarded("snapshot", lambda p: p.aria_snapshot(mode="ai"), retry=True)
         self.refs = set(REF.findall(text))
+        self.seen_refs |= self.refs
         return text
 
     async def screenshot(self, quality: int = 60) -> str:
@@ -257,8 +260,9 @@ class Session:
             raise ActionFailed(f"{ref!r} is not an element ref; refs look like e12 (from [ref=e12] in the snapshot)")
         loc = self.page.locator(f"aria-ref={ref}")
         if await self.guarded("locate", lambda p: loc.count()) == 0:
-            if ref in self.refs:
-                raise ActionFailed(f"ref {ref} is stale: the element is no longer on the page")
+            if ref in self.seen_refs:
+                raise ActionFailed(f"ref {ref} is stale: that element is no longer on the page; use a ref from "
+                                   "the current page below")
             raise ActionFailed(f"ref {ref} is not in the current snapshot")
         return loc
 
