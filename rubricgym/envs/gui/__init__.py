@@ -4,6 +4,7 @@ Importing this package registers the envs and nothing else: no browser starts un
 """
 
 from rubricgym.core.registry import register
+from rubricgym.envs.gui.byo import EXAMPLE_SPEC, WebTaskEnv, WebTaskSpec, register_web_tasks
 from rubricgym.envs.gui.env import GuiEnv
 
 register(
@@ -14,4 +15,13 @@ register(
     replace=True,
 )
 
-__all__ = ["GuiEnv"]
+register(
+    "web-example-v0",
+    WebTaskEnv,
+    kwargs={"spec": str(EXAMPLE_SPEC)},
+    description="Bring-your-own web tasks, worked example: a flight-booking page that computes its own reward in "
+                "JavaScript, turned into an env by byo_example/spec.yaml.",
+    replace=True,
+)
+
+__all__ = ["GuiEnv", "WebTaskEnv", "WebTaskSpec", "register_web_tasks"]

@@ -81,7 +81,11 @@ class BrowserEnv(RubricEnv):
         self._started = time.monotonic()
         await self.open_episode(self.session, task)
         page = await self.page_text()
-        self._task = task.model_copy(update={"prompt": f"{task.prompt}\n\n{page}"})
+        self._task = task.model_copy(update={"prompt": f"{await self.episode_prompt(task)}\n\n{page}"})
+
+    async def episode_prompt(self, task: Task) -> str:
+        """The task text shown above the first page (a subclass may read it from the page)."""
+        return task.prompt
 
     async def page_text(self) -> str:
         """URL, title and the ARIA snapshot with element refs."""
@@ -136,6 +140,9 @@ class BrowserEnv(RubricEnv):
         self._changed_last = changed
         if name == "done":
             return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
+        if info.get("episode_over"):  # the page itself says the episode is over
+            return ToolOutput(text=f"{head}\nThe page reports that the episode is over.", done=True, error=error,
+                              reward=reward, info={**info, "tool": name})
         if name == "answer":
             return ToolOutput(text=head, reward=reward, info={**info, "tool": name})
         try:
