@@ -96,9 +96,9 @@ class WebTaskEnv(BrowserEnv):
         super().__init__(**kwargs)
         if isinstance(spec, str | Path):
             spec = WebTaskSpec.load(spec)
-        self.spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.model_validate(spec)
-        self.env_id = f"web-{self.spec.name}-v0"
-        self._site = self.spec.site()
+        self.web_spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.model_validate(spec)
+        self.env_id = f"web-{self.web_spec.name}-v0"
+        self._site = self.web_spec.site()
         self._instruction = ""
         self._reward = 0.0
         self._over = False
@@ -109,60 +109,60 @@ class WebTaskEnv(BrowserEnv):
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         if split not in ("train", "test"):
             raise ValueError(f"{self.env_id} has the splits 'train' and 'test', not {split!r}")
-        seeds = [s for s in range(self.spec.seeds) if (s % self.spec.test_every == 0) == (split == "test")] or [0]
+        seeds = [s for s in range(self.web_spec.seeds) if (s % self.web_spec.test_every == 0) == (split == "test")] or [0]
         seed = seeds[int(rng.integers(len(seeds)))]
-        return Task(id=f"{self.spec.name}-{seed}", env_id=self.env_id, split=split,
+        return Task(id=f"{self.web_spec.name}-{seed}", env_id=self.env_id, split=split,
                     prompt="Complete the task on the web page.", params={"page_seed": seed})
 
     def site(self, task: Task) -> Site:
         return self._site
 
     def begin(self, task: Task) -> None:
-        self.max_steps = self._max_steps_arg or self.spec.max_steps
+        self.max_steps = self._max_steps_arg or self.web_spec.max_steps
         super().begin(task)
 
     async def open_episode(self, session: Session, task: Task) -> None:
         self.scope = self._site.origin + "/"
         session.restore = self._restore
-        await session.open(self.spec.start_url())
+        await session.open(self.web_spec.start_url())
         await self._reset_page(session, task)
-        self._instruction = str(await session.evaluate(f"({self.spec.instruction})()"))
+        self._instruction = str(await session.evaluate(f"({self.web_spec.instruction})()"))
         self._reward, self._over = 0.0, False
         self._initial = self._last = await self._state(session)
         self._progress = self._goal_progress(self._initial)
 
     async def _reset_page(self, session: Session, task: Task) -> None:
-        await session.evaluate(f"seed => ({self.spec.reset})(seed)", int(task.params.get("page_seed", 0)))
+        await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
 
     async def _restore(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
-        await session.page.evaluate(f"seed => ({self.spec.reset})(seed)", int(self._task.params.get("page_seed", 0)))
+        await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(self._task.params.get("page_seed", 0)))
 
     async def episode_prompt(self, task: Task) -> str:
         return f"Task: {self._instruction}\n{task.prompt} Call done() when it is complete."
 
     async def _state(self, session: Session) -> Any:
-        return await session.evaluate(f"({self.spec.state})()") if self.spec.state else None
+        return await session.evaluate(f"({self.web_spec.state})()") if self.web_spec.state else None
 
     def _goal_progress(self, state: Any) -> float:
-        if self.spec.goals:
-            return progress(check_goals(self.spec.goals, state or {}, self.answer_sheet))
+        if self.web_spec.goals:
+            return progress(check_goals(self.web_spec.goals, state or {}, self.answer_sheet))
         return min(1.0, max(0.0, self._reward))
 
     async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
         from rubricgym.envs.gui.session import ActionFailed
 
         try:
-            self._reward = float(await session.evaluate(f"({self.spec.reward})()"))
-            self._over = bool(await session.evaluate(f"({self.spec.done})()"))
+            self._reward = float(await session.evaluate(f"({self.web_spec.reward})()"))
+            self._over = bool(await session.evaluate(f"({self.web_spec.done})()"))
             state = await self._state(session)
         except (ActionFailed, TypeError, ValueError):
             state = self._last
         info: dict[str, Any] = {"page_reward": self._reward, "prev_progress": self._progress}
-        changed = self.spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
-        if self.spec.goals:
-            info["goals"] = check_goals(self.spec.goals, state or {}, self.answer_sheet)
-        if self.spec.state is not None:
-            info["unexpected"] = unexpected_changes(self._last or {}, state or {}, self.spec.expected_changes)
+        changed = self.web_spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
+        if self.web_spec.goals:
+            info["goals"] = check_goals(self.web_spec.goals, state or {}, self.answer_sheet)
+        if self.web_spec.state is not None:
+            info["unexpected"] = unexpected_changes(self._last or {}, state or {}, self.web_spec.expected_changes)
         self._last, self._progress = state, self._goal_progress(state)
         info.update(progress=self._progress, episode_over=self._over)
         return self._reward, changed, info
@@ -171,11 +171,11 @@ class WebTaskEnv(BrowserEnv):
         if not self._records:
             return {}
         last = self._records[-1]
-        success = (self._progress >= 1.0 - 1e-9) if self.spec.goals else self._reward >= self.spec.success_threshold
+        success = (self._progress >= 1.0 - 1e-9) if self.web_spec.goals else self._reward >= self.web_spec.success_threshold
         claimed = last.out.done and last.call is not None and last.call.name == "done"
-        side = (unexpected_changes(self._initial or {}, self._last or {}, self.spec.expected_changes)
-                if self.spec.state else [])
-        return {"spec": self.spec.name, "page_reward": self._reward, "success": success, "progress": self._progress,
+        side = (unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
+                if self.web_spec.state else [])
+        return {"spec": self.web_spec.name, "page_reward": self._reward, "success": success, "progress": self._progress,
                 "false_completion": bool(claimed and not success),
                 "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
                 "side_effects": side, "answer_sheet": dict(self.answer_sheet)}
