@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need, only those missing; says clearly what could not be installed.
 set -u
-pkgs=(bubblewrap podman runc)
+pkgs=(bubblewrap podman runc chromium fonts-dejavu-core fonts-liberation)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

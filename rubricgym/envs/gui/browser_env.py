@@ -132,7 +132,8 @@ class BrowserEnv(RubricEnv):
                 error = str(e)
                 head = f"Error: {error}. Current page:"
         elif name == "answer":
-            self.answer_sheet.update({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in args["fields"].items()})
+            fields = args["fields"].items()
+            self.answer_sheet.update({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in fields})
             head = "Answer sheet: " + json.dumps(self.answer_sheet, ensure_ascii=False) + ". Call done() when finished."
         else:
             head = ""

@@ -109,7 +109,8 @@ class WebTaskEnv(BrowserEnv):
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         if split not in ("train", "test"):
             raise ValueError(f"{self.env_id} has the splits 'train' and 'test', not {split!r}")
-        seeds = [s for s in range(self.web_spec.seeds) if (s % self.web_spec.test_every == 0) == (split == "test")] or [0]
+        every = self.web_spec.test_every
+        seeds = [s for s in range(self.web_spec.seeds) if (s % every == 0) == (split == "test")] or [0]
         seed = seeds[int(rng.integers(len(seeds)))]
         return Task(id=f"{self.web_spec.name}-{seed}", env_id=self.env_id, split=split,
                     prompt="Complete the task on the web page.", params={"page_seed": seed})
@@ -135,7 +136,8 @@ class WebTaskEnv(BrowserEnv):
         await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
 
     async def _restore(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
-        await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(self._task.params.get("page_seed", 0)))
+        seed = int(self._task.params.get("page_seed", 0))
+        await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
 
     async def episode_prompt(self, task: Task) -> str:
         return f"Task: {self._instruction}\n{task.prompt} Call done() when it is complete."
@@ -171,7 +173,8 @@ class WebTaskEnv(BrowserEnv):
         if not self._records:
             return {}
         last = self._records[-1]
-        success = (self._progress >= 1.0 - 1e-9) if self.web_spec.goals else self._reward >= self.web_spec.success_threshold
+        spec = self.web_spec
+        success = (self._progress >= 1.0 - 1e-9) if spec.goals else self._reward >= spec.success_threshold
         claimed = last.out.done and last.call is not None and last.call.name == "done"
         side = (unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
                 if self.web_spec.state else [])

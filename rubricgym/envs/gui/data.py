@@ -79,7 +79,8 @@ def mail(rng: np.random.Generator) -> dict[str, Any]:
             "id": f"m{i + 1}", "from": _email(sender), "to": "me@example.com",
             "subject": subject.format(n=int(rng.integers(1000, 9999))), "body": str(rng.choice(BODIES)),
             "date": f"2024-05-{20 - i // 2:02d} {9 + i % 8:02d}:{int(rng.integers(0, 6)) * 10:02d}",
-            "folder": "archive" if i >= 8 else "inbox", "read": bool(rng.random() < 0.4), "starred": bool(rng.random() < 0.2)})
+            "folder": "archive" if i >= 8 else "inbox", "read": bool(rng.random() < 0.4),
+            "starred": bool(rng.random() < 0.2)})
     return {"me": "me@example.com", "today": TODAY, "messages": messages}
 
 
@@ -90,7 +91,8 @@ def calendar(rng: np.random.Generator) -> dict[str, Any]:
     for i, t in enumerate(titles):
         start = f"{int(rng.integers(8, 18)):02d}:{int(rng.integers(0, 4)) * 15:02d}"
         events.append({"id": f"e{i + 1}", "title": t.format(p=people[i % 4].split()[0]), "date": _day(rng),
-                       "start": start, "duration": int(rng.choice([30, 45, 60, 90])), "location": str(rng.choice(PLACES))})
+                       "start": start, "duration": int(rng.choice([30, 45, 60, 90])),
+                       "location": str(rng.choice(PLACES))})
     return {"today": TODAY, "events": events}
 
 

@@ -37,7 +37,8 @@ class GuiEnv(BrowserEnv):
     env_id = ENV_ID
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
-    scripted_agents = {"oracle": "rubricgym.envs.gui.agents:Oracle", "random": "rubricgym.envs.gui.agents:RandomClicker"}
+    scripted_agents = {"oracle": "rubricgym.envs.gui.agents:Oracle",
+                       "random": "rubricgym.envs.gui.agents:RandomClicker"}
 
     def __init__(self, templates: list[str] | None = None, apps: list[str] | None = None,
                  levels: list[int] | None = None, **kwargs: Any):
@@ -69,9 +70,11 @@ class GuiEnv(BrowserEnv):
         data_seed = int(rng.integers(2**31))
         state = initial_state(tmpl.app, data_seed)
         spec = tmpl.draw(rng, state)
-        fields = (f" Put the answer on the answer sheet with answer({{{', '.join(repr(f) + ': ...' for f in spec.answer_fields)}}})"
+        sheet = ", ".join(repr(f) + ": ..." for f in spec.answer_fields)
+        fields = (f" Put the answer on the answer sheet with answer({{{sheet}}})"
                   " before calling done()." if spec.answer_fields else "")
-        prompt = (f"Task: {spec.instruction}\nYou are operating the {tmpl.app.capitalize()} app in a web browser.{fields}"
+        prompt = (f"Task: {spec.instruction}\nYou are operating the {tmpl.app.capitalize()} app in a web browser."
+                  f"{fields}"
                   " Call done() when the task is complete.")
         return Task(
             id=f"{tmpl.id}-{data_seed}", env_id=self.env_id, split=split, prompt=prompt,

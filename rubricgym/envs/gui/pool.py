@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import signal
@@ -142,10 +143,8 @@ class BrowserPool:
         browser, self._browser = self._browser, None
         self.kill_processes()
         if browser is not None:
-            try:
+            with contextlib.suppress(Exception):  # it is dead or dying; the processes were killed above
                 await asyncio.wait_for(browser.close(), 5)
-            except Exception:  # noqa: BLE001 - it is dead or dying; the processes were killed above
-                pass
 
     def processes(self) -> list[int]:
         """Pids of this pool's Chromium processes (the browser and its renderers and helpers)."""
@@ -177,10 +176,8 @@ class BrowserPool:
             await self._discard()
             if self._pw is not None:
                 pw, self._pw = self._pw, None
-                try:
+                with contextlib.suppress(Exception):  # the driver may already be gone
                     await asyncio.wait_for(pw.stop(), 10)
-                except Exception:  # noqa: BLE001 - the driver may already be gone
-                    pass
 
         try:
             self.run(shutdown(), timeout=30)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable
@@ -144,10 +145,8 @@ class Session:
     async def close(self) -> None:
         context, self.context, self.page = self.context, None, None
         if context is not None:
-            try:
+            with contextlib.suppress(Exception):  # the browser is gone or hung; the pool relaunches it
                 await asyncio.wait_for(context.close(), 5)
-            except Exception:  # noqa: BLE001 - the browser is gone or hung; the pool relaunches it
-                pass
 
     async def _route(self, route: Any) -> None:
         url = route.request.url

@@ -119,7 +119,8 @@ def test_episodes_run_concurrently_on_one_browser(pool):
     tasks = envs[0].task_set(4, seed=5)
 
     async def main():
-        return await asyncio.gather(*(rollout(e, Oracle(), t, seed=i) for i, (e, t) in enumerate(zip(envs, tasks))))
+        pairs = enumerate(zip(envs, tasks, strict=True))
+        return await asyncio.gather(*(rollout(e, Oracle(), t, seed=i) for i, (e, t) in pairs))
 
     trajs = asyncio.run(main())
     assert all(t.outcome.summary["success"] for t in trajs)

@@ -31,7 +31,8 @@ def test_check_goals_rows_and_progress():
 
 def test_approx_accepts_money_strings_and_rejects_text():
     assert check_goals([Goal(field="answer.price", op="approx", expected=24.99)], {}, {"price": "$24.99"})[0]["passed"]
-    assert not check_goals([Goal(field="answer.price", op="approx", expected=24.99)], {}, {"price": "cheap"})[0]["passed"]
+    goal = Goal(field="answer.price", op="approx", expected=24.99)
+    assert not check_goals([goal], {}, {"price": "cheap"})[0]["passed"]
 
 
 def test_flatten_keys_items_by_id():

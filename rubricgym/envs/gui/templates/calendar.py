@@ -57,7 +57,8 @@ def reschedule(rng, s):
     day = pick(rng, [d for d in DAYS if d != e["date"]])
     return Spec(f"Move the event {quote(e['title'])} to {day}, keeping its time.",
                 [G(f"events[id={e['id']}].date", day), G(f"events[id={e['id']}].start", e["start"])],
-                [*_edit(e), fill("textbox", "Date", day), click("button", "Save event"), DONE], [f"events[id={e['id']}].date"])
+                [*_edit(e), fill("textbox", "Date", day), click("button", "Save event"), DONE],
+                [f"events[id={e['id']}].date"])
 
 
 @template("calendar.retime", "calendar", 2)
@@ -74,7 +75,8 @@ def rename(rng, s):
     e = _event(rng, s)
     new = pick(rng, NEW_EVENTS)
     return Spec(f"Rename the event {quote(e['title'])} to {quote(new)}.", [G(f"events[id={e['id']}].title", new)],
-                [*_edit(e), fill("textbox", "Title", new), click("button", "Save event"), DONE], [f"events[id={e['id']}].title"])
+                [*_edit(e), fill("textbox", "Title", new), click("button", "Save event"), DONE],
+                [f"events[id={e['id']}].title"])
 
 
 @template("calendar.relocate", "calendar", 2, split="test")
@@ -99,7 +101,8 @@ def extend(rng, s):
 @template("calendar.when", "calendar", 1)
 def when(rng, s):
     e = _event(rng, s)
-    return Spec(f"When does {quote(e['title'])} start? Give the date in the field `date` and the time (HH:MM) in `time`.",
+    return Spec(f"When does {quote(e['title'])} start? Give the date in the field `date` and the time (HH:MM) in "
+                "`time`.",
                 [G("answer.date", e["date"], "ieq"), G("answer.time", e["start"], "ieq")],
                 [click("button", "~" + e["title"]), answer(date=e["date"], time=e["start"]), DONE],
                 answer_fields=["date", "time"])

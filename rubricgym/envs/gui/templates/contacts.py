@@ -42,7 +42,8 @@ def update_phone(rng, s):
     c, phone = _contact(rng, s), _phone(rng)
     return Spec(f"{c['name']} has a new phone number: {phone}. Update the contact.",
                 [G(f"contacts[id={c['id']}].phone", phone)],
-                [_open(c), click("button", "Edit"), fill("textbox", "Phone", phone), click("button", "Save contact"), DONE],
+                [_open(c), click("button", "Edit"), fill("textbox", "Phone", phone), click("button", "Save contact"),
+                 DONE],
                 [f"contacts[id={c['id']}].phone"])
 
 
@@ -52,8 +53,8 @@ def update_company(rng, s):
     company = pick(rng, [x for x in COMPANIES if x != c["company"]])
     return Spec(f"{c['name']} moved to {company}. Update their company.",
                 [G(f"contacts[id={c['id']}].company", company, "ieq")],
-                [_open(c), click("button", "Edit"), fill("textbox", "Company", company), click("button", "Save contact"),
-                 DONE], [f"contacts[id={c['id']}].company"])
+                [_open(c), click("button", "Edit"), fill("textbox", "Company", company),
+                 click("button", "Save contact"), DONE], [f"contacts[id={c['id']}].company"])
 
 
 @template("contacts.favorite", "contacts", 1)
@@ -76,14 +77,16 @@ def unfavorite(rng, s):
 def phone(rng, s):
     c = _contact(rng, s)
     return Spec(f"What is {c['name']}'s phone number? Answer in the field `phone`.",
-                [G("answer.phone", c["phone"], "ieq")], [_open(c), answer(phone=c["phone"]), DONE], answer_fields=["phone"])
+                [G("answer.phone", c["phone"], "ieq")], [_open(c), answer(phone=c["phone"]), DONE],
+                answer_fields=["phone"])
 
 
 @template("contacts.email", "contacts", 1, split="test")
 def email(rng, s):
     c = _contact(rng, s)
     return Spec(f"Find {c['name']}'s email address and give it in the field `email`.",
-                [G("answer.email", c["email"], "ieq")], [_open(c), answer(email=c["email"]), DONE], answer_fields=["email"])
+                [G("answer.email", c["email"], "ieq")], [_open(c), answer(email=c["email"]), DONE],
+                answer_fields=["email"])
 
 
 @template("contacts.company", "contacts", 1)

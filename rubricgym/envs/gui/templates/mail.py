@@ -29,7 +29,8 @@ def _folder_link(m):
 @template("mail.archive", "mail", 1)
 def archive(rng, s):
     m = _msg(rng, s, folder="inbox")
-    return Spec(f"Archive the email with the subject {quote(m['subject'])}.", [G(f"messages[id={m['id']}].folder", "archive")],
+    return Spec(f"Archive the email with the subject {quote(m['subject'])}.",
+                [G(f"messages[id={m['id']}].folder", "archive")],
                 [_open(m), click("button", "Archive"), DONE], [f"messages[id={m['id']}].folder", READ])
 
 
@@ -64,7 +65,8 @@ def compose(rng, s):
                 [G(f"messages[subject={subject}].to", to, "ieq"), G(f"messages[subject={subject}].folder", "sent"),
                  G(f"messages[subject={subject}].body", body, "ieq")],
                 [click("button", "Compose"), fill("textbox", "To", to), fill("textbox", "Subject", subject),
-                 fill("textbox", "Message", body), click("button", "Send"), DONE], [f"messages[id={_new_id(s)}]*", READ])
+                 fill("textbox", "Message", body), click("button", "Send"), DONE],
+                [f"messages[id={_new_id(s)}]*", READ])
 
 
 @template("mail.reply", "mail", 3)
@@ -84,7 +86,8 @@ def restore(rng, s):
     m = _msg(rng, s, folder="archive")
     return Spec(f"Move the archived email {quote(m['subject'])} back to the inbox.",
                 [G(f"messages[id={m['id']}].folder", "inbox")],
-                [*_folder_link(m), _open(m), click("button", "Move to Inbox"), DONE], [f"messages[id={m['id']}].folder", READ])
+                [*_folder_link(m), _open(m), click("button", "Move to Inbox"), DONE],
+                [f"messages[id={m['id']}].folder", READ])
 
 
 @template("mail.sender", "mail", 1)

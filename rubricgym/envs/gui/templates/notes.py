@@ -54,7 +54,8 @@ def rename(rng, s):
     new = pick(rng, [t for t in NEW_TITLES if t != n["title"]])
     return Spec(f"Rename the note {quote(n['title'])} to {quote(new)}.",
                 [G(f"notes[id={n['id']}].title", new), G(f"notes[title={n['title']}]", op="absent")],
-                [_open(n), fill("textbox", "Title", new), click("button", "Save"), DONE], [f"notes[id={n['id']}].title"])
+                [_open(n), fill("textbox", "Title", new), click("button", "Save"), DONE],
+                [f"notes[id={n['id']}].title"])
 
 
 @template("notes.edit_body", "notes", 2)
@@ -85,7 +86,8 @@ def unpin(rng, s):
 def move(rng, s):
     n = _note(rng, s)
     folder = pick(rng, [f for f in s["folders"] if f != n["folder"]])
-    return Spec(f"Move the note {quote(n['title'])} to the {folder} folder.", [G(f"notes[id={n['id']}].folder", folder)],
+    return Spec(f"Move the note {quote(n['title'])} to the {folder} folder.",
+                [G(f"notes[id={n['id']}].folder", folder)],
                 [_open(n), select("Folder", folder), click("button", "Save"), DONE], [f"notes[id={n['id']}].folder"])
 
 

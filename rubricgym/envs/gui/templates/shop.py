@@ -57,8 +57,9 @@ def checkout(rng, s):
     name, address, ship = pick(rng, NAMES), pick(rng, ADDRESSES), pick(rng, ["Standard", "Express"])
     total = round(p["price"] + (9.99 if ship == "Express" else 0), 2)
     return Spec(f"Buy one {p['name']} with {ship} shipping for {name}, {address}.",
-                [G("orders[0].items[0].product", p["id"]), G("orders[0].items[0].qty", 1), G("orders[0].shipping", ship),
-                 G("orders[0].address", address, "ieq"), G("orders[0].name", name, "ieq"), G("orders[0].total", total, "approx")],
+                [G("orders[0].items[0].product", p["id"]), G("orders[0].items[0].qty", 1),
+                 G("orders[0].shipping", ship), G("orders[0].address", address, "ieq"),
+                 G("orders[0].name", name, "ieq"), G("orders[0].total", total, "approx")],
                 [_add(p), click("link", "~Cart"), click("button", "Checkout"), fill("textbox", "Full name", name),
                  fill("textbox", "Shipping address", address), select("Shipping method", ship),
                  click("button", "Place order"), DONE],
