@@ -92,7 +92,7 @@ class BrowserEnv(RubricEnv):
         s = self.session
         snapshot = await s.snapshot()
         title = await s.guarded("title", lambda p: p.title(), retry=True)
-        return f"URL: {s.page.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"
+        return f"URL: {s.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"
 
     def close(self) -> None:
         if self.session is not None and self._pool is not None and not self._pool._closed:
@@ -235,7 +235,7 @@ class BrowserEnv(RubricEnv):
             url: an absolute URL on the app's origin, or a relative one such as #/inbox
         """
         scope = self.scope or (self.session.site.origin + "/" if self.session is not None else "")
-        here = self.session.page.url if self.session is not None and self.session.page is not None else ""
+        here = self.session.url if self.session is not None else ""
         target = urljoin(here if here.startswith(scope) else scope, url.strip())
         if not target.startswith(scope):
             raise ToolError(f"only pages under {scope} can be opened; {target!r} is outside")

@@ -71,7 +71,12 @@ class Site:
 
 
 class Session:
-    """A context + page for one episode on a pool's shared browser."""
+    """One episode's page on a pool's shared browser.
+
+    A site served from files gets a page in the pool's shared context, on an origin of its own (a private
+    registrable domain, so no storage, cookie or site is shared with another episode; the agent sees the site's
+    canonical origin). A loopback site, whose origin is fixed, gets a context of its own.
+    """
 
     def __init__(self, pool: BrowserPool, site: Site, *, action_timeout: float = 5.0,
                  viewport: tuple[int, int] = (1024, 720)):
@@ -88,34 +93,57 @@ class Session:
         self.restore: Restore | None = None
         self.recoveries = 0
         self.recycled = 0
+        self.origin = self.site.origin
+
+    @property
+    def shared(self) -> bool:
+        return self.site.root is not None
+
+    def canonical(self, url: str) -> str:
+        """``url`` as the agent sees it (on the site's origin)."""
+        return self.site.origin + url[len(self.origin):] if url.startswith(self.origin) else url
+
+    def actual(self, url: str) -> str:
+        return self.origin + url[len(self.site.origin):] if self.site.owns(url) else url
+
+    @property
+    def url(self) -> str:
+        return self.canonical(self.page.url) if self.page is not None else ""
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     async def open(self, url: str) -> None:
-        """The page at ``url`` in a context with no cookies and no storage.
+        """The page at ``url`` (on the site's origin) with no cookies and no storage.
 
-        A live context of this session is recycled (cookies and web storage cleared, page reloaded), which is
-        several times cheaper than a new one; after a crash or relaunch a new context is made.
+        A live page of this session is recycled (its cookies and storage cleared, a new page on the same
+        context), which is cheaper than a new context; after a crash or relaunch everything is made anew.
         """
+        if self.site.root is not None and not self.site.owns(url):
+            raise ValueError(f"{url!r} is not on the site {self.site.origin}")
         if await self._recycle(url):
             return
         await self.close()
         browser = await self.pool.browser()
         self.generation = self.pool.generation
-        self.context = await browser.new_context(accept_downloads=False, viewport=dict(zip(("width", "height"),
-                                                 self.viewport, strict=True)), service_workers="block")
-        self.context.set_default_timeout(self.action_timeout * 1000)
-        await self.context.route("**/*", self._route)
-        await self.context.route_web_socket(re.compile(".*"), self._route_ws)
-        self.context.on("page", self._on_page)
+        if self.shared:
+            self.context = await self.pool.shared_context()
+            self.origin = self.pool.private_origin(self)
+        else:
+            self.context = await browser.new_context(accept_downloads=False, service_workers="block")
+            await self.context.route("**/*", self.route)
+            await self.context.route_web_socket(re.compile(".*"), self.route_ws)
+            self.context.on("page", lambda page: asyncio.ensure_future(self.pool.refuse_popup(page, self)))
         self.page = await self._new_page()
-        await self.page.goto(url, wait_until="load")
+        await self.page.goto(self.actual(url), wait_until="load")
 
     async def _new_page(self) -> Any:
         """A page with a fresh history (so go_back never reaches another episode's pages)."""
         self.page = None
         self.refs, self.seen_refs = set(), set()
         page = await self.context.new_page()
+        self.pool.owners[page] = self
+        await page.set_viewport_size(dict(zip(("width", "height"), self.viewport, strict=True)))
+        page.set_default_timeout(self.action_timeout * 1000)
         self.crashed = False
         page.on("crash", self._on_crash)
         page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
@@ -128,49 +156,53 @@ class Session:
             return False
         try:
             await asyncio.wait_for(self._wipe(page, url), self.action_timeout + 5)
-        except Exception:  # noqa: BLE001 - an unusable context is replaced by a new one
+        except Exception:  # noqa: BLE001 - an unusable page is replaced by a new context
             return False
         self.recycled += 1
         return True
 
     async def _wipe(self, page: Any, url: str) -> None:
         """Cookies and local storage cleared, a new page (new history, empty session storage) at ``url``."""
-        await self.context.clear_cookies()
-        if self.site.owns(page.url):  # every page of the episode is on the site's origin (others are blocked)
+        host = urlsplit(self.origin).hostname
+        await self.context.clear_cookies(domain=host) if self.shared else await self.context.clear_cookies()
+        if page.url.startswith(self.origin):  # every page of the episode is on its origin (others are blocked)
             await page.evaluate("() => { try { localStorage.clear(); } catch (e) {} }")
-        await page.close()
+        await self._close_page(page)
         self.page = await self._new_page()
-        await self.page.goto(url, wait_until="load")
+        await self.page.goto(self.actual(url), wait_until="load")
+
+    async def _close_page(self, page: Any) -> None:
+        self.pool.owners.pop(page, None)
+        with contextlib.suppress(Exception):  # the browser is gone or hung; the pool relaunches it
+            await asyncio.wait_for(page.close(), 5)
 
     async def close(self) -> None:
-        context, self.context, self.page = self.context, None, None
-        if context is not None:
-            with contextlib.suppress(Exception):  # the browser is gone or hung; the pool relaunches it
+        context, page, self.context, self.page = self.context, self.page, None, None
+        if page is not None:
+            await self._close_page(page)
+        if context is not None and not self.shared:
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), 5)
 
-    async def _route(self, route: Any) -> None:
+    async def route(self, route: Any) -> None:
+        """Serve a request of this session's page: the site's files or its loopback server; others aborted."""
         url = route.request.url
-        if not self.site.owns(url):
+        if not url.startswith(self.origin + "/") and url != self.origin:
             self.blocked.append(url)
             await route.abort("blockedbyclient")
         elif self.site.root is None:
             await route.continue_()
-        elif (found := self.site.file(url)) is None:
+        elif (found := self.site.file(self.canonical(url))) is None:
             await route.fulfill(status=404, body="not found", content_type="text/plain")
         else:
             await route.fulfill(status=200, body=found[0], content_type=found[1])
 
-    async def _route_ws(self, ws: Any) -> None:
-        if not self.site.owns(ws.url.replace("ws://", "http://").replace("wss://", "https://")):
+    async def route_ws(self, ws: Any) -> None:
+        if not ws.url.replace("ws://", "http://").replace("wss://", "https://").startswith(self.origin + "/"):
             self.blocked.append(ws.url)
             await ws.close()
         else:
             ws.connect_to_server()
-
-    def _on_page(self, page: Any) -> None:
-        if self.page is not None and page is not self.page:  # popups and window.open: refused
-            self.blocked.append("popup")
-            asyncio.ensure_future(page.close())
 
     def _on_crash(self, page: Any) -> None:
         self.crashed = True
@@ -183,10 +215,10 @@ class Session:
         if alive:
             return
         self.recoveries += 1
-        url = self.page.url if self.page is not None and not self.crashed else self.site.origin + "/"
+        url = self.url if self.page is not None and not self.crashed else ""
         if self.pool._browser is None or not self.pool._browser.is_connected():
             await self.pool.relaunch("browser disconnected")
-        await self.open(url if url.startswith("http") else self.site.origin + "/")
+        await self.open(url if self.site.owns(url) else self.site.origin + "/")
         if self.restore is not None:
             await self.restore(self)
 
@@ -289,7 +321,7 @@ class Session:
         elif name == "navigate":
             if not self.site.owns(args["url"]):
                 raise ActionFailed(f"navigate: only pages of this app ({self.site.origin}/...) can be opened")
-            run = lambda p: p.goto(args["url"], timeout=ms)  # noqa: E731
+            run = lambda p: p.goto(self.actual(args["url"]), timeout=ms)  # noqa: E731
         else:
             raise ActionFailed(f"unknown action {name!r}")
         await self.guarded(name, run)

@@ -124,7 +124,7 @@ def test_episodes_run_concurrently_on_one_browser(pool):
 
     trajs = asyncio.run(main())
     assert all(t.outcome.summary["success"] for t in trajs)
-    assert len({id(e.session.context) for e in envs}) == 4
+    assert len({e.session.origin for e in envs}) == 4  # one private origin (storage, cookies) per episode
     for e in envs:
         e.close()
 
