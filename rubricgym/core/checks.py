@@ -33,9 +33,7 @@ class NamedCheck:
         return self.fn(trajectory, step)
 
 
-def check(
-    name: str | CheckFn | None = None, scope: Scope = "trajectory", description: str = ""
-) -> Any:
+def check(name: str | CheckFn | None = None, scope: Scope = "trajectory", description: str = "") -> Any:
     """Turn ``fn(trajectory, step) -> CheckResult`` into a ``NamedCheck`` named after the function.
 
     ``@check``, ``@check(scope="step")`` or ``@check("other_name")``; the description defaults to the docstring.

@@ -7,7 +7,6 @@ and the episode record that becomes a ``Trajectory``.
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
 import time
@@ -20,12 +19,12 @@ from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
-import yaml
 from gymnasium import spaces
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.parsing import ArgumentRules, argument_rules, call_error, format_parse_error, parse_call
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import check_enums, declared_tools
 from rubricgym.core.types import (
     Action,
@@ -100,7 +99,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     ``begin``, ``stage_of``, ``system_prompt`` and ``summary``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
     env_id: ClassVar[str] = ""
     stages: ClassVar[tuple[str, ...]] = ()
     default_max_steps: ClassVar[int] = 10
@@ -204,17 +203,20 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return cls.check_set
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        """The env's default rubric in the rewards schema: ``rubric_file`` (YAML) or an empty rubric."""
+    def default_rubric(cls) -> Rubric:
+        """The env's default rubric, validated: ``rubric_file`` (YAML, JSON or TOML; a bad file raises a
+        ``RubricError`` naming the file, criterion and field) or an empty rubric."""
         if cls.rubric_file is None:
-            return {"id": cls.env_id or cls.__name__, "version": "1", "criteria": []}
-        return copy.deepcopy(_load_yaml(Path(cls.rubric_file)))
+            return Rubric(id=cls.env_id or cls.__name__, version="1", criteria=[])
+        return _load_rubric(Path(cls.rubric_file)).model_copy(deep=True)
 
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
         """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
-        return {name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
-                for name, target in cls.scripted_agents.items()}
+        return {
+            name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
+            for name, target in cls.scripted_agents.items()
+        }
 
     # ---- task sets --------------------------------------------------------------------------------------
 
@@ -231,7 +233,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        rec = self._advance(action, None, None, False)
+        rec = self._advance(action)
         info = {
             "stage": rec.stage,
             "step": rec.index + 1,
@@ -291,22 +293,29 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         cache = self._tooling
         if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
             return cache
-        same = cache is not None and len(cache.tools) == len(tools)
-        if not same or any(a is not b for a, b in zip(cache.tools, tools, strict=True)):
+        if (
+            cache is None
+            or len(cache.tools) != len(tools)
+            or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
+        ):
             self._tooling = cache = _Tooling(tools, argument_rules(tools))
         return cache
 
     def step_typed(self, action: Action | str | Message) -> Observation:
         """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
         if isinstance(action, Action):
-            rec = self._advance(action.text, action.tool_call, action.parse_error, action.structured)
+            rec = self._advance(
+                action.text, call=action.tool_call, parse_error=action.parse_error, structured=action.structured
+            )
         elif isinstance(action, Message) and action.tool_calls:
-            rec = self._advance(action.content or "", action.tool_calls[0], None, True)
+            rec = self._advance(action.content or "", call=action.tool_calls[0], structured=True)
         else:
-            rec = self._advance(action.content or "" if isinstance(action, Message) else action, None, None, False)
+            rec = self._advance(action.content or "" if isinstance(action, Message) else action)
         return rec.materialise()[0].observation
 
-    def _advance(self, text: Any, call: ToolCall | None, parse_error: str | None, structured: bool) -> _Record:
+    def _advance(
+        self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    ) -> _Record:
         """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
@@ -327,9 +336,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 call = ToolCall(name=parsed[0], arguments=parsed[1])
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
-        if parse_error is not None:
+        if parse_error is not None or call is None:
             run = None
-            out = ToolOutput(text=format_parse_error(parse_error, tools))
+            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
         else:
             run = call
             try:
@@ -433,10 +442,9 @@ class _Record:
     def materialise(self) -> tuple[Step, Message, Message]:
         if self.built is None:
             call, valid = self.call, self.parse_error is None
-            structured_reply = call is not None and self.structured and valid
             reply = (
                 Message(role="tool", content=self.reply, tool_call_id=call.id, name=call.name)
-                if structured_reply
+                if call is not None and self.structured and valid
                 else Message(role="user", content=self.reply)
             )
             assistant = Message(
@@ -474,14 +482,8 @@ def _declared_specs(cls: type) -> list[ToolSpec]:
 
 
 @functools.cache
-def _load_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot read the default rubric {path}: {e}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"default rubric {path} must be a mapping with 'id', 'version' and 'criteria'")
-    return data
+def _load_rubric(path: Path) -> Rubric:
+    return Rubric.load(path)
 
 
 def _import(target: str, where: str) -> Any:
