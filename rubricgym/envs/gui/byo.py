@@ -166,7 +166,7 @@ class WebTaskEnv(BrowserEnv):
         if self.web_spec.state is not None:
             info["unexpected"] = unexpected_changes(self._last or {}, state or {}, self.web_spec.expected_changes)
         self._last, self._progress = state, self._goal_progress(state)
-        info.update(progress=self._progress, episode_over=self._over)
+        info.update(progress=self._progress, episode_over=self._over, changed=changed)
         return self._reward, changed, info
 
     def summary(self) -> dict[str, Any]:

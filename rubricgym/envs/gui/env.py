@@ -117,7 +117,7 @@ class GuiEnv(BrowserEnv):
         rows = check_goals(self._goals, state, self.answer_sheet)
         now = progress(rows)
         changed = bool(changed_paths(self._last, state))
-        info: dict[str, Any] = {"progress": now, "prev_progress": self._progress, "goals": rows,
+        info: dict[str, Any] = {"progress": now, "prev_progress": self._progress, "goals": rows, "changed": changed,
                                 "unexpected": unexpected_changes(self._last, state, self._expected)}
         self._last, self._progress = state, now
         return now, changed, info
