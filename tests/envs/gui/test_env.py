@@ -133,3 +133,11 @@ def test_elements_parses_quoted_names():
     page = '- button "Say \\"hi\\"" [ref=e3] [cursor=pointer]\n  - link "Inbox 5" [ref=e7]:\n- textbox [ref=e9]'
     assert elements(page) == [("button", 'Say "hi"', "e3"), ("link", "Inbox 5", "e7"), ("textbox", "", "e9")]
     assert find_ref(page, "link", "~inbox") == "e7" and find_ref(page, "link", "Inbox") is None
+
+
+def test_the_episode_time_limit_ends_the_episode_as_overdue(pool):
+    env = GuiEnv(templates=["notes.pin"], pool=pool, episode_timeout=0.0)
+    env.reset(seed=0)
+    obs, _, terminated, _, _ = env.step(call("scroll", direction="down"))
+    assert terminated and "time limit" in obs and env.outcome.summary["overdue"]
+    env.close()
