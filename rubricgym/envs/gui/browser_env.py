@@ -9,9 +9,12 @@ a step earned (``judge_step``); ``answer`` and ``done`` are its too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+import weakref
 from abc import abstractmethod
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 from urllib.parse import urljoin
 
@@ -76,12 +79,16 @@ class BrowserEnv(RubricEnv):
             self.session = Session(self.pool, self.site(task), action_timeout=self.action_timeout)
         else:
             self.session.site = self.site(task)
+        self.session.restore = _restorer(self)
         self.session.blocked.clear()
         self.answer_sheet = {}
         self._started = time.monotonic()
         await self.open_episode(self.session, task)
         page = await self.page_text()
         self._task = task.model_copy(update={"prompt": f"{await self.episode_prompt(task)}\n\n{page}"})
+
+    async def restore_page(self, session: Session) -> None:  # noqa: B027 - optional hook
+        """Put a re-opened page (after a crash or hang) back in the episode's last state; default: leave it fresh."""
 
     async def episode_prompt(self, task: Task) -> str:
         """The task text shown above the first page (a subclass may read it from the page)."""
@@ -93,6 +100,13 @@ class BrowserEnv(RubricEnv):
         snapshot = await s.snapshot()
         title = await s.guarded("title", lambda p: p.title(), retry=True)
         return f"URL: {s.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"
+
+    def __del__(self) -> None:
+        """An env dropped without ``close`` (rollouts make one per episode) still gives its page back."""
+        session, pool = getattr(self, "session", None), getattr(self, "_pool", None)
+        if session is not None and pool is not None and not pool._closed:
+            with contextlib.suppress(Exception):
+                pool.submit(session.close())
 
     def close(self) -> None:
         if self.session is not None and self._pool is not None and not self._pool._closed:
@@ -256,6 +270,18 @@ class BrowserEnv(RubricEnv):
     def done(self) -> ToolOutput:
         """Declare the task complete; this ends the episode."""
         return self._browse("done")
+
+
+def _restorer(env: BrowserEnv) -> Callable[[Session], Awaitable[None]]:
+    """``env.restore_page`` without a strong reference (the pool keeps sessions; envs must stay collectable)."""
+    ref = weakref.ref(env)
+
+    async def restore(session: Session) -> None:
+        live = ref()
+        if live is not None:
+            await live.restore_page(session)
+
+    return restore
 
 
 def _did(name: str, args: dict[str, Any]) -> str:

@@ -124,7 +124,6 @@ class WebTaskEnv(BrowserEnv):
 
     async def open_episode(self, session: Session, task: Task) -> None:
         self.scope = self._site.origin + "/"
-        session.restore = self._restore
         await session.open(self.web_spec.start_url())
         await self._reset_page(session, task)
         self._instruction = str(await session.evaluate(f"({self.web_spec.instruction})()"))
@@ -135,7 +134,7 @@ class WebTaskEnv(BrowserEnv):
     async def _reset_page(self, session: Session, task: Task) -> None:
         await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
 
-    async def _restore(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
+    async def restore_page(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
         seed = int(self._task.params.get("page_seed", 0))
         await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
 

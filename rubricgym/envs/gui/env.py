@@ -99,14 +99,13 @@ class GuiEnv(BrowserEnv):
         app = task.params["app"]
         if app not in APPS:
             raise ValueError(f"task {task.id!r}: unknown app {app!r}; bundled apps: {', '.join(APPS)}")
-        session.restore = self._restore
         self.scope = f"{APP_ORIGIN}/{app}/"
         await session.open(self.scope + "index.html")
         await session.evaluate("s => load(s)", task.params["state"])
         self._initial = self._last = await session.evaluate("() => state()")
         self._progress = progress(check_goals(self._goals, self._initial, {}))
 
-    async def _restore(self, session: Session) -> None:
+    async def restore_page(self, session: Session) -> None:
         await session.page.evaluate("s => load(s)", self._last)
 
     async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:

@@ -141,3 +141,19 @@ def test_the_episode_time_limit_ends_the_episode_as_overdue(pool):
     obs, _, terminated, _, _ = env.step(call("scroll", direction="down"))
     assert terminated and "time limit" in obs and env.outcome.summary["overdue"]
     env.close()
+
+
+def test_dropped_envs_give_their_pages_back(pool):
+    import gc
+    import time
+
+    before = len(pool.owners)
+    for i in range(3):
+        env = GuiEnv(pool=pool)
+        env.reset(seed=i)
+        del env
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while len(pool.owners) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(pool.owners) == before  # rollouts make an env per episode and never close it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rubricgym.envs.gui import pool as pool_module
@@ -52,8 +54,13 @@ def test_requests_to_other_origins_popups_and_downloads_are_refused(pool, site):
     assert "example.com/pixel.png" in blocked and "example.com/beacon" in blocked and "8.8.8.8" in blocked
     pool.run(s.act("click", ref=_ref(pool, s, "Popup")))
     pool.run(s.act("click", ref=_ref(pool, s, "Download")))
+    deadline = time.monotonic() + 10
+    while "popup" not in s.blocked and time.monotonic() < deadline:  # popups are closed as they open
+        time.sleep(0.05)
     assert "popup" in s.blocked
-    assert len(s.context.pages) == 1
+    while any(p not in pool.owners for p in s.context.pages) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(p in pool.owners for p in s.context.pages), "the popup page was closed"
     pool.run(s.close())
 
 
