@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def _play(pool, agent, tasks, concurrency=4) -> list[Trajectory]:
     """Each task once (seed 0), ``concurrency`` episodes at a time on the one browser."""
-    envs = [GuiEnv(pool=pool) for _ in range(concurrency)]
+    envs = [GuiEnv(pool=pool, action_timeout=15) for _ in range(concurrency)]  # a loaded CI box is slow, not wrong
 
     async def main():
         queue, out = list(tasks), []
