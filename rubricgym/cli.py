@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
 from rubricgym.core.agent import Agent
 
 app = typer.Typer(
@@ -77,8 +78,17 @@ def resolve_agent(
     temperature: float,
     native_tools: bool = False,
 ) -> Agent:
-    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents."""
+    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents; wrapped as
+    ``tts(k=4,beta=10):NAME`` (PRM-guided test-time scaling) or ``noisy(p=0.5):NAME`` (rewards.search)."""
     from rubricgym.core.registry import env_agents
+    from rubricgym.rewards.search import wrap_agent
+
+    kw = {"base_url": base_url, "model": model, "seed": seed, "temperature": temperature, "native_tools": native_tools}
+    try:
+        if (wrapped := wrap_agent(env_id, name, lambda inner: resolve_agent(env_id, inner, **kw), seed)) is not None:
+            return wrapped
+    except ValueError as e:
+        fail(str(e))
 
     if name == "openai":
         if not base_url or not model:
@@ -100,7 +110,9 @@ def resolve_agent(
 def run(
     env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
     out: Annotated[Path, typer.Option("--out", help="run directory (created; resumed if it exists)")],
-    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env")] = "oracle",
+    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env; tts(k=4):NAME wraps it")] = (
+        "oracle"
+    ),
     tasks: Annotated[int, typer.Option("--tasks", help="number of generated tasks")] = 10,
     task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
     split: Annotated[str, typer.Option(help="task split")] = "train",
@@ -113,6 +125,8 @@ def run(
     temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
     native_tools: Annotated[bool, typer.Option(help="send tools as OpenAI tools (openai agent)")] = False,
     resume: Annotated[bool, typer.Option(help="skip tasks already in --out")] = True,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Roll out an agent on an env's tasks and store the trajectories in a run directory."""
     from rubricgym.core.registry import spec
@@ -124,14 +138,16 @@ def run(
         spec(env_id)
     except KeyError as e:
         fail(str(e.args[0]))
-    env_kwargs = {"max_steps": max_steps} if max_steps else {}
+    env_kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
+    if max_steps:
+        env_kwargs["max_steps"] = max_steps
     try:
         task_set = (
             TaskSet.from_file(task_file, env_id=env_id)
             if task_file
             else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs)
         )
-    except TaskFileError as e:
+    except (TaskFileError, ValueError) as e:  # a bad file, or fewer tasks than asked (the message says how many)
         fail(str(e))
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
@@ -147,6 +163,7 @@ def run(
             "tasks": len(task_set),
             "group_size": group_size,
             "split": split,
+            "env_kwargs": env_kwargs,
         }
     )
     report = asyncio.run(
@@ -199,6 +216,8 @@ def summarize(run_dir: Path) -> dict:
         }
 
     steps = [len(t.steps) for t in trajs]
+    from rubricgym.envs.gui.metrics import gui_metrics
+
     return {
         "run_dir": str(run_dir),
         "count": len(trajs),
@@ -214,6 +233,7 @@ def summarize(run_dir: Path) -> dict:
             "bad_lines": len(store.report.bad_lines),
             "failed_tasks": len(store.meta().get("failures", [])),
         },
+        **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
     }
 
 
@@ -243,6 +263,10 @@ def show(
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    if "gui" in summary:
+        from rubricgym.envs.gui.metrics import format_metrics
+
+        console.print(format_metrics(summary["gui"]), highlight=False)
     from rubricgym.core.store import TrajectoryStore
 
     for t in list(TrajectoryStore(run_dir).iter())[:examples]:
@@ -264,12 +288,15 @@ def show(
 def check(
     env_id: Annotated[str, typer.Argument(help="registered env id")],
     fuzz: Annotated[int, typer.Option(help="number of random/malformed actions to try")] = 200,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
     from rubricgym.core.checker import check_env_id
 
+    kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
     try:
-        report = check_env_id(env_id, fuzz=fuzz)
+        report = check_env_id(env_id, fuzz=fuzz, env_kwargs=kwargs)
     except KeyError as e:
         fail(str(e.args[0]))
     table = Table(title=f"rubricgym check {env_id}")
@@ -343,6 +370,7 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
@@ -350,6 +378,7 @@ def _register_subcommands() -> None:
     register_interop(app)  # serve, export
     register_rewards(app)
     register_trainers(app)
+    register_swe(app)
 
 
 _register_subcommands()

@@ -8,6 +8,7 @@ of ``reset``, truncation at ``max_steps``, and the env's named checks and defaul
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import traceback
 import warnings
@@ -78,9 +79,11 @@ def _run(name: str, fn: Callable[[], str]) -> CheckRow:
         return (name, False, f"{type(e).__name__}: {e} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
 
 
-def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
-    """Run every check on env ``env_id`` and return the table of results."""
+def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dict | None = None) -> CheckReport:
+    """Run every check on env ``env_id`` (built with ``env_kwargs``) and return the table of results."""
     env_spec = spec(env_id)
+    if env_kwargs:
+        env_spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **env_kwargs})
     rows: list[CheckRow] = []
     rng = np.random.default_rng(seed)
 

@@ -102,7 +102,7 @@ class ClinicalEnv(RubricEnv):
         Use it with an ``LLMJudge`` in the ``ProcessRewardModel``; the default rubric keeps the check (the
         programmatic fallback, which only sees which results the reasoning cites).
         """
-        rubric = cls.default_rubric()
+        rubric = cls.default_rubric().model_dump(exclude_none=True)
         for c in rubric["criteria"]:
             if c["id"] == "reasoning":
                 c.pop("check")
@@ -135,7 +135,7 @@ class ClinicalEnv(RubricEnv):
         judged = [r for r in case.rubric if r.kind == "judge"]
         if not judged:
             return None
-        rubric = self.default_rubric()
+        rubric = self.default_rubric().model_dump(exclude_none=True)
         rubric["id"] = f"{rubric['id']}+{case.id}"
         rubric["criteria"] += [{"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text}
                                for i, r in enumerate(judged)]

@@ -96,6 +96,18 @@ class SweEnv(RubricEnv):
     def tools(self) -> list[ToolSpec]:
         return list(TOOLS)
 
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """``n`` distinct tasks in a seeded order; asking for more than there are says how to build more."""
+        pool = self.instances()
+        if n > len(pool):
+            what = "built-in offline tasks" if all(i.source == "builtin" for i in pool) else "tasks"
+            raise ValueError(
+                f"{self.env_id} has {len(pool)} {what}, fewer than the {n} asked for: ask for at most {len(pool)}, or "
+                f"build more from a package with `rubricgym swe build PACKAGE==VERSION --n {n} --out tasks.jsonl` "
+                f"and pass them with `--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl')")
+        order = np.random.default_rng([seed, sum(split.encode())]).permutation(len(pool))[:n]
+        return [pool[int(i)].to_task(split) for i in order]
+
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         pool = self.instances()
         return pool[int(rng.integers(len(pool)))].to_task(split)

@@ -110,6 +110,7 @@ def test_destructive_command_is_flagged(env):
     assert env.summary()["score"] == 0.0
 
 
+@pytest.mark.sandbox
 def test_step_limit_grades_the_final_state():
     e = make("swe-v0", max_steps=2)
     try:
