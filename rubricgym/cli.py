@@ -232,6 +232,8 @@ def summarize(run_dir: Path) -> dict:
         }
 
     steps = [len(t.steps) for t in trajs]
+    from rubricgym.envs.gui.metrics import gui_metrics
+
     return {
         "run_dir": str(run_dir),
         "count": len(trajs),
@@ -247,6 +249,7 @@ def summarize(run_dir: Path) -> dict:
             "bad_lines": len(store.report.bad_lines),
             "failed_tasks": len(store.meta().get("failures", [])),
         },
+        **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
     }
 
 
@@ -276,6 +279,10 @@ def show(
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    if "gui" in summary:
+        from rubricgym.envs.gui.metrics import format_metrics
+
+        console.print(format_metrics(summary["gui"]), highlight=False)
     from rubricgym.core.store import TrajectoryStore
 
     for t in list(TrajectoryStore(run_dir).iter())[:examples]:
@@ -380,9 +387,11 @@ def demo(
 
 def _register_subcommands() -> None:
     from rubricgym.envs.swe.cli import register as register_swe
+    from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
 
+    register_interop(app)  # serve, export
     register_rewards(app)
     register_trainers(app)
     register_swe(app)

@@ -23,6 +23,7 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Task
 
 ENTRY_POINT_GROUP = "rubricgym.envs"
+REMOTE_SPEC = "rubricgym.server.remote:remote_spec"  # a URL names a served env; imported only when one is used
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*-v\d+$")
 
 
@@ -134,7 +135,11 @@ def _discover() -> None:
 
 
 def spec(id: str) -> EnvSpec:
-    """The ``EnvSpec`` of ``id``; an unknown id raises ``KeyError`` listing close matches."""
+    """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL); an unknown id raises
+    ``KeyError`` listing close matches."""
+    if "://" in id:
+        module, _, attr = REMOTE_SPEC.partition(":")
+        return getattr(importlib.import_module(module), attr)(id)
     _discover()
     try:
         return _REGISTRY.specs[id]

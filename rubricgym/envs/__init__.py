@@ -39,3 +39,17 @@ register(
     description="clinical-v0 with a cost-aware default rubric (total cost and invasiveness of the work-up count).",
     replace=True,
 )
+register(
+    "gui-v0",
+    "rubricgym.envs.gui.env:GuiEnv",
+    description="Everyday tasks in six bundled web apps driven through a real Chromium (ARIA snapshots, element "
+    "refs); rewards are goal predicates over the app's state (stages: navigate, act, finish).",
+    replace=True,
+)
+register(
+    "web-example-v0",
+    "rubricgym.envs.gui.byo:WebTaskEnv",  # its default spec is the worked example
+    description="Bring-your-own web tasks, worked example: a flight-booking page that computes its own reward in "
+    "JavaScript, turned into an env by rubricgym/envs/gui/byo_example/spec.yaml.",
+    replace=True,
+)
