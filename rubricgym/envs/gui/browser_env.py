@@ -27,6 +27,8 @@ from rubricgym.envs.gui.session import ActionFailed, Session, Site
 STAGES = ("navigate", "act", "finish")
 
 
+MAX_URL_CHARS = 2048
+
 class BrowserEnv(RubricEnv):
     """A browser episode on the shared pool: ARIA-snapshot observations, browser actions as tools."""
 
@@ -248,6 +250,8 @@ class BrowserEnv(RubricEnv):
         Args:
             url: an absolute URL on the app's origin, or a relative one such as #/inbox
         """
+        if len(url) > MAX_URL_CHARS or "\0" in url:
+            raise ToolError(f"the URL must be at most {MAX_URL_CHARS} characters with no NUL byte")
         scope = self.scope or (self.session.site.origin + "/" if self.session is not None else "")
         here = self.session.url if self.session is not None else ""
         target = urljoin(here if here.startswith(scope) else scope, url.strip())

@@ -63,10 +63,14 @@ class Site:
         if rel.endswith("/"):
             rel += "index.html"
         if rel not in self._cache:
-            path = (self.root / rel).resolve()
-            if not path.is_relative_to(self.root.resolve()) or not path.is_file():
+            try:  # a hostile URL (NUL, 100k characters) is a 404, never an error inside the route handler
+                path = (self.root / rel).resolve()
+                if not path.is_relative_to(self.root.resolve()) or not path.is_file():
+                    return None
+                body = path.read_bytes()
+            except (OSError, ValueError):
                 return None
-            self._cache[rel] = (path.read_bytes(), mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+            self._cache[rel] = (body, mimetypes.guess_type(path.name)[0] or "application/octet-stream")
         return self._cache[rel]
 
 
