@@ -308,7 +308,7 @@ def check(
     env_config: EnvConfigOption = None,
 ) -> None:
     """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
-    from rubricgym.core.checker import check_env_id
+    from rubricgym.env_checker import check_env_id
 
     kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
     try:

@@ -3,7 +3,7 @@
 import pytest
 
 import rubricgym
-from rubricgym.core.checker import check_env_id
+from rubricgym.env_checker import check_env_id
 
 SANDBOXED = {"swe-v0"}
 ENV_IDS = [pytest.param(s.id, marks=pytest.mark.sandbox) if s.id in SANDBOXED else s.id for s in rubricgym.list_envs()]

@@ -103,9 +103,9 @@ def test_agent_choices_have_no_dangling_comma(tmp_path):
 
 
 def test_check_flags_one_id_for_two_tasks_and_generation_keeps_repeats_once():
-    from rubricgym.core.checker import check_env_id
     from rubricgym.core.registry import register, unregister
     from rubricgym.core.tasks import TaskFileError, TaskSet
+    from rubricgym.env_checker import check_env_id
     from rubricgym.envs.toy.calculator import CalculatorEnv
 
     class SameId(CalculatorEnv):

@@ -23,7 +23,6 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Task
 
 ENTRY_POINT_GROUP = "rubricgym.envs"
-REMOTE_SPEC = "rubricgym.server.remote:remote_spec"  # a URL names a served env; imported only when one is used
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*-v\d+$")
 
 
@@ -58,6 +57,15 @@ class _Registry:
     def __init__(self) -> None:
         self.specs: dict[str, EnvSpec] = {}
         self.discovered = False
+        self.url_spec: str | None = None
+
+
+def register_url_handler(target: str) -> None:
+    """Make ``spec``/``make`` resolve ``scheme://...`` ids through ``target`` (``"module:function"`` returning
+    an ``EnvSpec``, imported on first use); ``import rubricgym`` registers the env server's ``RemoteEnv``."""
+    if ":" not in target:
+        raise ValueError(f"the URL handler must be 'module:function', got {target!r}")
+    _REGISTRY.url_spec = target
 
 
 _REGISTRY = _Registry()
@@ -117,7 +125,6 @@ def _discover() -> None:
     if _REGISTRY.discovered:
         return
     _REGISTRY.discovered = True
-    importlib.import_module("rubricgym.envs")  # the built-in families register themselves on import
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = ep.load()
@@ -138,7 +145,9 @@ def spec(id: str) -> EnvSpec:
     """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL); an unknown id raises
     ``KeyError`` listing close matches."""
     if "://" in id:
-        module, _, attr = REMOTE_SPEC.partition(":")
+        if _REGISTRY.url_spec is None:
+            raise KeyError(f"{id!r} is a URL but no URL handler is registered (import rubricgym registers one)")
+        module, _, attr = _REGISTRY.url_spec.partition(":")
         return getattr(importlib.import_module(module), attr)(id)
     _discover()
     try:

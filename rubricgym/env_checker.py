@@ -24,6 +24,7 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
+from rubricgym.rewards.gaming import audit_totals
 
 CheckRow = tuple[str, bool, str]
 
@@ -287,7 +288,6 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
 
 def _gaming(env_spec: EnvSpec, seed: int) -> str:
     """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
-    from rubricgym.rewards.gaming import audit_totals  # the checker is a tool over every layer, core included
 
     report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed))
     if not report.criteria:
