@@ -343,11 +343,13 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.arena.cli import register as register_arena
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
 
     register_rewards(app)
     register_trainers(app)
+    register_arena(app)
 
 
 _register_subcommands()
