@@ -105,3 +105,17 @@ def test_judge_errors_leave_games_unjudged_and_reported(tmp_path, agents_file):
     assert rep["games"] == 0 and len(rep["unjudged"]) == 3
     assert all("LLM judge" in u["error"] for u in rep["unjudged"])
     assert all(a["wins"] == a["losses"] == a["ties"] == 0 for a in rep["agents"])
+
+
+@pytest.mark.slow
+def test_the_local_model_plays_and_is_rated(tmp_path, agents_file, local_model_dir):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "s", "entries": [
+        {"env": "toy-calculator-v0", "tasks": 3, "kwargs": {"style": "expression", "min_ops": 1, "max_ops": 1,
+                                                            "max_steps": 2}}]}))
+    local = {"name": "smollm2", "kind": "local", "model": str(local_model_dir), "max_new_tokens": 24,
+             "response_prefix": '<tool_call>{"name": "'}
+    rep = arena(suite, agents_file(ORACLE, local, RANDOM), tmp_path / "o")
+    assert rep["games"] == 9 and rep["order"][0] == "oracle"
+    trajs = (tmp_path / "o" / "trajectories" / "smollm2" / "toy-calculator-v0" / "trajectories.jsonl").read_text()
+    assert trajs.count("\n") == 3 and '<tool_call>{\\"name\\": \\"' in trajs
