@@ -51,8 +51,11 @@ class VerdictCache:
     def put(self, rec: dict[str, Any]) -> None:
         self.records[rec["key"]] = rec
         line = (json.dumps(rec) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a line torn by a kill stays its own (skipped) line
             os.write(fd, line)
             os.fsync(fd)
         finally:

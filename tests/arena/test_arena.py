@@ -45,6 +45,13 @@ def test_round_robin_ranks_rates_and_caches(tmp_path, small_suite_file, agents_f
     assert again["judge_calls"] == 0 and again["cached_verdicts"] == 3 * tasks
     assert [a["rating"] for a in again["agents"]] == [a["rating"] for a in rep["agents"]]
 
+    verdicts = out / "verdicts.jsonl"
+    lines = verdicts.read_text().splitlines(keepends=True)
+    verdicts.write_text("".join(lines[:-1]) + lines[-1][:40])  # killed while writing the last verdict
+    resumed = arena(small_suite_file, agents_file(RANDOM, ORACLE, RANDOM7), out)
+    assert resumed["judge_calls"] == 1 and resumed["games"] == 3 * tasks
+    assert [a["rating"] for a in resumed["agents"]] == [a["rating"] for a in rep["agents"]]
+
     guess = {"name": "guess", "kind": "scripted", "agent": "guess"}  # toy only: fails preflight on ds
     r = runner.invoke(app, ["arena", "--suite", str(small_suite_file), "--agents",
                             str(agents_file(RANDOM, ORACLE, RANDOM7, guess)), "--out", str(out)])
