@@ -69,6 +69,8 @@ def _judges(suite: Suite, mode: str, judge_url: str | None, judge_model: str | N
             out: Path) -> dict[str, Any]:
     from rubricgym.rewards.pairwise import PairwiseJudge
 
+    if mode not in ("rubric", "llm"):
+        raise ValueError(f"unknown judge mode {mode!r}; use rubric or llm")
     if mode == "llm":
         if not judge_url or not judge_model:
             raise ValueError("--judge-mode llm needs --judge URL and --judge-model MODEL")
