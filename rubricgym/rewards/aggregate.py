@@ -1,6 +1,6 @@
 """Rubric aggregation: pure functions that turn per-criterion scores into rewards.
 
-Each function implements one formula from ``shared/ALGORITHMS.md`` and is unit-tested against a worked example
+Each function implements one formula from ``docs/algorithms.md`` and is unit-tested against a worked example
 computed by hand (``tests/rewards/test_aggregate.py``). Inputs are plain numbers, never verdicts: the process
 reward model drops failed verdicts (and reports them) before it calls these, so a judge error can never turn
 into a zero here.
