@@ -45,8 +45,9 @@ async def trial(topology: str, n: int, sigma: float, rng: np.random.Generator) -
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=200)
-    p.add_argument("--sigmas", type=float, nargs="+", default=[0.25, 0.5, 1.0],
-                   help="judge noise levels (strengths have std 1)")
+    p.add_argument(
+        "--sigmas", type=float, nargs="+", default=[0.25, 0.5, 1.0], help="judge noise levels (strengths have std 1)"
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=[8, 16, 32])
     args = p.parse_args()
     print(f"{args.trials} trials per cell; tau = Kendall tau to the true order (ratio: vs round robin's tau)")
@@ -71,8 +72,10 @@ def main() -> None:
                 verdicts.append((sigma, t, ("topology", "BT", "mean score")[k], ratio))
     print()
     for sigma, topology, ranking, ratio in verdicts:
-        print(f"target at N=16, sigma={sigma}: {topology} ranked by {ranking} reaches {ratio:.1%} of round robin's "
-              f"best tau -> {'MET' if ratio >= 0.95 else 'NOT MET'} (>= 95%)")
+        print(
+            f"target at N=16, sigma={sigma}: {topology} ranked by {ranking} reaches {ratio:.1%} of round robin's "
+            f"best tau -> {'MET' if ratio >= 0.95 else 'NOT MET'} (>= 95%)"
+        )
 
 
 if __name__ == "__main__":

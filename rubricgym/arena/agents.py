@@ -94,19 +94,19 @@ def parse_agents(data: Any, source: str) -> list[ScriptedSpec | LocalSpec | Chec
         kind = entry.get("kind")
         if kind not in KINDS:
             raise AgentsFileError(f"{label}: unknown agent kind {kind!r}; use one of {', '.join(KINDS)}")
-        if entry.get("name") in names:
+        if str(entry.get("name")) in names:
             raise AgentsFileError(f"{label}: the name is used twice; agent names must be unique")
-        names.add(entry.get("name"))
+        names.add(str(entry.get("name")))
     try:
         return AgentsFile.model_validate(data).agents
     except ValidationError as e:
         lines = []
         for err in e.errors():
             loc = err["loc"]
-            k = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
-            entry = f"agents[{k}] ({data['agents'][k].get('name')})" if k is not None else "agents"
+            at = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+            where = f"agents[{at}] ({data['agents'][at].get('name')})" if at is not None else "agents"
             field = ".".join(str(p) for p in loc[3:] if not isinstance(p, int)) or ".".join(map(str, loc))
-            lines.append(f"{source}: {entry}: field '{field}': {err['msg']}")
+            lines.append(f"{source}: {where}: field '{field}': {err['msg']}")
         raise AgentsFileError("\n".join(lines)) from None
 
 
@@ -157,16 +157,21 @@ async def preflight(specs: list[Any], env_ids: list[str], source: str = "agents"
             for env_id in dict.fromkeys(env_ids):
                 have = env_agents(env_id)
                 if want not in have:
-                    problems.append(f"{label}: env {env_id} has no scripted agent {want!r} "
-                                    f"(it has: {', '.join(sorted(have))})")
+                    problems.append(
+                        f"{label}: env {env_id} has no scripted agent {want!r} (it has: {', '.join(sorted(have))})"
+                    )
         elif isinstance(s, LocalSpec):
             if s.model.lower() not in KNOWN_MODELS and not is_model_dir(Path(s.model).expanduser()):
-                problems.append(f"{label}: model {s.model!r} is neither a known model "
-                                f"({', '.join(KNOWN_MODELS)}) nor a directory with config.json")
+                problems.append(
+                    f"{label}: model {s.model!r} is neither a known model "
+                    f"({', '.join(KNOWN_MODELS)}) nor a directory with config.json"
+                )
         elif isinstance(s, CheckpointSpec):
             if checkpoint_dir(s.path) is None:
-                problems.append(f"{label}: no checkpoint at {s.path!r} (want a run dir with checkpoints/step-N "
-                                "or a checkpoint dir with config.json); train first or fix the path")
+                problems.append(
+                    f"{label}: no checkpoint at {s.path!r} (want a run dir with checkpoints/step-N "
+                    "or a checkpoint dir with config.json); train first or fix the path"
+                )
         elif isinstance(s, OpenAISpec) and (why := await _endpoint_problem(s)):
             problems.append(f"{label}: {why}")
     if problems:
@@ -194,14 +199,26 @@ class AgentFactory:
             from rubricgym.agents.openai import OpenAIAgent
 
             key = os.environ.get(s.api_key_env) if s.api_key_env else None
-            built: Agent = OpenAIAgent(s.base_url, s.model, api_key=key, temperature=s.temperature,
-                                       max_tokens=s.max_tokens, native_tools=s.native_tools, seed=s.seed)
+            built: Agent = OpenAIAgent(
+                s.base_url,
+                s.model,
+                api_key=key,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                native_tools=s.native_tools,
+                seed=s.seed,
+            )
         else:
             model = s.model if isinstance(s, LocalSpec) else str(checkpoint_dir(s.path))
             from rubricgym.trainers.policy import TrainingPolicy
 
-            built = TrainingPolicy(model, temperature=s.temperature, max_new_tokens=s.max_new_tokens,
-                                   seed=s.seed, response_prefix=s.response_prefix)
+            built = TrainingPolicy(
+                model,
+                temperature=s.temperature,
+                max_new_tokens=s.max_new_tokens,
+                seed=s.seed,
+                response_prefix=s.response_prefix,
+            )
         self._models[name] = built
         return built
 

@@ -37,8 +37,16 @@ def _steps(t: Trajectory, limit: int = 400) -> list[dict[str, Any]]:
     def cut(x: str | None) -> str | None:
         return None if x is None else (x if len(x) <= limit else x[:limit] + " …")
 
-    return [{"index": s.index, "stage": s.stage, "action": cut(s.action.text),
-             "error": cut(s.action.parse_error or s.tool_error), "result": cut(s.tool_result)} for s in t.steps]
+    return [
+        {
+            "index": s.index,
+            "stage": s.stage,
+            "action": cut(s.action.text),
+            "error": cut(s.action.parse_error or s.tool_error),
+            "result": cut(s.tool_result),
+        }
+        for s in t.steps
+    ]
 
 
 def _example(log: Any, trajs: dict, order: list[int], agents: list[str]) -> dict[str, Any] | None:
@@ -55,18 +63,37 @@ def _example(log: Any, trajs: dict, order: list[int], agents: list[str]) -> dict
     a, b = trajs[ex["a"]][ex["entry"]][ex["task_id"]], trajs[ex["b"]][ex["entry"]][ex["task_id"]]
     result = ex["result"]
     if ex["swapped"]:  # present the verdict from a's side
-        result = {**result, "score_a": result["score_b"], "score_b": result["score_a"],
-                  "winner": {"a": "b", "b": "a"}.get(result["winner"], result["winner"]),
-                  "orders": [{**o, "first": {"a": "b", "b": "a"}[o["first"]],
-                              **{k: {"a": o[k].get("b"), "b": o[k].get("a")} for k in ("path", "answer", "combined")}}
-                             for o in result["orders"]]}
-    return {"entry": ex["entry"], "task_id": ex["task_id"], "prompt": a.task.prompt, "a": ex["a"], "b": ex["b"],
-            "a_steps": _steps(a), "b_steps": _steps(b), "a_answer": a.outcome.answer, "b_answer": b.outcome.answer,
-            "result": result}
+        result = {
+            **result,
+            "score_a": result["score_b"],
+            "score_b": result["score_a"],
+            "winner": {"a": "b", "b": "a"}.get(result["winner"], result["winner"]),
+            "orders": [
+                {
+                    **o,
+                    "first": {"a": "b", "b": "a"}[o["first"]],
+                    **{k: {"a": o[k].get("b"), "b": o[k].get("a")} for k in ("path", "answer", "combined")},
+                }
+                for o in result["orders"]
+            ],
+        }
+    return {
+        "entry": ex["entry"],
+        "task_id": ex["task_id"],
+        "prompt": a.task.prompt,
+        "a": ex["a"],
+        "b": ex["b"],
+        "a_steps": _steps(a),
+        "b_steps": _steps(b),
+        "a_answer": a.outcome.answer,
+        "b_answer": b.outcome.answer,
+        "result": result,
+    }
 
 
-def _judges(suite: Suite, mode: str, judge_url: str | None, judge_model: str | None, panel: Sequence[str],
-            out: Path) -> dict[str, Any]:
+def _judges(
+    suite: Suite, mode: str, judge_url: str | None, judge_model: str | None, panel: Sequence[str], out: Path
+) -> dict[str, Any]:
     from rubricgym.rewards.pairwise import PairwiseJudge
 
     if mode not in ("rubric", "llm"):
@@ -86,10 +113,21 @@ def _ratings(n: int, games: list, resamples: int) -> dict[str, list[float]]:
     return {"rating": list(to_elo_scale(beta)), "low": list(to_elo_scale(lo)), "high": list(to_elo_scale(hi))}
 
 
-async def run_arena(suite: Suite, specs: list[Any], out: Path, *, topology: str = "round_robin",
-                    judge_mode: str = "rubric", judge_url: str | None = None, judge_model: str | None = None,
-                    panel: Sequence[str] = (), concurrency: int = 4, resamples: int = 300,
-                    progress: bool = True, source: str = "agents") -> dict[str, Any]:
+async def run_arena(
+    suite: Suite,
+    specs: list[Any],
+    out: Path,
+    *,
+    topology: str = "round_robin",
+    judge_mode: str = "rubric",
+    judge_url: str | None = None,
+    judge_model: str | None = None,
+    panel: Sequence[str] = (),
+    concurrency: int = 4,
+    resamples: int = 300,
+    progress: bool = True,
+    source: str = "agents",
+) -> dict[str, Any]:
     """Run (or resume, or extend) an arena in ``out``; returns what ``arena.json`` holds."""
     if topology not in TOPOLOGIES:
         raise ValueError(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
@@ -103,8 +141,15 @@ async def run_arena(suite: Suite, specs: list[Any], out: Path, *, topology: str 
         for name in names:
             trajs[name] = {}
             for entry in suite.entries:
-                played, bad = await play_entry(suite, entry, factory, name, out / "trajectories" / name / entry.name,
-                                               concurrency=concurrency, progress=progress)
+                played, bad = await play_entry(
+                    suite,
+                    entry,
+                    factory,
+                    name,
+                    out / "trajectories" / name / entry.name,
+                    concurrency=concurrency,
+                    progress=progress,
+                )
                 trajs[name][entry.name] = {t.task.id: t for t in played}
                 failed += [{"agent": name, "entry": entry.name, "task_id": tid} for tid in bad]
     finally:
@@ -126,24 +171,47 @@ async def run_arena(suite: Suite, specs: list[Any], out: Path, *, topology: str 
     for k in order:
         mine = [g for g in log.games if k in (g.i, g.j)]
         score = [g.s if g.i == k else 1 - g.s for g in mine]
-        agents.append({"name": names[k], "kind": specs[k].kind, "rating": overall["rating"][k],
-                       "ci": [overall["low"][k], overall["high"][k]], "elo": float(elo_r[k]),
-                       "games": len(mine), "wins": sum(x == 1 for x in score), "losses": sum(x == 0 for x in score),
-                       "ties": sum(x == 0.5 for x in score), "topology_rank": float(result.ranks[k])})
+        agents.append(
+            {
+                "name": names[k],
+                "kind": specs[k].kind,
+                "rating": overall["rating"][k],
+                "ci": [overall["low"][k], overall["high"][k]],
+                "elo": float(elo_r[k]),
+                "games": len(mine),
+                "wins": sum(x == 1 for x in score),
+                "losses": sum(x == 0 for x in score),
+                "ties": sum(x == 0.5 for x in score),
+                "topology_rank": float(result.ranks[k]),
+            }
+        )
     panels = [m for j in judges.values() if j.prm is not None for m in j.prm.judges if hasattr(m, "agreement")]
     agreement = None
     if panels:
         ag = panels[0].agreement()
         agreement = {"items": ag.items, "percent_agreement": ag.percent_agreement, "fleiss_kappa": ag.fleiss_kappa}
     report = {
-        "suite": suite.name, "suite_version": suite.version, "topology": topology, "judge_mode": judge_mode,
-        "judges": {e: j.id for e, j in judges.items()}, "agents": agents, "order": [names[k] for k in order],
-        "names": names, "win_rate": [[None if np.isnan(x) else float(x) for x in row] for row in rate],
-        "games_matrix": count.tolist(), "per_entry": per_entry, "games": len(log.games),
-        "matches": len(log.matches), "judge_calls": log.judged_now, "cached_verdicts": log.cached,
+        "suite": suite.name,
+        "suite_version": suite.version,
+        "topology": topology,
+        "judge_mode": judge_mode,
+        "judges": {e: j.id for e, j in judges.items()},
+        "agents": agents,
+        "order": [names[k] for k in order],
+        "names": names,
+        "win_rate": [[None if np.isnan(x) else float(x) for x in row] for row in rate],
+        "games_matrix": count.tolist(),
+        "per_entry": per_entry,
+        "games": len(log.games),
+        "matches": len(log.matches),
+        "judge_calls": log.judged_now,
+        "cached_verdicts": log.cached,
         "position_bias": float(np.mean(log.position_bias)) if log.position_bias else None,
-        "panel_agreement": agreement, "unjudged": log.unjudged, "failed_episodes": failed,
-        "bootstrap_resamples": resamples, "example": _example(log, trajs, order, names),
+        "panel_agreement": agreement,
+        "unjudged": log.unjudged,
+        "failed_episodes": failed,
+        "bootstrap_resamples": resamples,
+        "example": _example(log, trajs, order, names),
     }
     (out / ARENA_JSON).write_text(json.dumps(report, indent=2), encoding="utf-8")
     from rubricgym.arena.report import arena_html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -42,11 +42,17 @@ def register(app: typer.Typer) -> None:
         """List the built-in suites (YAML files in rubricgym/arena/suites/)."""
         from rubricgym.arena.suite import builtin_suites, load_suite
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name in builtin_suites():
             s = load_suite(name, check_envs=False)
-            rows.append({"name": s.name, "version": s.version, "entries": [e.name for e in s.entries],
-                         "description": s.description})
+            rows.append(
+                {
+                    "name": s.name,
+                    "version": s.version,
+                    "entries": [e.name for e in s.entries],
+                    "description": s.description,
+                }
+            )
         if as_json:
             print(json.dumps(rows, indent=2))
             return
@@ -71,8 +77,16 @@ def register(app: typer.Typer) -> None:
         for col in ("entry", "env", "kwargs", "split", "tasks", "seed", "weight", "rubric"):
             table.add_column(col)
         for e in s.entries:
-            table.add_row(e.name, e.env, json.dumps(e.kwargs), e.split, str(e.tasks), str(e.seed), f"{e.weight:g}",
-                          "env default" if e.rubric is None else str(e.rubric)[:40])
+            table.add_row(
+                e.name,
+                e.env,
+                json.dumps(e.kwargs),
+                e.split,
+                str(e.tasks),
+                str(e.seed),
+                f"{e.weight:g}",
+                "env default" if e.rubric is None else str(e.rubric)[:40],
+            )
         console.print(table)
 
     @app.command("eval")
@@ -98,22 +112,39 @@ def register(app: typer.Typer) -> None:
         except AgentsFileError as e:
             _fail(str(e))
         judges = rubric_judges(judge, judge_model, (), out / "judge_cache.sqlite")
-        report = asyncio.run(evaluate_suite(s, AgentFactory([spec]), spec.name, out, judges=judges,
-                                            concurrency=concurrency, progress=not as_json))
+        report = asyncio.run(
+            evaluate_suite(
+                s, AgentFactory([spec]), spec.name, out, judges=judges, concurrency=concurrency, progress=not as_json
+            )
+        )
         if as_json:
             print(json.dumps(report.model_dump(mode="json", exclude={"rows"}), indent=2))
         else:
             table = Table(title=f"{agent} on suite {s.name} v{s.version}")
             for col in ("entry", "scored", "rubric reward", "95% CI", "solved", "95% CI", "steps", "judge errors"):
                 table.add_column(col, justify="left" if col == "entry" else "right")
-            for e in report.entries:
-                table.add_row(e.entry, f"{e.scored}/{e.tasks}", f"{e.reward:.3f}" if e.reward is not None else "–",
-                              _ci(e.reward_ci), f"{e.success:.1%}" if e.success is not None else "–",
-                              _ci(e.success_ci, ".1%"), f"{e.steps:.1f}" if e.steps is not None else "–",
-                              str(e.judge_errors))
-            table.add_row("overall", "", f"{report.reward:.3f}" if report.reward is not None else "–",
-                          _ci(report.reward_ci), f"{report.success:.1%}" if report.success is not None else "–",
-                          _ci(report.success_ci, ".1%"), "", str(report.judge_errors), style="bold")
+            for row in report.entries:
+                table.add_row(
+                    row.entry,
+                    f"{row.scored}/{row.tasks}",
+                    f"{row.reward:.3f}" if row.reward is not None else "–",
+                    _ci(row.reward_ci),
+                    f"{row.success:.1%}" if row.success is not None else "–",
+                    _ci(row.success_ci, ".1%"),
+                    f"{row.steps:.1f}" if row.steps is not None else "–",
+                    str(row.judge_errors),
+                )
+            table.add_row(
+                "overall",
+                "",
+                f"{report.reward:.3f}" if report.reward is not None else "–",
+                _ci(report.reward_ci),
+                f"{report.success:.1%}" if report.success is not None else "–",
+                _ci(report.success_ci, ".1%"),
+                "",
+                str(report.judge_errors),
+                style="bold",
+            )
             console.print(table)
             console.print(f"report: {out / REPORT_HTML}")
         failed = sum(len(e.failed_tasks) for e in report.entries)
@@ -125,10 +156,12 @@ def register(app: typer.Typer) -> None:
         suite: Annotated[str, typer.Option("--suite", help="built-in suite name or suite YAML file")],
         agents: Annotated[Path, typer.Option("--agents", help="agents YAML file")],
         out: Annotated[Path, typer.Option("--out", help="output dir (resumed and extended if it exists)")],
-        topology: Annotated[str, typer.Option(help="round_robin | swiss | anchor | single_elimination | "
-                                                   "double_elimination")] = "round_robin",
+        topology: Annotated[
+            str, typer.Option(help="round_robin | swiss | anchor | single_elimination | double_elimination")
+        ] = "round_robin",
         judge_mode: Annotated[str, typer.Option(help="rubric (env checks; --judge for judge criteria) | llm")] = (
-            "rubric"),
+            "rubric"
+        ),
         judge: Annotated[str | None, typer.Option(help="OpenAI-compatible judge endpoint")] = None,
         judge_model: Annotated[str | None, typer.Option(help="model name at --judge")] = None,
         panel: Annotated[list[str] | None, typer.Option(help="panel member URL=MODEL (repeat)")] = None,
@@ -142,24 +175,47 @@ def register(app: typer.Typer) -> None:
         s = _suite(suite)
         try:
             specs = load_agents(agents)
-            rep = asyncio.run(run_arena(s, specs, out, topology=topology, judge_mode=judge_mode, judge_url=judge,
-                                        judge_model=judge_model, panel=panel or (), concurrency=concurrency,
-                                        resamples=resamples, source=str(agents)))
+            rep = asyncio.run(
+                run_arena(
+                    s,
+                    specs,
+                    out,
+                    topology=topology,
+                    judge_mode=judge_mode,
+                    judge_url=judge,
+                    judge_model=judge_model,
+                    panel=panel or (),
+                    concurrency=concurrency,
+                    resamples=resamples,
+                    source=str(agents),
+                )
+            )
         except (AgentsFileError, ValueError) as e:
             _fail(str(e))
         table = Table(title=f"arena: suite {s.name} · {topology} · {rep['games']} games")
         for col in ("#", "agent", "kind", "Bradley-Terry", "95% CI", "Elo", "W-T-L"):
             table.add_column(col, justify="left" if col in ("agent", "kind") else "right")
         for k, a in enumerate(rep["agents"]):
-            table.add_row(str(k + 1), a["name"], a["kind"], f"{a['rating']:.0f}",
-                          f"[{a['ci'][0]:.0f}, {a['ci'][1]:.0f}]", f"{a['elo']:.0f}",
-                          f"{a['wins']}-{a['ties']}-{a['losses']}")
+            table.add_row(
+                str(k + 1),
+                a["name"],
+                a["kind"],
+                f"{a['rating']:.0f}",
+                f"[{a['ci'][0]:.0f}, {a['ci'][1]:.0f}]",
+                f"{a['elo']:.0f}",
+                f"{a['wins']}-{a['ties']}-{a['losses']}",
+            )
         console.print(table)
         bias = rep["position_bias"]
-        console.print(f"judge calls {rep['judge_calls']} (cached {rep['cached_verdicts']}), position bias "
-                      f"{'–' if bias is None else f'{bias:+.3f}'}, unjudged {len(rep['unjudged'])}")
+        console.print(
+            f"judge calls {rep['judge_calls']} (cached {rep['cached_verdicts']}), position bias "
+            f"{'–' if bias is None else f'{bias:+.3f}'}, unjudged {len(rep['unjudged'])}"
+        )
         console.print(f"{out / ARENA_JSON} · {out / ARENA_HTML}")
         if rep["unjudged"]:
             first = rep["unjudged"][0]
-            err.print(f"[yellow]{len(rep['unjudged'])} game(s) unjudged (not scored), e.g. {first['a']} v "
-                      f"{first['b']} on {first['entry']}/{first['task_id']}: {first['error']}", highlight=False)
+            err.print(
+                f"[yellow]{len(rep['unjudged'])} game(s) unjudged (not scored), e.g. {first['a']} v "
+                f"{first['b']} on {first['entry']}/{first['task_id']}: {first['error']}",
+                highlight=False,
+            )

@@ -67,8 +67,9 @@ def _finite(xs: Sequence[float | None]) -> list[float]:
     return [float(x) for x in xs if x is not None and math.isfinite(x)]
 
 
-def weighted_bootstrap(groups: dict[str, list[float]], weights: dict[str, float], n: int = 2000,
-                       level: float = 0.95, seed: int = 0) -> tuple[float | None, tuple[float, float] | None]:
+def weighted_bootstrap(
+    groups: dict[str, list[float]], weights: dict[str, float], n: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float | None, tuple[float, float] | None]:
     """Weighted mean of group means and its CI, resampling values within each group (stratified)."""
     groups = {k: v for k, v in groups.items() if v}
     if not groups:
@@ -85,25 +86,45 @@ def weighted_bootstrap(groups: dict[str, list[float]], weights: dict[str, float]
     return float(point), (float(lo), float(hi))
 
 
-async def play_entry(suite: Suite, entry: SuiteEntry, factory: AgentFactory, agent: str, out: Path, *,
-                     concurrency: int = 4, progress: bool = True) -> tuple[list[Trajectory], list[str]]:
+async def play_entry(
+    suite: Suite,
+    entry: SuiteEntry,
+    factory: AgentFactory,
+    agent: str,
+    out: Path,
+    *,
+    concurrency: int = 4,
+    progress: bool = True,
+) -> tuple[list[Trajectory], list[str]]:
     """Every task of ``entry`` played once by ``agent`` (resuming from ``out``); returns (trajectories in task
     order, ids of tasks that failed)."""
     from rubricgym.core.rollout import rollout_many
 
     tasks = suite.tasks(entry.name)
     store = TrajectoryStore(out)
-    report = await rollout_many(entry.env, factory.agent(agent, entry.env), list(tasks), concurrency=concurrency,
-                                store=store, seed=entry.seed, env_kwargs=entry.kwargs, progress=progress,
-                                description=f"{agent} · {entry.name}")
+    report = await rollout_many(
+        entry.env,
+        factory.agent(agent, entry.env),
+        list(tasks),
+        concurrency=concurrency,
+        store=store,
+        seed=entry.seed,
+        env_kwargs=entry.kwargs,
+        progress=progress,
+        description=f"{agent} · {entry.name}",
+    )
     by_task: dict[str, Trajectory] = {}
     for t in store.iter():
         by_task.setdefault(t.task.id, t)
     return [by_task[t.id] for t in tasks if t.id in by_task], [tid for tid, _ in report.failures]
 
 
-def rubric_judges(judge_url: str | None = None, judge_model: str | None = None, panel: Sequence[str] = (),
-                  cache_path: Path | None = None) -> list[Any]:
+def rubric_judges(
+    judge_url: str | None = None,
+    judge_model: str | None = None,
+    panel: Sequence[str] = (),
+    cache_path: Path | None = None,
+) -> list[Any]:
     """The env's checks plus an optional LLM judge or panel for ``judge`` criteria (as ``rubricgym score``)."""
     from rubricgym.rewards.cache import JudgeCache
     from rubricgym.rewards.cli import build_judges
@@ -112,8 +133,16 @@ def rubric_judges(judge_url: str | None = None, judge_model: str | None = None, 
     return build_judges(judge_url, judge_model, list(panel), "majority", cache)
 
 
-async def evaluate_suite(suite: Suite, factory: AgentFactory, agent: str, out: Path, *, judges: list[Any],
-                         concurrency: int = 4, progress: bool = True) -> SuiteReport:
+async def evaluate_suite(
+    suite: Suite,
+    factory: AgentFactory,
+    agent: str,
+    out: Path,
+    *,
+    judges: list[Any],
+    concurrency: int = 4,
+    progress: bool = True,
+) -> SuiteReport:
     """Play and score every entry; write ``report.json`` and ``report.html`` under ``out``."""
     from rubricgym.rewards.prm import ProcessRewardModel
 
@@ -122,33 +151,58 @@ async def evaluate_suite(suite: Suite, factory: AgentFactory, agent: str, out: P
     rewards_by: dict[str, list[float]] = {}
     success_by: dict[str, list[float]] = {}
     for entry in suite.entries:
-        trajs, failed = await play_entry(suite, entry, factory, agent, out / entry.name,
-                                         concurrency=concurrency, progress=progress)
+        trajs, failed = await play_entry(
+            suite, entry, factory, agent, out / entry.name, concurrency=concurrency, progress=progress
+        )
         prm = ProcessRewardModel(entry.load_rubric(suite.base_dir), judges)
         breakdowns = await prm.score_many(trajs, concurrency=8)
         errors = 0
         for t, b in zip(trajs, breakdowns, strict=True):
             ok = b.valid
             errors += not ok
-            rows.append({"entry": entry.name, "task_id": t.task.id, "reward": b.total if ok else None,
-                         "env_reward": float(t.outcome.reward), "steps": len(t.steps),
-                         "judge_error": None if ok else "; ".join(str(v.error) for v in b.errors()[:2])})
+            rows.append(
+                {
+                    "entry": entry.name,
+                    "task_id": t.task.id,
+                    "reward": b.total if ok else None,
+                    "env_reward": float(t.outcome.reward),
+                    "steps": len(t.steps),
+                    "judge_error": None if ok else "; ".join(str(v.error) for v in b.errors()[:2]),
+                }
+            )
         rewards = _finite([b.total if b.valid else None for b in breakdowns])
         success = [float(t.outcome.reward >= SUCCESS) for t in trajs]
         rewards_by[entry.name], success_by[entry.name] = rewards, success
-        entries.append(EntryReport(
-            entry=entry.name, env=entry.env, weight=suite.weights[entry.name], tasks=len(suite.tasks(entry.name)),
-            scored=len(rewards), reward=float(np.mean(rewards)) if rewards else None,
-            reward_ci=bootstrap_ci(rewards) if rewards else None,
-            success=float(np.mean(success)) if success else None,
-            success_ci=bootstrap_ci(success) if success else None,
-            steps=float(np.mean([len(t.steps) for t in trajs])) if trajs else None,
-            judge_errors=errors, failed_tasks=failed))
+        entries.append(
+            EntryReport(
+                entry=entry.name,
+                env=entry.env,
+                weight=suite.weights[entry.name],
+                tasks=len(suite.tasks(entry.name)),
+                scored=len(rewards),
+                reward=float(np.mean(rewards)) if rewards else None,
+                reward_ci=bootstrap_ci(rewards) if rewards else None,
+                success=float(np.mean(success)) if success else None,
+                success_ci=bootstrap_ci(success) if success else None,
+                steps=float(np.mean([len(t.steps) for t in trajs])) if trajs else None,
+                judge_errors=errors,
+                failed_tasks=failed,
+            )
+        )
     reward, reward_ci = weighted_bootstrap(rewards_by, suite.weights)
-    success, success_ci = weighted_bootstrap(success_by, suite.weights)
-    report = SuiteReport(suite=suite.name, version=suite.version, agent=agent, entries=entries, reward=reward,
-                         reward_ci=reward_ci, success=success, success_ci=success_ci,
-                         judge_errors=sum(e.judge_errors for e in entries), rows=rows)
+    solved, success_ci = weighted_bootstrap(success_by, suite.weights)
+    report = SuiteReport(
+        suite=suite.name,
+        version=suite.version,
+        agent=agent,
+        entries=entries,
+        reward=reward,
+        reward_ci=reward_ci,
+        success=solved,
+        success_ci=success_ci,
+        judge_errors=sum(e.judge_errors for e in entries),
+        rows=rows,
+    )
     (out / REPORT_JSON).write_text(json.dumps(report.model_dump(mode="json"), indent=2), encoding="utf-8")
     from rubricgym.arena.report import eval_html
 

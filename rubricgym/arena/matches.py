@@ -81,8 +81,14 @@ class MatchLog:
 class MatchRunner:
     """``compare(i, j)`` for the shared topologies: agent i vs agent j over every task of the suite."""
 
-    def __init__(self, agents: list[str], trajectories: dict[str, dict[str, dict[str, Trajectory]]],
-                 judges: dict[str, PairwiseJudge], cache: VerdictCache, concurrency: int = 8):
+    def __init__(
+        self,
+        agents: list[str],
+        trajectories: dict[str, dict[str, dict[str, Trajectory]]],
+        judges: dict[str, PairwiseJudge],
+        cache: VerdictCache,
+        concurrency: int = 8,
+    ):
         self.agents = agents
         self.trajectories = trajectories
         """agent -> entry -> task id -> trajectory"""
@@ -100,8 +106,17 @@ class MatchRunner:
         if rec is None:
             async with self.sem:
                 result = await judge.compare(a, b)
-            rec = {"key": key, "entry": entry, "task_id": task_id, "a": self.agents[i], "b": self.agents[j],
-                   "a_traj": a.id, "b_traj": b.id, "judge": judge.id, "result": result.model_dump(mode="json")}
+            rec = {
+                "key": key,
+                "entry": entry,
+                "task_id": task_id,
+                "a": self.agents[i],
+                "b": self.agents[j],
+                "a_traj": a.id,
+                "b_traj": b.id,
+                "judge": judge.id,
+                "result": result.model_dump(mode="json"),
+            }
             self.cache.put(rec)
             self.log.judged_now += 1
         else:
@@ -109,8 +124,15 @@ class MatchRunner:
         result = PairwiseResult.model_validate(rec["result"])
         swapped = rec["a_traj"] != a.id
         if not result.ok or result.winner is None:
-            self.log.unjudged.append({"entry": entry, "task_id": task_id, "a": self.agents[i], "b": self.agents[j],
-                                      "error": result.error or "no winner"})
+            self.log.unjudged.append(
+                {
+                    "entry": entry,
+                    "task_id": task_id,
+                    "a": self.agents[i],
+                    "b": self.agents[j],
+                    "error": result.error or "no winner",
+                }
+            )
             return None
         s = result.outcome_for("b" if swapped else "a")
         assert s is not None
@@ -121,15 +143,28 @@ class MatchRunner:
         self.log.game_entries.append(entry)
         if result.position_bias is not None:
             self.log.position_bias.append(result.position_bias)
-        self.log.examples.append({"entry": entry, "task_id": task_id, "a": self.agents[i], "b": self.agents[j],
-                                  "s": s, "result": rec["result"], "swapped": swapped})
+        self.log.examples.append(
+            {
+                "entry": entry,
+                "task_id": task_id,
+                "a": self.agents[i],
+                "b": self.agents[j],
+                "s": s,
+                "result": rec["result"],
+                "swapped": swapped,
+            }
+        )
         return (s, 1.0 - s)
 
     async def compare(self, i: int, j: int) -> tuple[float, float] | None:
         """Points of i and j summed over the tasks both played; ``None`` when no game could be judged."""
         self.log.matches.append((i, j))
-        games = [(entry, tid) for entry, tasks in self.trajectories[self.agents[i]].items()
-                 for tid in tasks if tid in self.trajectories[self.agents[j]].get(entry, {})]
+        games = [
+            (entry, tid)
+            for entry, tasks in self.trajectories[self.agents[i]].items()
+            for tid in tasks
+            if tid in self.trajectories[self.agents[j]].get(entry, {})
+        ]
         results = await asyncio.gather(*(self._game(entry, tid, i, j) for entry, tid in games))
         judged = [r for r in results if r is not None]
         if not judged:

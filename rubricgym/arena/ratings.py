@@ -71,8 +71,9 @@ def _fit(n: int, i: np.ndarray, j: np.ndarray, s: np.ndarray, w: np.ndarray, l2:
     return beta - beta.mean()
 
 
-def bradley_terry(n: int, games: Sequence[Game], *, weights: Sequence[float] | None = None,
-                  l2: float = 1e-2) -> np.ndarray:
+def bradley_terry(
+    n: int, games: Sequence[Game], *, weights: Sequence[float] | None = None, l2: float = 1e-2
+) -> np.ndarray:
     """Bradley-Terry strengths ``beta`` (mean 0) of ``n`` players from ``games``; players without games get 0."""
     if not games:
         return np.zeros(n)
@@ -81,12 +82,14 @@ def bradley_terry(n: int, games: Sequence[Game], *, weights: Sequence[float] | N
     return _fit(n, i, j, s, w, l2)
 
 
-def to_elo_scale(beta: np.ndarray | float) -> np.ndarray | float:
-    return BASE + ELO_SCALE * beta
+def to_elo_scale(beta: np.ndarray) -> np.ndarray:
+    """Bradley-Terry strengths on the Elo scale (1000 + 400/ln 10 * beta)."""
+    return BASE + ELO_SCALE * np.asarray(beta, dtype=float)
 
 
-def bootstrap_bt(n: int, games: Sequence[Game], *, resamples: int = 300, level: float = 0.95, seed: int = 0,
-                 l2: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_bt(
+    n: int, games: Sequence[Game], *, resamples: int = 300, level: float = 0.95, seed: int = 0, l2: float = 1e-2
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile CI (``lo``, ``hi`` arrays of beta) from refits on tasks resampled with replacement."""
     if not games:
         return np.zeros(n), np.zeros(n)

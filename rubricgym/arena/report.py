@@ -17,8 +17,10 @@ td.l,th.l{text-align:left}.muted{color:#6b7280;font-size:12px}.bad{color:#b42318
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
+    )
 
 
 def _f(x: float | None, fmt: str = ".3f") -> str:
@@ -39,14 +41,20 @@ def eval_html(report: Any) -> str:
         f"<td class='{'bad' if e.judge_errors else ''}'>{e.judge_errors}</td><td>{len(e.failed_tasks)}</td></tr>"
         for e in report.entries
     )
-    overall = (f"<tr><th class=l>overall (weighted)</th><th></th><th>1.00</th><th></th><th>{_f(report.reward)}</th>"
-               f"<th>{_ci(report.reward_ci)}</th><th>{_f(report.success, '.1%')}</th>"
-               f"<th>{_ci(report.success_ci, '.1%')}</th><th></th><th>{report.judge_errors}</th><th></th></tr>")
-    head = ("<tr><th class=l>entry</th><th class=l>env</th><th>weight</th><th>scored</th><th>rubric reward</th>"
-            "<th>95% CI</th><th>solved</th><th>95% CI</th><th>steps</th><th>judge errors</th><th>failed</th></tr>")
-    body = (f"<p>agent <b>{escape(report.agent)}</b> on suite <b>{escape(report.suite)}</b> v{escape(report.version)}."
-            " Judge errors are left out of the means, never scored 0.</p>"
-            f"<table>{head}{rows}{overall}</table>")
+    overall = (
+        f"<tr><th class=l>overall (weighted)</th><th></th><th>1.00</th><th></th><th>{_f(report.reward)}</th>"
+        f"<th>{_ci(report.reward_ci)}</th><th>{_f(report.success, '.1%')}</th>"
+        f"<th>{_ci(report.success_ci, '.1%')}</th><th></th><th>{report.judge_errors}</th><th></th></tr>"
+    )
+    head = (
+        "<tr><th class=l>entry</th><th class=l>env</th><th>weight</th><th>scored</th><th>rubric reward</th>"
+        "<th>95% CI</th><th>solved</th><th>95% CI</th><th>steps</th><th>judge errors</th><th>failed</th></tr>"
+    )
+    body = (
+        f"<p>agent <b>{escape(report.agent)}</b> on suite <b>{escape(report.suite)}</b> v{escape(report.version)}."
+        " Judge errors are left out of the means, never scored 0.</p>"
+        f"<table>{head}{rows}{overall}</table>"
+    )
     return _page(f"rubricgym eval: {report.agent} on {report.suite}", body)
 
 
@@ -60,14 +68,18 @@ def _ratings_svg(agents: list[dict[str, Any]]) -> str:
     def x(v: float) -> float:
         return left + (width - left - 20) * (v - lo) / span
 
-    parts = [f"<svg id='ratings' xmlns='http://www.w3.org/2000/svg' width='{width}' "
-             f"height='{row * len(agents) + 30}' role='img' aria-label='ratings with 95% CI'>"]
+    parts = [
+        f"<svg id='ratings' xmlns='http://www.w3.org/2000/svg' width='{width}' "
+        f"height='{row * len(agents) + 30}' role='img' aria-label='ratings with 95% CI'>"
+    ]
     for k, a in enumerate(agents):
         y = 15 + k * row
-        parts.append(f"<text x='4' y='{y + 4}' font-size='12'>{escape(a['name'])}</text>"
-                     f"<line x1='{x(a['ci'][0]):.1f}' x2='{x(a['ci'][1]):.1f}' y1='{y}' y2='{y}' "
-                     "stroke='#2563eb' stroke-width='3'/>"
-                     f"<circle cx='{x(a['rating']):.1f}' cy='{y}' r='5' fill='#1e3a8a'/>")
+        parts.append(
+            f"<text x='4' y='{y + 4}' font-size='12'>{escape(a['name'])}</text>"
+            f"<line x1='{x(a['ci'][0]):.1f}' x2='{x(a['ci'][1]):.1f}' y1='{y}' y2='{y}' "
+            "stroke='#2563eb' stroke-width='3'/>"
+            f"<circle cx='{x(a['rating']):.1f}' cy='{y}' r='5' fill='#1e3a8a'/>"
+        )
     axis_y = row * len(agents) + 20
     for v in (lo + 20, (lo + hi) / 2, hi - 20):
         parts.append(f"<text x='{x(v):.1f}' y='{axis_y}' font-size='10' text-anchor='middle'>{v:.0f}</text>")
@@ -89,8 +101,10 @@ def _trajectory(name: str, steps: list[dict[str, Any]], answer: str | None, won:
         + "</div>"
         for s in steps
     )
-    return (f"<div class='traj{' win' if won else ''}'><h3>{escape(name)}{' (winner)' if won else ''}</h3>{items}"
-            f"<p><b>answer:</b> {escape(str(answer))}</p></div>")
+    return (
+        f"<div class='traj{' win' if won else ''}'><h3>{escape(name)}{' (winner)' if won else ''}</h3>{items}"
+        f"<p><b>answer:</b> {escape(str(answer))}</p></div>"
+    )
 
 
 def _example_html(ex: dict[str, Any] | None) -> str:
@@ -107,20 +121,26 @@ def _example_html(ex: dict[str, Any] | None) -> str:
             v = (o["path"].get(side) or {}).get(key, (o["answer"].get(side) or {}).get(key))
             return _f(v, ".1f")
 
-        dims = "".join(f"<tr><td class=l>{escape(k)}</td><td>{score('a', k)}</td><td>{score('b', k)}</td></tr>"
-                       for k in keys)
-        dims = (f"<table id='dims'><tr><th class=l>dimension (0-10)</th><th>{escape(ex['a'])}</th>"
-                f"<th>{escape(ex['b'])}</th></tr>{dims}</table>")
+        dims = "".join(
+            f"<tr><td class=l>{escape(k)}</td><td>{score('a', k)}</td><td>{score('b', k)}</td></tr>" for k in keys
+        )
+        dims = (
+            f"<table id='dims'><tr><th class=l>dimension (0-10)</th><th>{escape(ex['a'])}</th>"
+            f"<th>{escape(ex['b'])}</th></tr>{dims}</table>"
+        )
     rationale = "".join(f"<p>{escape(w)}</p>" for w in why) or (
-        "<p class=muted>programmatic judge: the dimensions are the rubric's criteria, scored by the env's checks"
-        "</p>")
-    return (f"<p>entry <b>{escape(ex['entry'])}</b>, task <code>{escape(ex['task_id'])}</code>: "
-            f"{escape(ex['prompt'][:600])}</p>"
-            f"<p>judge scores (both orders summed, 0-20): {escape(ex['a'])} {_f(r.get('score_a'), '.1f')} vs "
-            f"{escape(ex['b'])} {_f(r.get('score_b'), '.1f')}; winner: {escape(str(r.get('winner')))}</p>"
-            f"{dims}<h3>Judge's rationale</h3>{rationale}<div class=pair id='example'>"
-            + _trajectory(ex["a"], ex["a_steps"], ex["a_answer"], r.get("winner") == "a")
-            + _trajectory(ex["b"], ex["b_steps"], ex["b_answer"], r.get("winner") == "b") + "</div>")
+        "<p class=muted>programmatic judge: the dimensions are the rubric's criteria, scored by the env's checks</p>"
+    )
+    return (
+        f"<p>entry <b>{escape(ex['entry'])}</b>, task <code>{escape(ex['task_id'])}</code>: "
+        f"{escape(ex['prompt'][:600])}</p>"
+        f"<p>judge scores (both orders summed, 0-20): {escape(ex['a'])} {_f(r.get('score_a'), '.1f')} vs "
+        f"{escape(ex['b'])} {_f(r.get('score_b'), '.1f')}; winner: {escape(str(r.get('winner')))}</p>"
+        f"{dims}<h3>Judge's rationale</h3>{rationale}<div class=pair id='example'>"
+        + _trajectory(ex["a"], ex["a_steps"], ex["a_answer"], r.get("winner") == "a")
+        + _trajectory(ex["b"], ex["b_steps"], ex["b_answer"], r.get("winner") == "b")
+        + "</div>"
+    )
 
 
 def arena_html(rep: dict[str, Any]) -> str:
@@ -132,8 +152,10 @@ def arena_html(rep: dict[str, Any]) -> str:
         f"<td>{a['games']}</td><td>{a['wins']}-{a['ties']}-{a['losses']}</td></tr>"
         for k, a in enumerate(agents)
     )
-    board = ("<table id='leaderboard'><tr><th>#</th><th class=l>agent</th><th class=l>kind</th><th>Bradley-Terry</th>"
-             "<th>95% CI</th><th>Elo (online)</th><th>games</th><th>W-T-L</th></tr>" + board + "</table>")
+    board = (
+        "<table id='leaderboard'><tr><th>#</th><th class=l>agent</th><th class=l>kind</th><th>Bradley-Terry</th>"
+        "<th>95% CI</th><th>Elo (online)</th><th>games</th><th>W-T-L</th></tr>" + board + "</table>"
+    )
     idx = {n: k for k, n in enumerate(names)}
     heat = "".join(
         f"<tr><th class=l>{escape(a)}</th>"
@@ -141,33 +163,55 @@ def arena_html(rep: dict[str, Any]) -> str:
             f"<td style='background:{_heat(rep['win_rate'][idx[a]][idx[b]])}'>"
             + ("" if a == b or rep["win_rate"][idx[a]][idx[b]] is None else f"{rep['win_rate'][idx[a]][idx[b]]:.2f}")
             + "</td>"
-            for b in order)
+            for b in order
+        )
         + "</tr>"
         for a in order
     )
-    heat = ("<table id='heatmap'><tr><th class=l>row beats column</th>"
-            + "".join(f"<th>{escape(b)}</th>" for b in order) + "</tr>" + heat + "</table>")
+    heat = (
+        "<table id='heatmap'><tr><th class=l>row beats column</th>"
+        + "".join(f"<th>{escape(b)}</th>" for b in order)
+        + "</tr>"
+        + heat
+        + "</table>"
+    )
     entries = list(rep["per_entry"])
     per = "".join(
         f"<tr><td class=l>{escape(a)}</td>"
-        + "".join(f"<td>{_f(rep['per_entry'][e].get(a), '.0f')}</td>" for e in entries) + "</tr>"
-        for a in order)
-    per = ("<table id='per-entry'><tr><th class=l>agent</th>" + "".join(f"<th>{escape(e)}</th>" for e in entries)
-           + "</tr>" + per + "</table>")
+        + "".join(f"<td>{_f(rep['per_entry'][e].get(a), '.0f')}</td>" for e in entries)
+        + "</tr>"
+        for a in order
+    )
+    per = (
+        "<table id='per-entry'><tr><th class=l>agent</th>"
+        + "".join(f"<th>{escape(e)}</th>" for e in entries)
+        + "</tr>"
+        + per
+        + "</table>"
+    )
     unjudged = rep["unjudged"]
-    notes = (f"<p>{rep['games']} judged games in {rep['matches']} matches ({rep['topology']}); "
-             f"{rep['judge_calls']} judged in this run, {rep['cached_verdicts']} from the verdict cache. "
-             f"Mean position bias: {_f(rep['position_bias'], '+.3f')} points for the response shown first.</p>"
-             + (f"<p class=bad>{len(unjudged)} games unjudged (judge errors; not scored): "
-                + escape("; ".join(f"{u['a']} v {u['b']} on {u['entry']}/{u['task_id']}: {u['error']}"
-                                   for u in unjudged[:5])) + "</p>" if unjudged else "")
-             + (f"<p>Panel agreement: {escape(json_line(rep['panel_agreement']))}</p>"
-                if rep.get("panel_agreement") else ""))
-    body = (f"<p>suite <b>{escape(rep['suite'])}</b> v{escape(rep['suite_version'])}; judge "
-            f"{escape(', '.join(sorted(set(rep['judges'].values()))))}; CIs: {rep['bootstrap_resamples']} bootstrap "
-            f"resamples over tasks.</p>{notes}<h2>Ratings (Bradley-Terry, 95% CI)</h2>{_ratings_svg(agents)}{board}"
-            f"<h2>Win rate</h2>{heat}<h2>Per-entry ratings</h2>{per}<h2>Example match</h2>"
-            f"{_example_html(rep.get('example'))}")
+    notes = (
+        f"<p>{rep['games']} judged games in {rep['matches']} matches ({rep['topology']}); "
+        f"{rep['judge_calls']} judged in this run, {rep['cached_verdicts']} from the verdict cache. "
+        f"Mean position bias: {_f(rep['position_bias'], '+.3f')} points for the response shown first.</p>"
+        + (
+            f"<p class=bad>{len(unjudged)} games unjudged (judge errors; not scored): "
+            + escape(
+                "; ".join(f"{u['a']} v {u['b']} on {u['entry']}/{u['task_id']}: {u['error']}" for u in unjudged[:5])
+            )
+            + "</p>"
+            if unjudged
+            else ""
+        )
+        + (f"<p>Panel agreement: {escape(json_line(rep['panel_agreement']))}</p>" if rep.get("panel_agreement") else "")
+    )
+    body = (
+        f"<p>suite <b>{escape(rep['suite'])}</b> v{escape(rep['suite_version'])}; judge "
+        f"{escape(', '.join(sorted(set(rep['judges'].values()))))}; CIs: {rep['bootstrap_resamples']} bootstrap "
+        f"resamples over tasks.</p>{notes}<h2>Ratings (Bradley-Terry, 95% CI)</h2>{_ratings_svg(agents)}{board}"
+        f"<h2>Win rate</h2>{heat}<h2>Per-entry ratings</h2>{per}<h2>Example match</h2>"
+        f"{_example_html(rep.get('example'))}"
+    )
     return _page(f"rubricgym arena: {rep['suite']}", body)
 
 

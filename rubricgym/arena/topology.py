@@ -162,7 +162,7 @@ async def single_elimination(n: int, compare: Compare, anchor: int = 0) -> Tourn
         level += 1
         pairs = [(slots[k], slots[k + 1]) for k in range(0, len(slots), 2)]
         played = [(a, b) for a, b in pairs if a is not None and b is not None]
-        outcome = dict(zip(played, await arena.round(played), strict=True))  # type: ignore[arg-type]
+        outcome = dict(zip(played, await arena.round(played), strict=True))
         nxt: list[int | None] = []
         for a, b in pairs:
             if a is None or b is None:

@@ -70,7 +70,7 @@ class EnvConfig(_Strict):
     def _suite(self) -> EnvConfig:
         if self.suite is None:
             return self
-        defaults = {"id": "toy-calculator-v0", "kwargs": {}, "rubric": None}
+        defaults: dict[str, Any] = {"id": "toy-calculator-v0", "kwargs": {}, "rubric": None}
         clash = [k for k, v in defaults.items() if getattr(self, k) != v]
         if clash:
             raise ValueError(f"env.suite replaces {', '.join(sorted(clash))}: set those in the suite's entries")

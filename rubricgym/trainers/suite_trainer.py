@@ -50,8 +50,9 @@ class _Routed:
             groups[self.entry_of[t.task.id]].append(k)
         out: list[Any] = [None] * len(trajs)
         for name, idx in groups.items():
-            for k, b in zip(idx, await self.by_entry[name].score_many([trajs[k] for k in idx], concurrency),
-                            strict=True):
+            for k, b in zip(
+                idx, await self.by_entry[name].score_many([trajs[k] for k in idx], concurrency), strict=True
+            ):
                 out[k] = b
         return out
 
@@ -61,13 +62,16 @@ class _Routed:
 
 def _entry_tasks(suite: Suite, build: Any, what: str) -> dict[str, list[Task]]:
     """Tasks per entry; a task id in two entries would make routing ambiguous, so it is an error."""
-    out, owner = {}, {}
+    out: dict[str, list[Task]] = {}
+    owner: dict[str, str] = {}
     for e in suite.entries:
         out[e.name] = list(build(e))
         for t in out[e.name]:
             if owner.setdefault(t.id, e.name) != e.name:
-                raise ValueError(f"suite {suite.name}: {what} task {t.id!r} is in entries {owner[t.id]!r} and "
-                                 f"{e.name!r}; give one of them another seed or kwargs")
+                raise ValueError(
+                    f"suite {suite.name}: {what} task {t.id!r} is in entries {owner[t.id]!r} and "
+                    f"{e.name!r}; give one of them another seed or kwargs"
+                )
     return out
 
 
@@ -81,15 +85,19 @@ class SuiteTrainer(Trainer):
         self.entries = {e.name: e for e in suite.entries}
         stage_sets = [tuple(spec(e.env).load().stages) for e in suite.entries]
         if cfg.advantage.estimator == "stage" and len(set(stage_sets)) > 1:
-            raise ValueError(f"the stage estimator needs entries with the same stages; suite {suite.name} has "
-                             f"{sorted(set(stage_sets))}")
+            raise ValueError(
+                f"the stage estimator needs entries with the same stages; suite {suite.name} has "
+                f"{sorted(set(stage_sets))}"
+            )
         self.stages = list(dict.fromkeys(s for stages in stage_sets for s in stages)) or ["act"]
         seed = cfg.env.task_seed
-        self.entry_train = _entry_tasks(suite, lambda e: unique_tasks(e.env, cfg.env.train_tasks, seed + e.seed,
-                                                                      "train", e.kwargs), "training")
+        self.entry_train = _entry_tasks(
+            suite, lambda e: unique_tasks(e.env, cfg.env.train_tasks, seed + e.seed, "train", e.kwargs), "training"
+        )
         self.entry_eval = _entry_tasks(suite, lambda e: suite.tasks(e.name), "held-out")
-        self.entry_of = {t.id: name for tasks in (self.entry_train, self.entry_eval) for name, ts in tasks.items()
-                         for t in ts}
+        self.entry_of = {
+            t.id: name for tasks in (self.entry_train, self.entry_eval) for name, ts in tasks.items() for t in ts
+        }
         self.eval_tasks = [t for ts in self.entry_eval.values() for t in ts]  # type: ignore[assignment]
         from rubricgym.rewards.pairwise import PairwiseJudge
         from rubricgym.rewards.prm import ProcessRewardModel
@@ -98,8 +106,10 @@ class SuiteTrainer(Trainer):
         key = cfg.advantage.reward_key
         self.prm = _Routed({n: ProcessRewardModel(r, name=key) for n, r in rubrics.items()}, self.entry_of)  # type: ignore[assignment]
         if self.pairwise is not None:
-            self.pairwise = _Routed({n: PairwiseJudge.from_rubric(r, path_weight=cfg.advantage.path_weight)
-                                     for n, r in rubrics.items()}, self.entry_of)  # type: ignore[assignment]
+            self.pairwise = _Routed(
+                {n: PairwiseJudge.from_rubric(r, path_weight=cfg.advantage.path_weight) for n, r in rubrics.items()},
+                self.entry_of,
+            )  # type: ignore[assignment]
         self.sampler = SuiteSampler(suite.weights, cfg.env.curriculum, seed=cfg.seed)
         self._last_groups: list[list[Trajectory]] = []
 
@@ -117,17 +127,27 @@ class SuiteTrainer(Trainer):
             out.append(tasks[int(order[i])])
         return out
 
-    async def collect(self, tasks: list[Task], seeds: list[int], group_size: int,
-                      greedy_anchor: bool) -> list[list[Trajectory]]:
+    async def collect(
+        self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool
+    ) -> list[list[Trajectory]]:
         by_entry: dict[str, list[int]] = defaultdict(list)
         for k, t in enumerate(tasks):
             by_entry[self.entry_of[t.id]].append(k)
         names = list(by_entry)
-        results = await asyncio.gather(*(
-            collect_groups(self.entries[name].env, self.policy, [tasks[k] for k in by_entry[name]], group_size,
-                           [seeds[k] for k in by_entry[name]], env_kwargs=self.entries[name].kwargs,
-                           anchor_greedy=greedy_anchor)
-            for name in names))
+        results = await asyncio.gather(
+            *(
+                collect_groups(
+                    self.entries[name].env,
+                    self.policy,
+                    [tasks[k] for k in by_entry[name]],
+                    group_size,
+                    [seeds[k] for k in by_entry[name]],
+                    env_kwargs=self.entries[name].kwargs,
+                    anchor_greedy=greedy_anchor,
+                )
+                for name in names
+            )
+        )
         groups: list[list[Trajectory]] = [[] for _ in tasks]
         for name, got in zip(names, results, strict=True):
             for k, group in zip(by_entry[name], got, strict=True):
@@ -182,16 +202,30 @@ class SuiteTrainer(Trainer):
         for name in self.entries:
             idx = [k for k, tid in enumerate(result.task_ids) if self.entry_of.get(tid) == name]
             if idx:
-                out[name] = EvalResult.of(f"{result.tag}/{name}", result.step, [result.task_ids[k] for k in idx],
-                                          [result.rewards[k] for k in idx], [result.success[k] for k in idx])
+                out[name] = EvalResult.of(
+                    f"{result.tag}/{name}",
+                    result.step,
+                    [result.task_ids[k] for k in idx],
+                    [result.rewards[k] for k in idx],
+                    [result.success[k] for k in idx],
+                )
         return out
 
     def _log_eval(self, result: EvalResult) -> None:
         super()._log_eval(result)
         for name, r in self.per_entry(result).items():
-            self.metrics.write({"kind": "eval_env", "step": result.step, "tag": result.tag, "entry": name,
-                                "eval_mean": r.mean, "eval_ci_low": r.ci[0], "eval_ci_high": r.ci[1],
-                                "eval_success": r.success_mean})
+            self.metrics.write(
+                {
+                    "kind": "eval_env",
+                    "step": result.step,
+                    "tag": result.tag,
+                    "entry": name,
+                    "eval_mean": r.mean,
+                    "eval_ci_low": r.ci[0],
+                    "eval_ci_high": r.ci[1],
+                    "eval_success": r.success_mean,
+                }
+            )
 
     def finish(self, final: EvalResult) -> dict[str, Any]:
         summary = super().finish(final)
@@ -201,10 +235,17 @@ class SuiteTrainer(Trainer):
         for name in self.entries:
             if name in base and name in trained:
                 diff, ci = paired_difference(trained[name], base[name])
-                per_env[name] = {"base": base[name].mean, "trained": trained[name].mean, "gain": diff,
-                                 "gain_ci": list(ci), "weight": self.suite.weights[name]}
-                lines.append(f"  {name}: {base[name].mean:.3f} -> {trained[name].mean:.3f} "
-                             f"(gain {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}])")
+                per_env[name] = {
+                    "base": base[name].mean,
+                    "trained": trained[name].mean,
+                    "gain": diff,
+                    "gain_ci": list(ci),
+                    "weight": self.suite.weights[name],
+                }
+                lines.append(
+                    f"  {name}: {base[name].mean:.3f} -> {trained[name].mean:.3f} "
+                    f"(gain {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}])"
+                )
         records = self.metrics.read()
         plots = sorted((self.run_dir / "plots").glob("*.png")) if self.cfg.plots else []
         if self.cfg.plots:
@@ -227,11 +268,15 @@ def per_env_plot(records: list[dict[str, Any]], entries: list[str], path: Path) 
     for name in entries:
         pts = [(r["step"], r[f"env/{name}/reward"]) for r in steps if r.get(f"env/{name}/reward") is not None]
         line = ax.plot(*zip(*pts, strict=True), marker=".", label=name) if pts else None
-        ev = [(r["step"], r["eval_mean"]) for r in records if r.get("kind") == "eval_env" and r["entry"] == name
-              and r.get("eval_mean") is not None]
+        ev = [
+            (r["step"], r["eval_mean"])
+            for r in records
+            if r.get("kind") == "eval_env" and r["entry"] == name and r.get("eval_mean") is not None
+        ]
         if ev:
-            ax.plot(*zip(*ev, strict=True), "s--", color=line[0].get_color() if line else None,
-                    label=f"{name} held-out")
+            ax.plot(
+                *zip(*ev, strict=True), "s--", color=line[0].get_color() if line else None, label=f"{name} held-out"
+            )
         probs = [(r["step"], r[f"curriculum/{name}/p"]) for r in steps if f"curriculum/{name}/p" in r]
         if probs:
             bx.plot(*zip(*probs, strict=True), marker=".", label=name)

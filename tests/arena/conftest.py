@@ -10,8 +10,13 @@ SMALL = {
     "version": "1",
     "entries": [
         {"env": "toy-calculator-v0", "name": "toy", "kwargs": {"min_ops": 1, "max_ops": 2}, "tasks": 6},
-        {"env": "deepsearch-v0", "name": "ds", "kwargs": {"n_docs": 200, "difficulty": "easy"}, "tasks": 3,
-         "weight": 0.5},
+        {
+            "env": "deepsearch-v0",
+            "name": "ds",
+            "kwargs": {"n_docs": 200, "difficulty": "easy"},
+            "tasks": 3,
+            "weight": 0.5,
+        },
     ],
 }
 

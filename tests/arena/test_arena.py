@@ -21,8 +21,9 @@ def flat(result) -> str:
 
 
 def arena(suite, agents, out, *extra):
-    result = runner.invoke(app, ["arena", "--suite", str(suite), "--agents", str(agents), "--out", str(out),
-                                 "--resamples", "50", *extra])
+    result = runner.invoke(
+        app, ["arena", "--suite", str(suite), "--agents", str(agents), "--out", str(out), "--resamples", "50", *extra]
+    )
     assert result.exit_code == 0, result.output
     return json.loads((out / "arena.json").read_text())
 
@@ -53,8 +54,18 @@ def test_round_robin_ranks_rates_and_caches(tmp_path, small_suite_file, agents_f
     assert [a["rating"] for a in resumed["agents"]] == [a["rating"] for a in rep["agents"]]
 
     guess = {"name": "guess", "kind": "scripted", "agent": "guess"}  # toy only: fails preflight on ds
-    r = runner.invoke(app, ["arena", "--suite", str(small_suite_file), "--agents",
-                            str(agents_file(RANDOM, ORACLE, RANDOM7, guess)), "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "arena",
+            "--suite",
+            str(small_suite_file),
+            "--agents",
+            str(agents_file(RANDOM, ORACLE, RANDOM7, guess)),
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 2 and "agents[3] (guess): env deepsearch-v0 has no scripted agent 'guess'" in flat(r)
     assert not (out / "trajectories" / "guess").exists()
 
@@ -66,8 +77,7 @@ def test_round_robin_ranks_rates_and_caches(tmp_path, small_suite_file, agents_f
 
 @pytest.mark.parametrize("topology", ["swiss", "single_elimination", "anchor"])
 def test_cheaper_topologies_play_their_match_count(tmp_path, small_suite_file, agents_file, topology):
-    agents = agents_file(ORACLE, RANDOM, RANDOM7, {"name": "random3", "kind": "scripted", "agent": "random",
-                                                   "seed": 3})
+    agents = agents_file(ORACLE, RANDOM, RANDOM7, {"name": "random3", "kind": "scripted", "agent": "random", "seed": 3})
     rep = arena(small_suite_file, agents, tmp_path / topology, "--topology", topology)
     assert rep["matches"] == expected_comparisons(topology, 4)
     assert rep["order"][0] == "oracle"
@@ -84,8 +94,10 @@ def _free_port() -> int:
     [
         ({"name": "x", "kind": "wizard"}, "agents[2] (x): unknown agent kind 'wizard'"),
         ({"name": "step40", "kind": "checkpoint", "path": "runs/nowhere"}, "agents[2] (step40): no checkpoint at"),
-        ({"name": "down", "kind": "openai", "base_url": "http://127.0.0.1:{port}/v1", "model": "m"},
-         "agents[2] (down): endpoint http://127.0.0.1:{port}/v1 is unreachable"),
+        (
+            {"name": "down", "kind": "openai", "base_url": "http://127.0.0.1:{port}/v1", "model": "m"},
+            "agents[2] (down): endpoint http://127.0.0.1:{port}/v1 is unreachable",
+        ),
         ({"name": "oops", "kind": "local", "model": "no-such-model"}, "agents[2] (oops): model 'no-such-model'"),
         ({"name": "t", "kind": "openai", "model": "m"}, "agents[2] (t): field 'base_url'"),
     ],
@@ -94,20 +106,35 @@ def test_bad_agents_fail_before_any_match_naming_the_entry(tmp_path, small_suite
     port = _free_port()  # nothing listens there
     entry = yaml.safe_load(yaml.safe_dump(entry).replace("{port}", str(port)))
     out = tmp_path / "a"
-    r = runner.invoke(app, ["arena", "--suite", str(small_suite_file), "--agents",
-                            str(agents_file(ORACLE, RANDOM, entry)), "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "arena",
+            "--suite",
+            str(small_suite_file),
+            "--agents",
+            str(agents_file(ORACLE, RANDOM, entry)),
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert message.replace("{port}", str(port)) in flat(r)
     assert not out.exists()
 
 
 def test_judge_errors_leave_games_unjudged_and_reported(tmp_path, agents_file):
-    rubric = {"id": "needs-llm", "criteria": [
-        {"id": "correct", "text": "Correct answer", "check": "correct"},
-        {"id": "polite", "text": "Is the answer polite?", "judge": "Polite?"}]}
+    rubric = {
+        "id": "needs-llm",
+        "criteria": [
+            {"id": "correct", "text": "Correct answer", "check": "correct"},
+            {"id": "polite", "text": "Is the answer polite?", "judge": "Polite?"},
+        ],
+    }
     suite = tmp_path / "s.yaml"
-    suite.write_text(yaml.safe_dump({"name": "s", "entries": [{"env": "toy-calculator-v0", "tasks": 3,
-                                                                "rubric": rubric}]}))
+    suite.write_text(
+        yaml.safe_dump({"name": "s", "entries": [{"env": "toy-calculator-v0", "tasks": 3, "rubric": rubric}]})
+    )
     rep = arena(suite, agents_file(ORACLE, RANDOM), tmp_path / "o")
     assert rep["games"] == 0 and len(rep["unjudged"]) == 3
     assert all("LLM judge" in u["error"] for u in rep["unjudged"])
@@ -117,11 +144,27 @@ def test_judge_errors_leave_games_unjudged_and_reported(tmp_path, agents_file):
 @pytest.mark.slow
 def test_the_local_model_plays_and_is_rated(tmp_path, agents_file, local_model_dir):
     suite = tmp_path / "s.yaml"
-    suite.write_text(yaml.safe_dump({"name": "s", "entries": [
-        {"env": "toy-calculator-v0", "tasks": 3, "kwargs": {"style": "expression", "min_ops": 1, "max_ops": 1,
-                                                            "max_steps": 2}}]}))
-    local = {"name": "smollm2", "kind": "local", "model": str(local_model_dir), "max_new_tokens": 24,
-             "response_prefix": '<tool_call>{"name": "'}
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "entries": [
+                    {
+                        "env": "toy-calculator-v0",
+                        "tasks": 3,
+                        "kwargs": {"style": "expression", "min_ops": 1, "max_ops": 1, "max_steps": 2},
+                    }
+                ],
+            }
+        )
+    )
+    local = {
+        "name": "smollm2",
+        "kind": "local",
+        "model": str(local_model_dir),
+        "max_new_tokens": 24,
+        "response_prefix": '<tool_call>{"name": "',
+    }
     rep = arena(suite, agents_file(ORACLE, local, RANDOM), tmp_path / "o")
     assert rep["games"] == 9 and rep["order"][0] == "oracle"
     trajs = (tmp_path / "o" / "trajectories" / "smollm2" / "toy-calculator-v0" / "trajectories.jsonl").read_text()

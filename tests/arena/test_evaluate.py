@@ -33,8 +33,9 @@ def test_eval_scores_each_entry_resumes_and_writes_reports(tmp_path, small_suite
     assert again.exit_code == 0 and (out / "toy" / "trajectories.jsonl").read_text().count("\n") == lines
 
     rand = tmp_path / "random"
-    r = runner.invoke(app, ["eval", "--suite", str(small_suite_file), "--agent", "random", "--out", str(rand),
-                            "--json"])
+    r = runner.invoke(
+        app, ["eval", "--suite", str(small_suite_file), "--agent", "random", "--out", str(rand), "--json"]
+    )
     assert r.exit_code == 0, r.output
     worse = json.loads(r.output)
     assert worse["reward"] < report["reward"]
@@ -45,8 +46,9 @@ def test_eval_scores_each_entry_resumes_and_writes_reports(tmp_path, small_suite
 def test_judge_errors_are_reported_not_scored(tmp_path):
     rubric = {"id": "needs-llm", "criteria": [{"id": "polite", "text": "Is the answer polite?", "judge": "Polite?"}]}
     suite = tmp_path / "s.yaml"
-    suite.write_text(yaml.safe_dump({"name": "s", "entries": [
-        {"env": "toy-calculator-v0", "tasks": 2, "rubric": rubric}]}))
+    suite.write_text(
+        yaml.safe_dump({"name": "s", "entries": [{"env": "toy-calculator-v0", "tasks": 2, "rubric": rubric}]})
+    )
     out = tmp_path / "o"
     r = runner.invoke(app, ["eval", "--suite", str(suite), "--agent", "oracle", "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
@@ -57,7 +59,8 @@ def test_judge_errors_are_reported_not_scored(tmp_path):
 
 
 def test_an_agent_no_env_has_fails_before_playing(tmp_path, small_suite_file):
-    r = runner.invoke(app, ["eval", "--suite", str(small_suite_file), "--agent", "shortcut", "--out",
-                            str(tmp_path / "x")])
+    r = runner.invoke(
+        app, ["eval", "--suite", str(small_suite_file), "--agent", "shortcut", "--out", str(tmp_path / "x")]
+    )
     assert r.exit_code == 2 and "toy-calculator-v0 has no scripted agent 'shortcut'" in " ".join(r.output.split())
     assert not (tmp_path / "x").exists()

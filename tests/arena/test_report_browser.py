@@ -32,12 +32,16 @@ def test_arena_report_renders_in_chromium(tmp_path, small_suite_file, agents_fil
     _browser_or_skip()
     from playwright.sync_api import sync_playwright
 
-    agents = agents_file({"name": "oracle", "kind": "scripted", "agent": "oracle"},
-                         {"name": "random", "kind": "scripted", "agent": "random"},
-                         {"name": "random7", "kind": "scripted", "agent": "random", "seed": 7})
+    agents = agents_file(
+        {"name": "oracle", "kind": "scripted", "agent": "oracle"},
+        {"name": "random", "kind": "scripted", "agent": "random"},
+        {"name": "random7", "kind": "scripted", "agent": "random", "seed": 7},
+    )
     out = tmp_path / "arena"
-    r = CliRunner().invoke(app, ["arena", "--suite", str(small_suite_file), "--agents", str(agents), "--out", str(out),
-                                 "--resamples", "50"])
+    r = CliRunner().invoke(
+        app,
+        ["arena", "--suite", str(small_suite_file), "--agents", str(agents), "--out", str(out), "--resamples", "50"],
+    )
     assert r.exit_code == 0, r.output
     rep = json.loads((out / "arena.json").read_text())
     shot = tmp_path / "arena.png"

@@ -37,8 +37,7 @@ async def test_single_elimination_byes_and_cost():
 
 
 async def test_single_elimination_upsets_ties_and_depth_then_mean_ranking():
-    table = {(1, 0): (0.8, 0.2), (2, 0): (0.6, 0.4), (3, 0): (0.4, 0.6),
-             (1, 3): (0.2, 0.9), (3, 2): (0.5, 0.5)}
+    table = {(1, 0): (0.8, 0.2), (2, 0): (0.6, 0.4), (3, 0): (0.4, 0.6), (1, 3): (0.2, 0.9), (3, 2): (0.5, 0.5)}
 
     def compare(i, j):
         return table[(i, j)] if (i, j) in table else table[(j, i)][::-1]

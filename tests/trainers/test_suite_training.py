@@ -11,10 +11,19 @@ from rubricgym.trainers.suite_trainer import SuiteTrainer, make_trainer
 from rubricgym.trainers.trainer import Trainer
 
 ENTRIES = [
-    {"env": "toy-calculator-v0", "name": "expr", "tasks": 2,
-     "kwargs": {"style": "expression", "min_ops": 1, "max_ops": 1, "max_steps": 2}},
-    {"env": "toy-calculator-v0", "name": "word", "tasks": 2, "weight": 3.0,
-     "kwargs": {"style": "word", "min_ops": 1, "max_ops": 1, "max_steps": 2}},
+    {
+        "env": "toy-calculator-v0",
+        "name": "expr",
+        "tasks": 2,
+        "kwargs": {"style": "expression", "min_ops": 1, "max_ops": 1, "max_steps": 2},
+    },
+    {
+        "env": "toy-calculator-v0",
+        "name": "word",
+        "tasks": 2,
+        "weight": 3.0,
+        "kwargs": {"style": "word", "min_ops": 1, "max_ops": 1, "max_steps": 2},
+    },
 ]
 
 
@@ -82,8 +91,14 @@ def test_weights_curriculum_and_config_errors(suite_config, tmp_path):
     cfg = suite_config(tmp_path / "w", method="weights")
     trainer = make_trainer(cfg)
     assert trainer.sampler.probabilities() == {"expr": 0.25, "word": 0.75}
-    assert type(make_trainer(TrainConfig.model_validate({**cfg.model_dump(mode="json"),
-                                                         "env": {"id": "toy-calculator-v0"}}))) is Trainer
+    assert (
+        type(
+            make_trainer(
+                TrainConfig.model_validate({**cfg.model_dump(mode="json"), "env": {"id": "toy-calculator-v0"}})
+            )
+        )
+        is Trainer
+    )
     with pytest.raises(ConfigError, match="env.suite replaces kwargs"):
         validate_config({"env": {"suite": "toy", "kwargs": {"max_ops": 1}}}, "t.yaml")
     with pytest.raises(ConfigError, match="field 'env': .*not a built-in suite"):

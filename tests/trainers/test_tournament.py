@@ -14,7 +14,6 @@ def test_rank_to_advantage():
     assert rank_advantages([0]).tolist() == [0.0]
 
 
-
 def test_the_trainer_uses_the_arena_topologies_not_a_copy():
     assert tournament.run_tournament is topology.run_tournament
     assert tournament.TournamentResult is topology.TournamentResult
