@@ -7,7 +7,6 @@ and the episode record that becomes a ``Trajectory``.
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
 import time
@@ -20,12 +19,12 @@ from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
-import yaml
 from gymnasium import spaces
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.parsing import ArgumentRules, argument_rules, call_error, format_parse_error, parse_call
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import check_enums, declared_tools
 from rubricgym.core.types import (
     Action,
@@ -204,11 +203,12 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return cls.check_set
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        """The env's default rubric in the rewards schema: ``rubric_file`` (YAML) or an empty rubric."""
+    def default_rubric(cls) -> Rubric:
+        """The env's default rubric, validated: ``rubric_file`` (YAML, JSON or TOML; a bad file raises a
+        ``RubricError`` naming the file, criterion and field) or an empty rubric."""
         if cls.rubric_file is None:
-            return {"id": cls.env_id or cls.__name__, "version": "1", "criteria": []}
-        return copy.deepcopy(_load_yaml(Path(cls.rubric_file)))
+            return Rubric(id=cls.env_id or cls.__name__, version="1", criteria=[])
+        return _load_rubric(Path(cls.rubric_file)).model_copy(deep=True)
 
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
@@ -482,14 +482,8 @@ def _declared_specs(cls: type) -> list[ToolSpec]:
 
 
 @functools.cache
-def _load_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot read the default rubric {path}: {e}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"default rubric {path} must be a mapping with 'id', 'version' and 'criteria'")
-    return data
+def _load_rubric(path: Path) -> Rubric:
+    return Rubric.load(path)
 
 
 def _import(target: str, where: str) -> Any:

@@ -14,6 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rubricgym.arena.curriculum import CurriculumConfig
+from rubricgym.rewards.evolve import BufferConfig
+from rubricgym.rewards.monitor import MonitorConfig
 
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 
@@ -140,6 +142,10 @@ class TrainConfig(_Strict):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    monitor: MonitorConfig | None = None
+    """Hacking monitors every k steps (exploitation vs a reference panel, internalisation gap, drift, alarms)."""
+    rubric_buffer: BufferConfig | None = None
+    """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -149,6 +155,8 @@ class TrainConfig(_Strict):
             raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        if self.env.suite is not None and (self.monitor is not None or self.rubric_buffer is not None):
+            raise ValueError("monitor and rubric_buffer follow one rubric: they are not available with env.suite yet")
         return self
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:

@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,10 +41,13 @@ CURRICULUM_LOG = "curriculum.jsonl"
 
 
 class _Routed:
-    """A process reward model / pairwise judge per entry behind the one interface the trainer calls."""
+    """A process reward model / pairwise judge per entry behind the one interface the trainer calls;
+    ``rubric.hash`` (logged per step as the rubric version) covers every entry's rubric."""
 
     def __init__(self, by_entry: dict[str, Any], entry_of: dict[str, str]):
         self.by_entry, self.entry_of = by_entry, entry_of
+        hashes = "|".join(f"{n}:{getattr(getattr(m, 'rubric', None), 'hash', '')}" for n, m in by_entry.items())
+        self.rubric = SimpleNamespace(hash=hashlib.sha256(hashes.encode()).hexdigest()[:16])
 
     async def score_many(self, trajs: list[Trajectory], concurrency: int = 8) -> list[Any]:
         groups: dict[str, list[int]] = defaultdict(list)

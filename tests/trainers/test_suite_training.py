@@ -69,6 +69,7 @@ def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp
     assert set(summary["per_env"]) == {"expr", "word"} and summary["per_env"]["word"]["weight"] == 0.75
     assert len(summary["trained"]["rewards"]) == 4  # the suite's own held-out tasks, 2 per entry
     assert (cfg.run_dir / "plots" / "per_env.png").stat().st_size > 1000
+    assert len({r["rubric_hash"] for r in train}) == 1
     assert "expr:" in (cfg.run_dir / "summary.html").read_text()
 
 
@@ -103,5 +104,7 @@ def test_weights_curriculum_and_config_errors(suite_config, tmp_path):
         validate_config({"env": {"suite": "toy", "kwargs": {"max_ops": 1}}}, "t.yaml")
     with pytest.raises(ConfigError, match="field 'env': .*not a built-in suite"):
         validate_config({"env": {"suite": "nope"}}, "t.yaml")
+    with pytest.raises(ConfigError, match="not available with env.suite"):
+        validate_config({"env": {"suite": "toy"}, "monitor": {}}, "t.yaml")
     with pytest.raises(ConfigError, match="transformers backend only"):
         validate_config({"env": {"suite": "toy"}, "ray": True}, "t.yaml")
