@@ -13,15 +13,15 @@ runner = CliRunner()
 
 
 def test_builtin_suites_load_with_deterministic_tasks():
-    assert {"toy", "deepsearch", "swe", "mixed"} <= set(builtin_suites())
+    assert {"toy", "deepsearch", "swe", "clinical", "mixed"} <= set(builtin_suites())
     toy = load_suite("toy")
     assert [e.name for e in toy.entries] == ["toy-expression", "toy-word"]
     first = [t.id for t in toy.tasks("toy-expression")]
     assert len(first) == 12 and first == [t.id for t in load_suite("toy").tasks("toy-expression")]
     assert toy.tasks("toy-expression")[0].prompt.startswith("Compute")
     mixed = load_suite("mixed")
-    assert {e.env for e in mixed.entries} == {"toy-calculator-v0", "deepsearch-v0", "swe-v0"}
-    assert mixed.weights["swe"] == pytest.approx(0.5 / 2.5)
+    assert {e.env for e in mixed.entries} == {"toy-calculator-v0", "deepsearch-v0", "swe-v0", "clinical-v0"}
+    assert mixed.weights["swe"] == pytest.approx(0.5 / 3.5)
 
 
 def test_a_small_task_space_yields_unique_tasks():
