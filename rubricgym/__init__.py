@@ -5,6 +5,7 @@
 >>> obs, info = env.reset(seed=0)
 """
 
+from rubricgym import envs as _envs  # noqa: F401  (registers the built-in envs, with Gymnasium too)
 from rubricgym.core import *  # noqa: F403  (the public face is core's __all__)
 from rubricgym.core import __all__ as _core_all
 from rubricgym.rewards import CheckJudge, Criterion, LLMJudge, ProcessRewardModel, Rubric, Verdict

@@ -23,6 +23,7 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Task
 
 ENTRY_POINT_GROUP = "rubricgym.envs"
+REMOTE_SPEC = "rubricgym.server.remote:remote_spec"  # a URL names a served env; imported only when one is used
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*-v\d+$")
 
 
@@ -124,11 +125,21 @@ def _discover() -> None:
             warnings.warn(f"rubricgym: could not load env plugin {ep.name!r} ({ep.value}): {e}", stacklevel=2)
             continue
         if callable(loaded) and not isinstance(loaded, type):
-            loaded()
+            try:
+                loaded()
+            except Exception as e:  # its registration callable failed: every other command must still work
+                warnings.warn(
+                    f"rubricgym: env plugin {ep.name!r} ({ep.value}) failed to register: {type(e).__name__}: {e}",
+                    stacklevel=2,
+                )
 
 
 def spec(id: str) -> EnvSpec:
-    """The ``EnvSpec`` of ``id``; an unknown id raises ``KeyError`` listing close matches."""
+    """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL); an unknown id raises
+    ``KeyError`` listing close matches."""
+    if "://" in id:
+        module, _, attr = REMOTE_SPEC.partition(":")
+        return getattr(importlib.import_module(module), attr)(id)
     _discover()
     try:
         return _REGISTRY.specs[id]
