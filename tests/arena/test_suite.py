@@ -13,7 +13,7 @@ runner = CliRunner()
 
 
 def test_builtin_suites_load_with_deterministic_tasks():
-    assert {"toy", "deepsearch", "swe", "clinical", "mixed"} <= set(builtin_suites())
+    assert {"toy", "deepsearch", "swe", "clinical", "gui", "mixed"} <= set(builtin_suites())
     toy = load_suite("toy")
     assert [e.name for e in toy.entries] == ["toy-expression", "toy-word"]
     first = [t.id for t in toy.tasks("toy-expression")]
