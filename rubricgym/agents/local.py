@@ -31,6 +31,9 @@ class Turn:
     completion_ids: list[int]
     logprobs: list[float]
     text: str
+    greedy: bool = False
+    """Decoded at temperature 0: ``logprobs`` are then the temperature-1 log-probs of the argmax tokens, not
+    the (deterministic) behaviour policy's, so importance corrections treat them as unknown."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,8 @@ class LocalAgent(BaseAgent):
             n = self._cut(gen, eos)
             completion, logprobs = gen[:n], lps[:n]
             text = tok.decode([t for t in completion if t not in eos], skip_special_tokens=True)
-            turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text))
+            turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text,
+                              greedy=not sample))
         return turns
 
     def _cut(self, gen: list[int], eos: set[int]) -> int:

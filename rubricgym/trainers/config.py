@@ -84,6 +84,10 @@ class LossConfig(_Strict):
     entropy_coef: float = 0.0
     aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
     ppo_epochs: int = Field(1, ge=1)
+    off_policy: Literal["tis", "sampler", "none"] = "tis"
+    """Sampler/learner mismatch: ``tis`` weights tokens by min(pi_old / mu, tis_cap); ``sampler`` takes the PPO
+    ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/update.py``)."""
+    tis_cap: float | None = Field(2.0, gt=0.0)
 
 
 class OptimConfig(_Strict):

@@ -7,6 +7,11 @@ prompt, env/tool text, padding and on every token of a sample whose verdicts err
   ``[1 - eps_low, 1 + eps_high]`` = [0.8, 1.28] by default (arXiv 2503.14476, used by ArenaRL).
 - KL to a frozen reference with Schulman's k3 estimator ``exp(ref - logp) - (ref - logp) - 1`` (unbiased,
   always >= 0; GRPO, arXiv 2402.03300); ``beta = 0`` needs no reference model.
+- Off-policy correction (samples drawn by another engine, e.g. vLLM in bf16, or by a stale policy): truncated
+  importance sampling (TIS, Yao et al. 2025 "Your efficient RL framework secretly brings you off-policy RL
+  training"): each token's loss is weighted by ``min(pi_old / mu, cap)``, detached, where ``mu`` is the sampler's
+  recorded probability and ``pi_old`` the learner's at the start of the update. The mismatch ``KL(mu || pi_old)``
+  is estimated on the sampled tokens with k3 and logged.
 - Aggregation: ``token-mean`` (every generated token weighs the same, DAPO) or ``seq-mean`` (mean per
   sequence, then over sequences, the original GRPO).
 """
@@ -32,12 +37,39 @@ class LossStats:
     clip_fraction: float
     ratio_mean: float
     tokens: int
+    mismatch_kl: float = 0.0
+    is_weight_mean: float = 1.0
+    is_truncated: float = 0.0
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || reference): ``exp(ref - logp) - (ref - logp) - 1``."""
     d = ref_logp - logp
     return torch.exp(d) - d - 1.0
+
+
+def importance_weights(
+    old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> torch.Tensor:
+    """Detached per-token truncated importance weights ``min(exp(old_logp - sampler_logp), cap)``.
+
+    Tokens whose sampler log-prob is unknown (NaN: a greedy turn, or an engine that returned none) and tokens off
+    ``mask`` get weight 1; ``cap=None`` leaves the weights untruncated (plain importance sampling).
+    """
+    with torch.no_grad():
+        known = torch.isfinite(sampler_logp) & (mask > 0)
+        w = torch.exp(old_logp - torch.where(known, sampler_logp, old_logp))
+        if cap is not None:
+            w = w.clamp(max=cap)
+        return torch.where(known, w, torch.ones_like(w))
+
+
+def mismatch_kl(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> tuple[float, int]:
+    """k3 estimate of ``KL(sampler || learner)`` from the sampled tokens (summed) and the count of known tokens."""
+    with torch.no_grad():
+        known = torch.isfinite(sampler_logp) & (mask > 0)
+        kl = k3_kl(sampler_logp.where(known, old_logp), old_logp)  # d = old - sampler: x ~ sampler
+        return float((kl * known).sum()), int(known.sum())
 
 
 def aggregate(
@@ -75,12 +107,14 @@ def ppo_clip_loss(
     clip_high: float = 0.28,
     aggregation: Aggregation = "token-mean",
     normalizer: float | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss to minimise and its diagnostics.
 
-    Per token: ``max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
-    ``ρ = exp(logp - old_logp)``; ``advantages`` is per token (a sequence-level advantage broadcast, or a
-    stage/step advantage spread over its tokens). ``normalizer``: see ``aggregate``.
+    Per token: ``w max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
+    ``ρ = exp(logp - old_logp)`` and ``w`` the (detached) ``is_weights`` (1 when None); ``advantages`` is per
+    token (a sequence-level advantage broadcast, or a stage/step advantage spread over its tokens).
+    ``normalizer``: see ``aggregate``.
     """
     if beta > 0 and ref_logp is None:
         raise ValueError("beta > 0 needs the reference log-probs (ref_logp); set beta=0 to train without KL")
@@ -91,6 +125,8 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     policy = aggregate(per_token, mask, aggregation, normalizer)
     loss = policy
     kl_value = torch.zeros((), dtype=logp.dtype)
@@ -111,6 +147,8 @@ def ppo_clip_loss(
             clip_fraction=float(clip_frac), ratio_mean=float((ratio * mask).sum() / n),
             tokens=int(mask.sum()),
         )
+        if is_weights is not None:
+            stats.is_weight_mean = float((is_weights * mask).sum() / n)
     return loss, stats
 
 

@@ -91,7 +91,7 @@ class Trainer:
             clip_low=lo.clip_low, clip_high=lo.clip_high, beta=lo.beta, entropy_coef=lo.entropy_coef,
             aggregation=lo.aggregation, ppo_epochs=lo.ppo_epochs, micro_batch=o.micro_batch,
             max_grad_norm=o.max_grad_norm, temperature=g.temperature if g.temperature > 0 else 1.0,
-            bf16_autocast=cfg.model.bf16_autocast,
+            bf16_autocast=cfg.model.bf16_autocast, off_policy=lo.off_policy, tis_cap=lo.tis_cap,
         )
         self.backend = None
         if g.backend == "vllm":

@@ -7,6 +7,13 @@ full-vocabulary logits of every prompt token are what dominate a naive step's me
 Micro-batches and data-parallel ranks normalise by the *whole* batch's token (or sequence) count, and ranks sum
 their gradients with ``all_reduce``, so gradient accumulation and ``torch.distributed`` training give the
 same gradient as one process on the full batch.
+
+Off-policy samples: each sample carries the sampler's per-token log-probs (``Sample.sampled_logprobs``, NaN
+where unknown). ``off_policy="tis"`` (default) takes the PPO ratio against the learner's log-probs at the start of
+the update (pi_old, the detached first-epoch forward: no extra pass) and weights each token by the truncated
+importance weight ``min(pi_old / mu, tis_cap)``; ``"sampler"`` takes the ratio directly against the sampler's
+log-probs (classic PPO with the sampler as behaviour policy); ``"none"`` ignores the sampler. The mismatch
+``KL(mu || pi_old)`` is logged in every mode. With ``ppo_epochs > 1`` pi_old is stored at the first epoch.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rubricgym.trainers.loss import ppo_clip_loss
+from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss
 from rubricgym.trainers.samples import Sample, collate
 
 ENTROPY_CHUNK = 256
@@ -36,6 +43,8 @@ class UpdateSettings:
     max_grad_norm: float | None = 1.0
     temperature: float = 1.0
     bf16_autocast: bool = False
+    off_policy: str = "tis"
+    tis_cap: float | None = 2.0
 
 
 def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -119,49 +128,72 @@ def compute_gradients(
 ) -> dict[str, float]:
     """Accumulate the loss's gradient over ``samples`` into ``model``'s ``.grad`` (no optimizer step).
 
-    ``old_logprobs`` maps ``id(sample)`` to the behaviour policy's log-probs; missing ones use the current
-    policy's detached log-probs (exactly on-policy: ratio 1, one update per batch).
+    ``old_logprobs`` maps ``id(sample)`` to the learner's log-probs at the start of the update (pi_old); a sample
+    missing from it uses the current policy's detached log-probs (exactly pi_old at the first epoch), which are
+    then stored in it so that later epochs reuse them.
     """
+    if settings.off_policy not in ("tis", "sampler", "none"):
+        raise ValueError(f"off_policy must be 'tis', 'sampler' or 'none', got {settings.off_policy!r}")
     norm = normalizer(samples, settings.aggregation)
-    totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "tokens": 0.0}
-    device = next(model.parameters()).device.type
-    autocast = (torch.autocast(device, dtype=torch.bfloat16) if settings.bf16_autocast
+    keys = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "tokens", "mismatch_kl", "is_weight_mean",
+            "is_truncated")
+    totals = dict.fromkeys(keys, 0.0)
+    known = 0
+    device = next(model.parameters()).device
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast
                 else contextlib.nullcontext())
-    want_entropy = True
     for chunk in _chunks(samples, settings.micro_batch):
         if not any(s.n_generated for s in chunk):
             continue
         b = collate(chunk, pad_id)
+        b.to(device)
         with autocast:
             logp, entropy = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask,
-                                               settings.temperature, with_entropy=want_entropy,
+                                               settings.temperature, with_entropy=True,
                                                entropy_grad=bool(settings.entropy_coef))
             ref = None
             if ref_model is not None:
                 with torch.no_grad():
                     ref, _ = generated_logprobs(ref_model, b.input_ids, b.attention_mask, b.loss_mask,
                                                 settings.temperature)
+        width = logp.shape[1]
         if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):
-            width = logp.shape[1]
             old = torch.stack([torch.nn.functional.pad(old_logprobs[id(s)], (0, width - len(s))) for s in chunk])
         else:
             old = logp.detach()
+            if old_logprobs is not None:
+                old_logprobs.update({id(s): old[i, : len(s)].clone() for i, s in enumerate(chunk)})
+        sampler = b.sampled_logprobs
+        kl_sum, n_known = mismatch_kl(old, sampler, b.loss_mask)
+        totals["mismatch_kl"] += kl_sum
+        known += n_known
+        weights = None
+        if settings.off_policy == "tis":
+            weights = importance_weights(old, sampler, b.loss_mask, settings.tis_cap)
+            if settings.tis_cap is not None:
+                raw = importance_weights(old, sampler, b.loss_mask, None)
+                totals["is_truncated"] += float(((raw > settings.tis_cap) & (b.loss_mask > 0)).sum())
+        elif settings.off_policy == "sampler":
+            old = torch.where(torch.isfinite(sampler) & (b.loss_mask > 0), sampler, old)
         if entropy is not None and not settings.entropy_coef:
             entropy = entropy.detach()
         loss, stats = ppo_clip_loss(
             logp, old, b.advantages, b.loss_mask, ref_logp=ref, beta=settings.beta, entropy=entropy,
             entropy_coef=settings.entropy_coef, clip_low=settings.clip_low, clip_high=settings.clip_high,
-            aggregation=settings.aggregation, normalizer=norm,  # type: ignore[arg-type]
+            aggregation=settings.aggregation, normalizer=norm, is_weights=weights,  # type: ignore[arg-type]
         )
         loss.backward()
-        totals["loss"] += stats.loss
-        totals["policy_loss"] += stats.policy_loss
-        totals["kl"] += stats.kl
-        totals["entropy"] += stats.entropy
-        totals["clip_fraction"] += stats.clip_fraction * stats.tokens
+        for k in ("loss", "policy_loss", "kl", "entropy"):
+            totals[k] += getattr(stats, k)
+        for k in ("clip_fraction", "is_weight_mean"):
+            totals[k] += getattr(stats, k) * stats.tokens
         totals["tokens"] += stats.tokens
     if totals["tokens"]:
-        totals["clip_fraction"] /= totals["tokens"]
+        for k in ("clip_fraction", "is_weight_mean", "is_truncated"):
+            totals[k] /= totals["tokens"]
+    else:
+        totals["is_weight_mean"] = 1.0
+    totals["mismatch_kl"] = totals["mismatch_kl"] / known if known else 0.0
     return totals
 
 
@@ -174,20 +206,6 @@ def sync_gradients(model: torch.nn.Module) -> None:
             torch.distributed.all_reduce(p.grad)
 
 
-def old_policy_logprobs(
-    model: torch.nn.Module, samples: Sequence[Sample], settings: UpdateSettings, pad_id: int
-) -> dict[int, torch.Tensor]:
-    """The current policy's log-probs of every sample, frozen before several PPO epochs over the batch."""
-    out: dict[int, torch.Tensor] = {}
-    with torch.no_grad():
-        for chunk in _chunks(samples, settings.micro_batch):
-            b = collate(chunk, pad_id)
-            logp, _ = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature)
-            for i, s in enumerate(chunk):
-                out[id(s)] = logp[i, : len(s)].clone()
-    return out
-
-
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -197,9 +215,12 @@ def policy_update(
     pad_id: int,
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
-    """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics."""
+    """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics.
+
+    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass).
+    """
     model.train()
-    old = old_policy_logprobs(model, samples, settings, pad_id) if settings.ppo_epochs > 1 else None
+    old: dict[int, torch.Tensor] | None = {} if settings.ppo_epochs > 1 else None
     stats: dict[str, float] = {}
     for _ in range(settings.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
