@@ -169,3 +169,76 @@ def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
         logits = logits / temperature
     logp = logits.log_softmax(-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+LOGPROB_CHUNK = 512
+"""Rows of the (tokens x vocab) logits alive at once in ``selected_logprobs`` (512 x 49k fp32 = 100 MB)."""
+
+
+class _SelectedLogprobs(torch.autograd.Function):
+    """log softmax(h W^T / T)[target] in row chunks, fp32, recomputing each chunk's logits in backward.
+
+    Saves only ``h``, the targets and one log-sum-exp per row, so no (tokens x vocab) tensor outlives a chunk:
+    the naive path keeps the log-softmax for backward and allocates its gradient (3 x tokens x vocab floats).
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, targets, temperature, with_entropy):  # type: ignore[override]
+        lses, picked, ents = [], [], []
+        w = weight.float()
+        for hc, tc in zip(h.split(LOGPROB_CHUNK), targets.split(LOGPROB_CHUNK), strict=True):
+            logits = hc.float() @ w.t()
+            if temperature != 1.0:
+                logits = logits / temperature
+            lse = logits.logsumexp(-1)
+            lses.append(lse)
+            picked.append(logits.gather(-1, tc.unsqueeze(-1)).squeeze(-1) - lse)
+            if with_entropy:  # H = lse - sum(p * logits)
+                ents.append(lse - (torch.exp(logits - lse.unsqueeze(-1)) * logits).sum(-1))
+        lse = torch.cat(lses) if lses else h.new_zeros(0, dtype=torch.float32)
+        ctx.save_for_backward(h, weight, targets, lse)
+        ctx.temperature = temperature
+        out = torch.cat(picked) if picked else lse.clone()
+        ent = torch.cat(ents) if ents else out.new_zeros(out.shape)
+        ctx.mark_non_differentiable(ent)
+        return out, ent
+
+    @staticmethod
+    def backward(ctx, grad, _grad_ent):  # type: ignore[override]
+        h, weight, targets, lse = ctx.saved_tensors
+        t = ctx.temperature
+        w = weight.float()
+        grad_h = torch.empty(h.shape, dtype=torch.float32, device=h.device) if ctx.needs_input_grad[0] else None
+        grad_w = torch.zeros_like(w) if ctx.needs_input_grad[1] else None
+        for start in range(0, h.shape[0], LOGPROB_CHUNK):
+            sl = slice(start, start + LOGPROB_CHUNK)
+            hc, g = h[sl].float(), grad[sl].float()
+            logits = hc @ w.t()
+            if t != 1.0:
+                logits = logits / t
+            # d logp[target] / d logits = onehot(target) - softmax ; then the 1/T of the scaling
+            dlogits = torch.exp(logits - lse[sl].unsqueeze(-1)).mul_(-g.unsqueeze(-1))
+            dlogits.scatter_add_(-1, targets[sl].unsqueeze(-1), g.unsqueeze(-1))
+            if t != 1.0:
+                dlogits = dlogits / t
+            if grad_h is not None:
+                grad_h[sl] = dlogits @ w
+            if grad_w is not None:
+                grad_w += dlogits.t() @ hc
+        if grad_h is not None:
+            grad_h = grad_h.to(h.dtype)
+        if grad_w is not None:
+            grad_w = grad_w.to(weight.dtype)
+        return grad_h, grad_w, None, None, None
+
+
+def selected_logprobs(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (N,) of ``targets`` under ``softmax(h @ weight.T / temperature)`` computed in fp32 (also under
+    bf16 autocast: the LM head and the log-softmax are the precision-sensitive ops), and optionally the logged
+    (non-differentiable) entropy of the same distribution, with memory of one row chunk of logits."""
+    with torch.autocast(h.device.type, enabled=False):
+        out, ent = _SelectedLogprobs.apply(h, weight, targets, float(temperature), bool(with_entropy))
+    return out, (ent if with_entropy else None)

@@ -1,8 +1,8 @@
 """One policy update: token log-probs of the generated tokens, the PPO-clip loss, backward, clip, AdamW step.
 
 Log-probs are computed only where they are needed: the transformer body runs on the whole sequence, but the
-vocabulary projection and ``log_softmax`` run only on the positions that predict a generated token (the
-full-vocabulary logits of every prompt token are what dominate a naive step's memory and time).
+vocabulary projection and ``log_softmax`` run only on the positions that predict a generated token, fused and in
+row chunks (``loss.selected_logprobs``: no tokens x vocab tensor is kept for backward), always in fp32.
 
 Micro-batches and data-parallel ranks normalise by the *whole* batch's token (or sequence) count, and ranks sum
 their gradients with ``all_reduce``, so gradient accumulation and ``torch.distributed`` training give the
@@ -24,11 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss
+from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss, selected_logprobs
 from rubricgym.trainers.samples import Sample, collate
-
-ENTROPY_CHUNK = 256
-"""Rows of the (tokens x vocab) log-softmax per step of the logged-only entropy."""
 
 
 @dataclass
@@ -74,22 +71,18 @@ def generated_logprobs(
     hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     select = loss_mask[:, 1:] > 0
     h = hidden[:, :-1][select]
-    logits = head(h).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp_all = logits.log_softmax(-1)
-    del logits  # (tokens x vocab): only the log-softmax is kept for backward
     targets = input_ids[:, 1:][select]
-    picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(head, "bias", None) is not None:
+        with torch.autocast(h.device.type, enabled=False):  # the LM head and log-softmax stay fp32
+            logp_all = (head(h.float()) / temperature).log_softmax(-1)
+        picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    else:  # fused, chunked: no (tokens x vocab) tensor is kept for backward
+        picked, ent = selected_logprobs(h, head.weight, targets, temperature, with_entropy)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
     out[:, 1:][select] = picked
-    entropy = None
-    if with_entropy:
-        if entropy_grad and torch.is_grad_enabled():
-            ent = -(logp_all.exp() * logp_all).sum(-1)
-        else:  # logged only: in row chunks, so no second and third (tokens x vocab) tensor is ever alive
-            with torch.no_grad():
-                ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.split(ENTROPY_CHUNK)])
+    if ent is not None:
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy

@@ -1,0 +1,76 @@
+"""The fused chunked log-prob equals the naive log-softmax-gather in value and gradient, and decoding with a
+shared prompt prefix gives the same tokens and log-probs as prefilling every row's whole prompt."""
+
+import pytest
+import torch
+
+from rubricgym.trainers import loss
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_selected_logprobs_match_naive(monkeypatch, temperature):
+    monkeypatch.setattr(loss, "LOGPROB_CHUNK", 3)  # several chunks and a ragged last one
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(7, 5, generator=g, requires_grad=True)
+    w = torch.randn(11, 5, generator=g, requires_grad=True)
+    targets = torch.randint(0, 11, (7,), generator=g)
+    upstream = torch.randn(7, generator=g)
+    got, ent = loss.selected_logprobs(h, w, targets, temperature, with_entropy=True)
+    (got * upstream).sum().backward()
+    gh, gw = h.grad.clone(), w.grad.clone()
+    h.grad = w.grad = None
+    logp = ((h @ w.t()) / temperature).log_softmax(-1)
+    want = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    (want * upstream).sum().backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(ent, -(logp.exp() * logp).sum(-1).detach())
+    torch.testing.assert_close(gh, h.grad)
+    torch.testing.assert_close(gw, w.grad)
+
+
+def _prompts(tok):
+    system = [{"role": "system", "content": "You solve arithmetic with the calculator tool."}]
+    a = tok.apply_chat_template(system + [{"role": "user", "content": "Compute 2 + 3."}], add_generation_prompt=True)
+    b = tok.apply_chat_template(system + [{"role": "user", "content": "Compute 17 * 4 - 1."}],
+                                add_generation_prompt=True)
+    ids = [list(x["input_ids"] if hasattr(x, "keys") else x) for x in (a, b)]
+    return [ids[0], ids[0], ids[1], ids[0], ids[1]]  # two distinct prompts sharing the system prompt
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rubricgym.agents.decode import common_prefix_len, sample
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    prompts = _prompts(tok)
+    assert 10 < common_prefix_len(prompts) < min(len(p) for p in prompts)
+    stop_at = {0: 3, 2: 9}  # rows 0 and 2 finish early and leave the batch
+
+    def run(share):
+        def is_end(row, tokens):
+            return len(tokens) >= stop_at.get(row, 99)
+
+        gen = torch.Generator().manual_seed(5)
+        return sample(lm, prompts, max_new_tokens=12, temperature=temperature, pad_id=tok.pad_token_id,
+                      is_end=is_end, generator=gen, share_prefix=share)
+
+    shared, plain = run(True), run(False)
+    assert [len(r.tokens) for r in shared] == [3, 12, 9, 12, 12]
+    for s, p in zip(shared, plain, strict=True):
+        assert s.tokens == p.tokens
+        torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(p.logprobs), atol=1e-4, rtol=0)
+    if temperature == 0:  # identical prompts decode identically
+        assert shared[1].tokens == shared[3].tokens and shared[2].tokens == shared[4].tokens[:9]
+    # and both equal teacher forcing of the full sequence
+    from rubricgym.trainers.update import generated_logprobs
+
+    for prompt, r in zip(prompts, shared, strict=True):
+        ids = torch.tensor([prompt + r.tokens])
+        mask = torch.zeros_like(ids, dtype=torch.float32)
+        mask[0, len(prompt):] = 1
+        with torch.no_grad():
+            full, _ = generated_logprobs(lm, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0)
+        torch.testing.assert_close(torch.tensor(r.logprobs), full[0, len(prompt):], atol=1e-4, rtol=0)
