@@ -9,6 +9,10 @@ prompt and tools. ``sample`` therefore
 4. decodes with the **finished rows dropped** from the batch and cache (``generate`` keeps computing a row that
    hit its end-of-turn token or stop string until the longest row is done).
 
+Under bf16 autocast only the transformer body runs in bf16: the LM head, the softmax over the vocabulary and the
+sampling stay fp32 (fp32 islands; the final RMSNorm already computes in fp32 and the residual stream of an fp32
+model stays fp32 under autocast), because bf16 logits (~3 significant digits) flip a small model's close calls.
+
 Each step applies temperature and top-p and records the log-prob of the drawn token under exactly that
 distribution (greedy rows: under the temperature-1 distribution), so the trainer gets the sampler's log-probs
 without any (steps x batch x vocab) tensor. Only the current (active rows x vocab) logits ever exist.
@@ -83,9 +87,18 @@ def sample(
     prefix = common_prefix_len(uniq) if share_prefix else 0
     prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
     cache = DynamicCache(config=lm.config)
+    body, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
+    weight = head.weight.float()  # fp32 island: a no-op for fp32 weights
+    bias = None if getattr(head, "bias", None) is None else head.bias.float()
+
+    def last_logits(**kw: Any) -> torch.Tensor:
+        """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
+        hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1]
+        with torch.autocast(device.type, enabled=False):
+            return torch.nn.functional.linear(hidden.float(), weight, bias)
+
     if prefix > 0:
         ids = torch.tensor([list(uniq[0][:prefix])], device=device)
-        body = getattr(lm, lm.base_model_prefix)
         body(input_ids=ids, past_key_values=cache, use_cache=True)
         if len(uniq) > 1:
             cache.batch_repeat_interleave(len(uniq))
@@ -96,9 +109,7 @@ def sample(
     mask = torch.tensor([[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)],
                         device=device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
-    out = lm(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-             logits_to_keep=1)
-    logits = out.logits[:, -1].float()
+    logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
     if share_prefix:
         cache.batch_select_indices(row_of)
         logits, mask = logits[row_of], mask[row_of]
@@ -126,7 +137,6 @@ def sample(
             active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
             cache.batch_select_indices(idx)
         mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
-        out = lm(input_ids=tok, attention_mask=mask, position_ids=next_pos, past_key_values=cache, use_cache=True)
+        logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
         next_pos = next_pos + 1
-        logits = out.logits[:, -1].float()
     return results

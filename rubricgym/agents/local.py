@@ -96,6 +96,7 @@ class LocalAgent(BaseAgent):
         threads: int | None = None,
         bf16_autocast: bool = False,
         share_prefix: bool = True,
+        device: str = "cpu",
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -111,6 +112,7 @@ class LocalAgent(BaseAgent):
         self.threads = threads
         self.bf16_autocast = bf16_autocast
         self.share_prefix = share_prefix
+        self.device = device
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -136,7 +138,10 @@ class LocalAgent(BaseAgent):
                 if tok.pad_token_id is None:
                     tok.pad_token = tok.eos_token
                 lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
-                lm.eval()
+                device = self.device
+                if device == "auto":
+                    device = "cuda" if torch.cuda.is_available() else "cpu"
+                lm.to(device).eval()
                 self._shared.tokenizer, self._shared.model = tok, lm
         return self
 

@@ -31,6 +31,8 @@ class ModelConfig(_Strict):
     gradient_checkpointing: bool = False
     threads: int | None = None
     """``torch.set_num_threads``; None keeps torch's default."""
+    device: str = "cpu"
+    """Where the policy lives: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (a GPU when torch sees one)."""
 
 
 class GenerationConfig(_Strict):

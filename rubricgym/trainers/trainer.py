@@ -76,7 +76,8 @@ class Trainer:
         g = cfg.generation
         self.policy = TrainingPolicy(cfg.model.name, temperature=g.temperature, top_p=g.top_p,
                                      max_new_tokens=g.max_new_tokens, dtype=cfg.model.dtype, max_batch=g.max_batch,
-                                     response_prefix=g.response_prefix, bf16_autocast=cfg.model.bf16_autocast)
+                                     response_prefix=g.response_prefix, bf16_autocast=cfg.model.bf16_autocast,
+                                     device=cfg.model.device)
         self.model = self.policy.model_obj
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:

@@ -60,17 +60,36 @@ def generated_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     entropy_grad: bool = False,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of ``input_ids`` under ``model`` at ``temperature``, where ``loss_mask`` is 1.
 
     Entry ``[b, t]`` is log p(token t | tokens < t); positions off the mask (and t = 0) are 0. With
     ``with_entropy`` the per-token entropy of the same distribution comes back too, differentiable only with
-    ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward).
+    ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward). With
+    ``share_prefix`` the rows' common prompt prefix is run once (``shared_prefix_len``) and its KV cache extended
+    by each row (not with gradient checkpointing, which disables the cache).
     """
     body, head = _body_and_head(model)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     select = loss_mask[:, 1:] > 0
-    h = hidden[:, :-1][select]
+    prefix = shared_prefix_len(input_ids, attention_mask, loss_mask) if share_prefix else 0
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    if prefix and not checkpointing:
+        from transformers import DynamicCache
+
+        # the rows' common prompt runs once; its keys/values (still in the autograd graph) serve every row
+        cache = DynamicCache(config=model.config)
+        body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
+        cache.batch_repeat_interleave(input_ids.shape[0])
+        pos = torch.arange(prefix, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
+        hidden = body(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=pos,
+                      past_key_values=cache, use_cache=True).last_hidden_state
+        h = hidden[:, :-1][select[:, prefix:]]
+    else:
+        hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = hidden[:, :-1][select]
     targets = input_ids[:, 1:][select]
     entropy = None
     if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(head, "bias", None) is not None:
@@ -86,6 +105,15 @@ def generated_logprobs(
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy
+
+
+def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor) -> int:
+    """Tokens every row shares from the start, unpadded and untrained, short enough that no position inside it
+    predicts a trained token (so the prefix needs no LM head); 0 for a single row."""
+    if input_ids.shape[0] < 2:
+        return 0
+    same = (input_ids == input_ids[:1]).all(0) & (attention_mask > 0).all(0) & ~(loss_mask > 0).any(0)
+    return max(int(same.long().cumprod(0).sum()) - 1, 0)
 
 
 def _chunks(samples: Sequence[Sample], size: int) -> list[list[Sample]]:

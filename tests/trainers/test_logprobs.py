@@ -74,3 +74,35 @@ def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
         with torch.no_grad():
             full, _ = generated_logprobs(lm, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0)
         torch.testing.assert_close(torch.tensor(r.logprobs), full[0, len(prompt):], atol=1e-4, rtol=0)
+
+
+def test_update_shares_the_prompt_and_keeps_values_and_gradients(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from rubricgym.trainers.samples import Sample, collate
+    from rubricgym.trainers.update import generated_logprobs, shared_prefix_len
+
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(5, 1000, (20,), generator=g).tolist()
+    samples = []
+    for i, (extra, gen) in enumerate([(3, 6), (0, 9), (5, 4)]):  # different tails and lengths: right padding
+        s = Sample(i)
+        s.extend(prompt + torch.randint(5, 1000, (extra,), generator=g).tolist(), False, 0, 0)
+        s.extend(torch.randint(5, 1000, (gen,), generator=g).tolist(), True, 0, 0, [0.0] * gen)
+        samples.append(s)
+    b = collate(samples, 0)
+    assert shared_prefix_len(b.input_ids, b.attention_mask, b.loss_mask) == 19  # the 20th predicts row 1's token
+    weights = torch.randn(b.input_ids.shape, generator=g)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).train()
+    results = []
+    for share in (True, False):
+        model.zero_grad(set_to_none=True)
+        logp, ent = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, 0.8, with_entropy=True,
+                                       share_prefix=share)
+        (logp * weights).sum().backward()
+        results.append((logp.detach(), ent, torch.cat([p.grad.flatten() for p in model.parameters()])))
+    (lp1, e1, g1), (lp2, e2, g2) = results
+    torch.testing.assert_close(lp1, lp2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(e1, e2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(g1, g2, atol=1e-6, rtol=1e-4)
+    assert (lp1 != 0).sum() == 19  # every generated token got its log-prob
