@@ -63,7 +63,7 @@ def toy_run(n: int, agents: str = "mixed") -> list[Trajectory]:
 
 
 def rubric() -> Rubric:
-    base = rubricgym.spec("toy-calculator-v0").load().default_rubric()
+    base = rubricgym.spec("toy-calculator-v0").load().default_rubric().model_dump(exclude_none=True)
     return Rubric.from_dict(
         dict(
             base,

@@ -4,13 +4,14 @@
 """
 
 from rubricgym.core.agent import Agent, AgentError, BaseAgent, SeededAgent
-from rubricgym.core.checks import NamedCheck, check
+from rubricgym.core.checks import NamedCheck, check, check_set
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, UnicodeText
 from rubricgym.core.parsing import parse_action
 from rubricgym.core.registry import EnvSpec, list_envs, make, make_group, register, spec, unregister
 from rubricgym.core.rollout import RolloutReport, rollout, rollout_group, rollout_many
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.tasks import TaskFileError, TaskSet
+from rubricgym.core.tools import tool
 from rubricgym.core.types import (
     SCHEMA_VERSION,
     Action,
@@ -54,10 +55,12 @@ __all__ = [
     "TrajectoryStore",
     "UnicodeText",
     "check",
+    "check_set",
     "list_envs",
     "make",
     "make_group",
     "parse_action",
+    "tool",
     "register",
     "rollout",
     "rollout_group",

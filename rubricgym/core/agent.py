@@ -39,7 +39,7 @@ class BaseAgent(ABC):
         """The next output for this chat."""
 
     def episode(self, task: Task, seed: int | None) -> Agent:
-        return self  # type: ignore[return-value]
+        return self
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, deliberately a no-op by default
         """Release connections or models; the default holds none."""
@@ -53,7 +53,7 @@ class SeededAgent(BaseAgent):
         self.rng = np.random.default_rng(seed)
 
     def episode(self, task: Task, seed: int | None) -> Agent:
-        return type(self)(seed if seed is not None else self.seed)  # type: ignore[return-value]
+        return type(self)(seed if seed is not None else self.seed)
 
 
 class AgentError(RuntimeError):

@@ -18,6 +18,7 @@ import numpy as np
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Trajectory
 
 CheckRow = tuple[str, bool, str]
@@ -93,6 +94,8 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
     rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
     rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
     rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed)))
+    rows.append(_run("default rubric validates", lambda: _default_rubric(env_spec)))
+    rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed)))
     return CheckReport(env_id, rows)
 
 
@@ -194,10 +197,6 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
 
     cls = env_spec.load()
     checks = cls.checks()
-    rubric = cls.default_rubric()
-    unknown = [c.get("check") for c in rubric.get("criteria", []) if c.get("check") and c["check"] not in checks]
-    if unknown:
-        raise AssertionError(f"default rubric names checks the env does not provide: {unknown}")
     agents = cls.agents()
     env = env_spec.make()
     task = env.task_set(1, seed=seed)[0]
@@ -212,3 +211,31 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
                 c(traj)
         results.append(f"{name}: {len(traj.steps)} steps, reward {traj.outcome.reward:g}")
     return f"{len(checks)} checks ran on trajectories of " + ("; ".join(results) or "no scripted agents")
+
+
+def _gaming(env_spec: EnvSpec, seed: int) -> str:
+    """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
+    from rubricgym.rewards.gaming import audit_totals  # the checker is a tool over every layer, core included
+
+    report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed))
+    if not report.criteria:
+        return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"
+    if report.problems():
+        raise AssertionError("; ".join(report.problems()) + " (gate vacuous criteria with applies_if; "
+                             f"details: rubricgym audit-judge --env {env_spec.id})")
+    return report.line()
+
+
+def _default_rubric(env_spec: EnvSpec) -> str:
+    cls = env_spec.load()
+    rubric = cls.default_rubric()  # validated on load: a bad rubric file raises, naming file, criterion and field
+    if not isinstance(rubric, Rubric):
+        raise AssertionError(f"default_rubric() returned {type(rubric).__name__}, not a Rubric")
+    checks = cls.checks()
+    unknown = sorted(rubric.referenced_checks() - set(checks))
+    if unknown:
+        raise AssertionError(f"default rubric {rubric.id!r} names checks the env does not provide: {unknown} "
+                             f"(as check or in applies_if; the env has {sorted(checks)})")
+    gated = sum(bool(c.applies_if) for c in rubric.criteria)
+    return (f"{rubric.id} v{rubric.version} ({rubric.hash}): {len(rubric.criteria)} criteria, {gated} with "
+            f"applies_if, aggregation {rubric.aggregation.method}")

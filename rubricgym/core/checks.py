@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rubricgym.core.types import CheckResult, Trajectory
 
@@ -33,10 +33,24 @@ class NamedCheck:
         return self.fn(trajectory, step)
 
 
-def check(name: str, scope: Scope = "trajectory", description: str = "") -> Callable[[CheckFn], NamedCheck]:
-    """Decorator that turns ``fn(trajectory, step) -> CheckResult`` into a ``NamedCheck``."""
+def check(name: str | CheckFn | None = None, scope: Scope = "trajectory", description: str = "") -> Any:
+    """Turn ``fn(trajectory, step) -> CheckResult`` into a ``NamedCheck`` named after the function.
+
+    ``@check``, ``@check(scope="step")`` or ``@check("other_name")``; the description defaults to the docstring.
+    """
 
     def wrap(fn: CheckFn) -> NamedCheck:
-        return NamedCheck(name=name, fn=fn, scope=scope, description=description or (fn.__doc__ or "").strip())
+        label = name if isinstance(name, str) else fn.__name__
+        return NamedCheck(name=label, fn=fn, scope=scope, description=description or (fn.__doc__ or "").strip())
 
-    return wrap
+    return wrap(name) if callable(name) else wrap
+
+
+def check_set(*named: NamedCheck) -> dict[str, NamedCheck]:
+    """The checks by name (an env's ``check_set``); a name given twice is an error."""
+    out: dict[str, NamedCheck] = {}
+    for c in named:
+        if c.name in out:
+            raise ValueError(f"two checks are named {c.name!r}")
+        out[c.name] = c
+    return out

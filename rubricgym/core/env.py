@@ -7,11 +7,14 @@ and the episode record that becomes a ``Trajectory``.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import time
 import uuid
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium
@@ -21,6 +24,8 @@ from gymnasium import spaces
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.parsing import ArgumentRules, argument_rules, call_error, format_parse_error, parse_call
+from rubricgym.core.rubric import Rubric
+from rubricgym.core.tools import check_enums, declared_tools
 from rubricgym.core.types import (
     Action,
     Message,
@@ -89,16 +94,23 @@ def truncate(text: str, limit: int) -> str:
 class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     """Base class of every rubricgym env.
 
-    Subclasses set ``env_id`` and ``stages`` and implement ``tools``, ``sample_task`` and ``call_tool``; they
-    may override ``stage_of``, ``system_prompt``, ``checks``, ``default_rubric`` and ``agents``.
+    Subclasses set ``env_id`` and ``stages``, declare their tools as ``@tool`` methods, implement
+    ``sample_task``, and declare ``check_set``, ``rubric_file`` and ``scripted_agents``; they may override
+    ``begin``, ``stage_of``, ``system_prompt`` and ``summary``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
     env_id: ClassVar[str] = ""
     stages: ClassVar[tuple[str, ...]] = ()
     default_max_steps: ClassVar[int] = 10
     max_observation_chars: ClassVar[int] = 8000
     max_action_chars: ClassVar[int] = 32_000
+    check_set: ClassVar[Mapping[str, NamedCheck]] = {}
+    """The named programmatic checks rubric criteria may reference (usually a checks module's ``ALL``)."""
+    rubric_file: ClassVar[str | Path | None] = None
+    """The default rubric as a YAML file, usually next to the env's checks."""
+    scripted_agents: ClassVar[Mapping[str, str]] = {}
+    """Scripted agents by name, as ``"module:Class"`` strings imported on first use."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -124,17 +136,38 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     # ---- hooks for subclasses ---------------------------------------------------------------------------
 
-    @abstractmethod
     def tools(self) -> list[ToolSpec]:
-        """The tools available in the current episode (return the same list object when they do not change)."""
+        """The tools available in the current episode: by default the ones declared with ``@tool``.
+
+        An env whose tools change per episode overrides this (``self.tool_specs()`` has them by name); return the
+        same list object while the tools do not change.
+        """
+        return _declared_specs(type(self))
+
+    def tool_specs(self) -> dict[str, ToolSpec]:
+        """The declared tools' specs by name."""
+        return {name: bound.spec for name, bound in declared_tools(type(self)).items()}
 
     @abstractmethod
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         """A task drawn with ``rng``; used by ``reset`` when no task is given and by ``task_set``."""
 
-    @abstractmethod
     def call_tool(self, call: ToolCall) -> ToolOutput:
-        """Run one validated tool call; raise ``ToolError`` for a bad argument value."""
+        """Run one validated tool call: by default the ``@tool`` method of that name.
+
+        The method gets the call's arguments as keyword arguments and returns a ``ToolOutput`` or plain text; it
+        raises ``ToolError`` for a bad argument value.
+        """
+        bound = declared_tools(type(self)).get(call.name)
+        if bound is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} has no @tool named {call.name!r}: declare it with @tool or override call_tool"
+            )
+        problem = check_enums(bound, call.arguments)
+        if problem is not None:
+            raise ToolError(problem)
+        result = getattr(self, bound.method)(**call.arguments)
+        return result if isinstance(result, ToolOutput) else ToolOutput(text=str(result))
 
     def begin(self, task: Task) -> None:
         """Prepare episode state for ``task`` (called by ``reset`` before the first observation)."""
@@ -165,19 +198,25 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return "\n".join(lines)
 
     @classmethod
-    def checks(cls) -> dict[str, NamedCheck]:
-        """The env's named programmatic checks, for rubric criteria to reference by name."""
-        return {}
+    def checks(cls) -> Mapping[str, NamedCheck]:
+        """The env's named programmatic checks (``check_set``), for rubric criteria to reference by name."""
+        return cls.check_set
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        """The env's default rubric, in the rewards schema (``{"id", "version", "criteria": [...]}``)."""
-        return {"id": cls.env_id or cls.__name__, "version": "1", "criteria": []}
+    def default_rubric(cls) -> Rubric:
+        """The env's default rubric, validated: ``rubric_file`` (YAML, JSON or TOML; a bad file raises a
+        ``RubricError`` naming the file, criterion and field) or an empty rubric."""
+        if cls.rubric_file is None:
+            return Rubric(id=cls.env_id or cls.__name__, version="1", criteria=[])
+        return _load_rubric(Path(cls.rubric_file)).model_copy(deep=True)
 
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
         """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
-        return {}
+        return {
+            name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
+            for name, target in cls.scripted_agents.items()
+        }
 
     # ---- task sets --------------------------------------------------------------------------------------
 
@@ -194,7 +233,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        rec = self._advance(action, None, None, False)
+        rec = self._advance(action)
         info = {
             "stage": rec.stage,
             "step": rec.index + 1,
@@ -254,22 +293,29 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         cache = self._tooling
         if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
             return cache
-        same = cache is not None and len(cache.tools) == len(tools)
-        if not same or any(a is not b for a, b in zip(cache.tools, tools, strict=True)):
+        if (
+            cache is None
+            or len(cache.tools) != len(tools)
+            or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
+        ):
             self._tooling = cache = _Tooling(tools, argument_rules(tools))
         return cache
 
     def step_typed(self, action: Action | str | Message) -> Observation:
         """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
         if isinstance(action, Action):
-            rec = self._advance(action.text, action.tool_call, action.parse_error, action.structured)
+            rec = self._advance(
+                action.text, call=action.tool_call, parse_error=action.parse_error, structured=action.structured
+            )
         elif isinstance(action, Message) and action.tool_calls:
-            rec = self._advance(action.content or "", action.tool_calls[0], None, True)
+            rec = self._advance(action.content or "", call=action.tool_calls[0], structured=True)
         else:
-            rec = self._advance(action.content or "" if isinstance(action, Message) else action, None, None, False)
+            rec = self._advance(action.content or "" if isinstance(action, Message) else action)
         return rec.materialise()[0].observation
 
-    def _advance(self, text: Any, call: ToolCall | None, parse_error: str | None, structured: bool) -> _Record:
+    def _advance(
+        self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    ) -> _Record:
         """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
@@ -290,9 +336,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 call = ToolCall(name=parsed[0], arguments=parsed[1])
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
-        if parse_error is not None:
+        if parse_error is not None or call is None:
             run = None
-            out = ToolOutput(text=format_parse_error(parse_error, tools))
+            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
         else:
             run = call
             try:
@@ -396,10 +442,9 @@ class _Record:
     def materialise(self) -> tuple[Step, Message, Message]:
         if self.built is None:
             call, valid = self.call, self.parse_error is None
-            structured_reply = call is not None and self.structured and valid
             reply = (
                 Message(role="tool", content=self.reply, tool_call_id=call.id, name=call.name)
-                if structured_reply
+                if call is not None and self.structured and valid
                 else Message(role="user", content=self.reply)
             )
             assistant = Message(
@@ -428,6 +473,24 @@ class _Record:
             )
             self.built = (step, assistant, reply)
         return self.built
+
+
+@functools.cache
+def _declared_specs(cls: type) -> list[ToolSpec]:
+    """One list object per class, so the env's per-step tool lookup stays an identity check."""
+    return [bound.spec for bound in declared_tools(cls).values()]
+
+
+@functools.cache
+def _load_rubric(path: Path) -> Rubric:
+    return Rubric.load(path)
+
+
+def _import(target: str, where: str) -> Any:
+    module, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"{where} must be 'module:Class', got {target!r}")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _split_key(split: str) -> int:

@@ -62,7 +62,7 @@ class TaskSet(Sequence[Task]):
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return TaskSet(self.tasks[i], self.source)
         return self.tasks[i]

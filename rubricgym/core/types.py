@@ -231,7 +231,15 @@ class CheckResult(Wire):
     evidence: list[int] = Field(default_factory=list)
     """Indices of the steps that support the result."""
     details: dict[str, Any] = Field(default_factory=dict)
+    applicable: bool = True
+    """False when the check does not apply to this trajectory (a pitfall the agent never came near): the
+    criterion's verdict is N/A and leaves every aggregate; ``score``/``met`` are then 0/False and meaningless."""
 
     @classmethod
     def of(cls, met: bool, rationale: str = "", evidence: list[int] | None = None, **details: Any) -> CheckResult:
         return cls(score=1.0 if met else 0.0, met=met, rationale=rationale, evidence=evidence or [], details=details)
+
+    @classmethod
+    def not_applicable(cls, rationale: str, **details: Any) -> CheckResult:
+        """The check does not apply (e.g. "no test file edited" when nothing was edited)."""
+        return cls(score=0.0, met=False, rationale=rationale, details=details, applicable=False)

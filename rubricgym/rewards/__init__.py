@@ -17,6 +17,7 @@ from rubricgym.rewards.aggregate import (
     renorm_step_rewards,
     signed_reward,
     swe_trace_margin,
+    swe_trace_reward,
 )
 from rubricgym.rewards.audit import (
     MASTER_KEYS,
@@ -71,4 +72,5 @@ __all__ = [
     "self_internalisation_gap",
     "signed_reward",
     "swe_trace_margin",
+    "swe_trace_reward",
 ]

@@ -1,9 +1,10 @@
 """Rubric aggregation: pure functions that turn per-criterion scores into rewards.
 
-Each function implements one formula from ``shared/ALGORITHMS.md`` and is unit-tested against a worked example
+Each function implements one formula from ``docs/algorithms.md`` and is unit-tested against a worked example
 computed by hand (``tests/rewards/test_aggregate.py``). Inputs are plain numbers, never verdicts: the process
 reward model drops failed verdicts (and reports them) before it calls these, so a judge error can never turn
-into a zero here.
+into a zero here. A score of ``None`` is a criterion that does not apply (N/A): it leaves both numerator and
+denominator, so an all-N/A rubric totals 0 (doing nothing earns nothing), never a vacuous 1.
 
 - ``rar_explicit``: RaR explicit weighted mean ``r = Σ w_j c_j / Σ w_j`` (Essential 1.0, Important 0.7,
   Optional 0.3, Pitfall 0.9 phrased positively).
@@ -24,13 +25,39 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-LEVEL_WEIGHTS: dict[str, float] = {"essential": 1.0, "important": 0.7, "optional": 0.3, "pitfall": 0.9}
-"""RaR's weights per criterion level (pitfalls are phrased positively, "avoids X", so they weigh +0.9)."""
+from rubricgym.core.rubric import LEVEL_WEIGHTS
+
+__all__ = [
+    "LEVEL_WEIGHTS",
+    "c_grpo_reward",
+    "carr_rubric_reward",
+    "rar_explicit",
+    "rar_implicit",
+    "renorm_step_rewards",
+    "signed_reward",
+    "swe_trace_margin",
+    "swe_trace_reward",
+    "weighted_mean",
+]
+
+Score = float | None
+"""A criterion score in [0, 1], or ``None`` when the criterion does not apply (N/A)."""
 
 
-def _check_lengths(scores: Sequence[float], weights: Sequence[float]) -> None:
+def _check_lengths(scores: Sequence[Score], weights: Sequence[float]) -> None:
     if len(scores) != len(weights):
         raise ValueError(f"got {len(scores)} scores but {len(weights)} weights: pass one weight per score")
+
+
+def _applicable(scores: Sequence[Score], weights: Sequence[float]) -> list[tuple[float, float]]:
+    """(score, weight) of the criteria that apply, each score checked to lie in [0, 1]."""
+    _check_lengths(scores, weights)
+    out = []
+    for c, w in zip(scores, weights, strict=True):
+        if c is not None:
+            _check_unit("a criterion score", c)
+            out.append((float(c), float(w)))
+    return out
 
 
 def _check_unit(name: str, value: float) -> None:
@@ -38,22 +65,20 @@ def _check_unit(name: str, value: float) -> None:
         raise ValueError(f"{name} must be in [0, 1], got {value}")
 
 
-def rar_explicit(scores: Sequence[float], weights: Sequence[float]) -> float:
-    """RaR explicit aggregation ``Σ w_j c_j / Σ w_j`` over criteria with scores ``c_j`` in [0, 1].
+def rar_explicit(scores: Sequence[Score], weights: Sequence[float]) -> float:
+    """RaR explicit aggregation ``Σ w_j c_j / Σ w_j`` over the applicable criteria (scores ``c_j`` in [0, 1]).
 
-    Weights must be non-negative (use ``signed_reward`` for negative criteria). No criteria, or a total
-    weight of zero, gives 0.0.
+    Weights must be non-negative (use ``signed_reward`` for negative criteria). N/A criteria (``None``) are in
+    neither sum. No applicable criteria, or a total weight of zero, gives 0.0.
     """
-    _check_lengths(scores, weights)
     for w in weights:
         if w < 0:
             raise ValueError(f"rar_explicit needs non-negative weights, got {w}; use signed_reward for those")
-    for c in scores:
-        _check_unit("a criterion score", c)
-    total = sum(weights)
+    pairs = _applicable(scores, weights)
+    total = sum(w for _, w in pairs)
     if total == 0:
         return 0.0
-    return sum(w * c for w, c in zip(weights, scores, strict=True)) / total
+    return sum(w * c for c, w in pairs) / total
 
 
 def rar_implicit(likert: float, low: float = 1.0, high: float = 10.0) -> float:
@@ -65,32 +90,34 @@ def rar_implicit(likert: float, low: float = 1.0, high: float = 10.0) -> float:
     return (likert - low) / (high - low)
 
 
-def signed_reward(scores: Sequence[float], weights: Sequence[float]) -> float:
-    """Signed-weight reward ``[Σ_{w>0} w g + Σ_{w<0} |w| (1 - g)] / Σ |w|``.
+def signed_reward(scores: Sequence[Score], weights: Sequence[float]) -> float:
+    """Signed-weight reward ``[Σ_{w>0} w g + Σ_{w<0} |w| (1 - g)] / Σ |w|`` over the applicable criteria.
 
     A negative weight marks a pitfall phrased negatively ("claims X without a source"): meeting it (g = 1)
-    costs its weight. With only positive weights this equals ``rar_explicit``. Scores may be fractional.
+    costs its weight. With only positive weights this equals ``rar_explicit``. Scores may be fractional; an
+    N/A criterion (``None``, e.g. a pitfall about edits when nothing was edited) is in neither sum.
     """
-    _check_lengths(scores, weights)
-    for g in scores:
-        _check_unit("a criterion score", g)
-    total = sum(abs(w) for w in weights)
+    pairs = _applicable(scores, weights)
+    total = sum(abs(w) for _, w in pairs)
     if total == 0:
         return 0.0
-    gained = sum(w * g if w > 0 else abs(w) * (1.0 - g) for w, g in zip(weights, scores, strict=True))
-    return gained / total
+    return sum(w * g if w > 0 else abs(w) * (1.0 - g) for g, w in pairs) / total
 
 
-def renorm_step_rewards(process: Sequence[float], outcome: float) -> list[float]:
+def renorm_step_rewards(process: Sequence[Score], outcome: float) -> list[float]:
     """ReNorm per-step rewards ``r_t = (r_proc,t - 0.5) + (r_out - 0.5)``.
 
     ``process`` are per-step process scores in [0, 1]; ``outcome`` is the episode's outcome in {0, 1} (a
     fraction is accepted). Each r_t lies in [-1, 1]; for a binary outcome its sign agrees with the outcome
-    unless the process score pulls the other way by more than 0.5.
+    unless the process score pulls the other way by more than 0.5. A step with no applicable criterion
+    (``None``) has no process term: ``r_t = r_out - 0.5``.
     """
     _check_unit("the outcome reward", outcome)
     out = []
     for p in process:
+        if p is None:
+            out.append(outcome - 0.5)
+            continue
         _check_unit("a process score", p)
         out.append((p - 0.5) + (outcome - 0.5))
     return out
@@ -107,17 +134,29 @@ def swe_trace_margin(s_prm: float, tests_pass: bool, gamma: float = 0.7) -> floa
     return (gamma if tests_pass else 0.0) + (1.0 - gamma) * s_prm
 
 
-def carr_rubric_reward(rubrics: Sequence[Sequence[str]], supported: Sequence[bool], answer_entity: str = "E0") -> float:
-    """CaRR's chain reward: supported statements reachable from the answer entity / all statements.
+def swe_trace_reward(scores: Sequence[Score], weights: Sequence[float], tests_pass: bool, gamma: float = 0.7) -> float:
+    """SWE-TRACE margin over per-criterion process scores: ``s_prm = Σ w_k q_k / Σ |w_k|`` (signed, over the
+    applicable criteria; N/A ones are in neither sum, none applicable gives ``s_prm = 0``), then
+    ``swe_trace_margin``."""
+    return swe_trace_margin(signed_reward(scores, weights), tests_pass, gamma)
+
+
+def carr_rubric_reward(
+    rubrics: Sequence[Sequence[str]], supported: Sequence[bool | None], answer_entity: str = "E0"
+) -> float:
+    """CaRR's chain reward: supported statements reachable from the answer entity / applicable statements.
 
     ``rubrics[i]`` lists the entity ids that single-hop statement i mentions (e.g. ``["E0", "E1"]``);
-    ``supported[i]`` is True when all its entities were identified and cited content fully supports it.
+    ``supported[i]`` is True when all its entities were identified and cited content fully supports it, and
+    ``None`` when the statement does not apply (it is dropped from the graph and the denominator).
     Entities are nodes; a supported statement connects all its entities. A BFS from ``answer_entity`` over
     supported statements only finds the reachable ones; unsupported statements never connect anything.
-    No statements gives 0.0.
+    No applicable statements gives 0.0.
     """
     if len(rubrics) != len(supported):
         raise ValueError(f"got {len(rubrics)} statements but {len(supported)} supported flags")
+    kept = [i for i, s in enumerate(supported) if s is not None]
+    rubrics, supported = [rubrics[i] for i in kept], [bool(supported[i]) for i in kept]
     if not rubrics:
         return 0.0
     by_entity: dict[str, list[int]] = {}
@@ -141,26 +180,28 @@ def carr_rubric_reward(rubrics: Sequence[Sequence[str]], supported: Sequence[boo
     return len(reached_statements) / len(rubrics)
 
 
-def c_grpo_reward(outcome: float, rubric: float, alpha: float = 0.3) -> float:
+def c_grpo_reward(outcome: float, rubric: float | None, alpha: float = 0.3) -> float:
     """C-GRPO mixing (as coded by CaRR, α = 0.3): ``R = R_o`` if ``R_o == 0`` else ``(1-α) R_o + α R_rubric``.
 
-    A wrong answer gets nothing however well it is cited, so the rubric only ranks correct answers.
+    A wrong answer gets nothing however well it is cited, so the rubric only ranks correct answers. A chain
+    that does not apply (``None``: no applicable statement) leaves the outcome alone: ``R = R_o``.
     """
     _check_unit("the outcome reward", outcome)
-    _check_unit("the rubric reward", rubric)
+    if rubric is not None:
+        _check_unit("the rubric reward", rubric)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-    if outcome == 0:
+    if outcome == 0 or rubric is None:
         return outcome
     return (1.0 - alpha) * outcome + alpha * rubric
 
 
-def weighted_mean(scores: Sequence[float], weights: Sequence[float], signed: bool = True) -> float | None:
+def weighted_mean(scores: Sequence[Score], weights: Sequence[float], signed: bool = True) -> float | None:
     """The rubric aggregate the process reward model uses for a group of criteria (a step, a stage).
 
     ``signed_reward`` when ``signed`` (it equals ``rar_explicit`` for non-negative weights), else
-    ``rar_explicit``. ``None`` when there is nothing to aggregate, so callers can tell "no criteria" from 0.
+    ``rar_explicit``. ``None`` when no criterion applies, so callers can tell "nothing to judge" from 0.
     """
-    if not scores:
+    if all(s is None for s in scores):
         return None
     return signed_reward(scores, weights) if signed else rar_explicit(scores, weights)

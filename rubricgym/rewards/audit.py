@@ -70,6 +70,8 @@ class Rate(Wire):
     judged: int = 0
     credited: int = 0
     errors: int = 0
+    not_applicable: int = 0
+    """N/A verdicts: neither credited nor judged (a pitfall a master key never came near)."""
 
     @property
     def rate(self) -> float | None:
@@ -122,6 +124,8 @@ def _tally(
         for b in buckets:
             if not v.ok:
                 b.errors += 1
+            elif not v.applicable:
+                b.not_applicable += 1
             else:
                 b.judged += 1
                 b.credited += bool(v.met) if kind == "fp" else (not v.met)
@@ -140,7 +144,9 @@ async def audit_judge(
     concurrency: int = 8,
 ) -> AuditReport:
     """Audit ``judge`` on ``rubric``'s criteria that it can judge (the others are skipped)."""
-    judged = Rubric(id=rubric.id, version=rubric.version, criteria=[c for c in rubric.criteria if judge.can_judge(c)])
+    # per-criterion rates need no aggregation ("signed" accepts any weights); totals are ``gaming.audit_totals``
+    judged = Rubric(id=rubric.id, version=rubric.version, criteria=[c for c in rubric.criteria if judge.can_judge(c)],
+                    aggregation={"method": "signed"})
     report = AuditReport(judge=judge.id, rubric_id=rubric.id)
     if not judged.criteria:
         return report
@@ -224,7 +230,7 @@ async def measure_exploitation(
             vb = await training.judge(c, tb, rubric=rubric)
             va = await training.judge(c, ta, rubric=rubric)
             vr = [await r.judge(c, ta, rubric=rubric) for r in reference]
-            if not (vb.ok and va.ok and all(v.ok for v in vr)):
+            if not (vb.scored and va.scored and all(v.scored for v in vr)):
                 continue
             flags_b.append(bool(vb.met))
             flags_a.append(bool(va.met))

@@ -1,8 +1,10 @@
-"""``rubricgym audit-judge``: probe a judge with master-key responses and known-good trajectories."""
+"""``rubricgym audit-judge``: probe a judge with master-key responses and known-good trajectories, and report
+the total reward the rubric pays for each master key and for doing nothing next to the known-good agent's."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubricgym.rewards.audit import MASTER_KEYS, AuditReport, audit_judge
+from rubricgym.rewards.gaming import TotalsReport, audit_totals
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
@@ -22,7 +25,7 @@ def _fmt(x: float | None) -> str:
 
 def report_tables(report: AuditReport) -> list[Table]:
     levels = Table(title=f"judge audit: {report.judge} on {report.rubric_id}")
-    for col in ("criterion level", "master-key FPR", "judged", "good-work FNR", "judged", "errors"):
+    for col in ("criterion level", "master-key FPR", "judged", "n/a", "good-work FNR", "judged", "errors"):
         levels.add_column(col, justify="left" if col == "criterion level" else "right")
     for level in sorted(set(report.false_positive) | set(report.false_negative)):
         fp, fn = report.false_positive.get(level), report.false_negative.get(level)
@@ -30,21 +33,38 @@ def report_tables(report: AuditReport) -> list[Table]:
             level,
             _fmt(fp.rate if fp else None),
             str(fp.judged if fp else 0),
+            str(fp.not_applicable if fp else 0),
             _fmt(fn.rate if fn else None),
             str(fn.judged if fn else 0),
             str((fp.errors if fp else 0) + (fn.errors if fn else 0)),
         )
     keys = Table(title="false-positive rate per master key")
-    for col in ("master key", "FPR", "judged", "errors"):
+    for col in ("master key", "FPR", "judged", "n/a", "errors"):
         keys.add_column(col, justify="left" if col == "master key" else "right")
     for name, rate in report.by_master_key.items():
-        keys.add_row(name, _fmt(rate.rate), str(rate.judged), str(rate.errors))
+        keys.add_row(name, _fmt(rate.rate), str(rate.judged), str(rate.not_applicable), str(rate.errors))
     return [levels, keys]
 
 
+def totals_table(report: TotalsReport) -> Table:
+    """Mean total reward per probe, the known-good agent first; probes over the threshold in red."""
+    table = Table(title=f"total reward on {report.env_id} ({report.rubric_id}, {report.method}, {report.tasks} tasks)")
+    for col in ("probe", "kind", "mean total"):
+        table.add_column(col, justify="right" if col == "mean total" else "left")
+    if report.good_agent:
+        bad = report.good is not None and report.good < report.good_min
+        table.add_row(report.good_agent, "known good", f"[red]{_fmt(report.good)}[/red]" if bad else _fmt(report.good))
+    for kind, probes in (("do nothing", report.do_nothing), ("master key", report.master_keys)):
+        for name, total in probes.items():
+            bad = total is not None and total > report.threshold
+            table.add_row(name, kind, f"[red]{_fmt(total)}[/red]" if bad else _fmt(total))
+    return table
+
+
 async def _run(
-    env_id: str, rubric: Rubric | None, judge: Judge, n_tasks: int, seed: int, good_agent: str | None
-) -> AuditReport:
+    env_id: str, rubric: Rubric | None, judge: Judge, n_tasks: int, seed: int, good_agent: str | None,
+    threshold: float, good_min: float,
+) -> tuple[AuditReport, TotalsReport]:
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout_many
 
@@ -60,9 +80,12 @@ async def _run(
         rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False)
         good = rep.trajectories
     report = await audit_judge(judge, rubric, tasks, good)
+    judges = [CheckJudge(), judge] if not isinstance(judge, CheckJudge) else [judge]
+    totals = await audit_totals(env_id, rubric, judges, n_tasks=n_tasks, seed=seed, good_agent=good_agent,
+                                threshold=threshold, good_min=good_min)
     if isinstance(judge, LLMJudge):
         await judge.aclose()
-    return report
+    return report, totals
 
 
 def audit_command(
@@ -79,9 +102,15 @@ def audit_command(
     good_agent: Annotated[
         str, typer.Option(help="the env's agent whose trajectories count as known-good ('' for none)")
     ] = "oracle",
+    threshold: Annotated[
+        float, typer.Option(help="flag the rubric when a master-key or do-nothing mean total exceeds this")
+    ] = 0.05,
+    good_min: Annotated[float, typer.Option(help="flag the rubric when the known-good mean total is below this")] = 0.9,
     out: Annotated[Path | None, typer.Option(help="write the report as JSON here")] = None,
 ) -> None:
-    """Report a judge's false-positive rate on master-key responses and false-negative rate on good work."""
+    """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, and
+    the total reward of each master key and of doing nothing next to the known-good agent's (exit 1 if the
+    rubric pays for nothing). ``--env all`` audits every registered env."""
     console = Console()
     try:
         override = Rubric.load(rubric) if rubric else None
@@ -94,15 +123,29 @@ def audit_command(
         the_judge: Judge = LLMJudge(base_url=judge, model=judge_model, judge_all=judge_all)
     else:
         the_judge = CheckJudge()
-    report = asyncio.run(_run(env, override, the_judge, tasks, seed, good_agent or None))
-    for table in report_tables(report):
-        console.print(table)
-    console.print(
-        f"overall: FPR {_fmt(report.fpr())}, FNR {_fmt(report.fnr())}, {report.errors} failed verdicts "
-        f"({len(MASTER_KEYS)} master keys x {tasks} tasks)"
-    )
-    for example in report.error_examples:
-        console.print(f"[yellow]error[/yellow] {example}")
+    from rubricgym.core.registry import list_envs
+
+    env_ids = [s.id for s in list_envs()] if env == "all" else [env]
+    results, flagged = [], []
+    for env_id in env_ids:
+        report, totals = asyncio.run(
+            _run(env_id, override, the_judge, tasks, seed, good_agent or None, threshold, good_min)
+        )
+        for table in [*report_tables(report), totals_table(totals)]:
+            console.print(table)
+        console.print(
+            f"overall: FPR {_fmt(report.fpr())}, FNR {_fmt(report.fnr())}, {report.errors} failed verdicts "
+            f"({len(MASTER_KEYS)} master keys x {tasks} tasks)"
+        )
+        for example in report.error_examples:
+            console.print(f"[yellow]error[/yellow] {example}")
+        for problem in totals.problems():
+            console.print(f"[red]FLAG[/red] {env_id}: {problem}")
+        flagged += [env_id] if totals.problems() else []
+        results.append({"judge": report.model_dump(mode="json"), "totals": totals.model_dump(mode="json")})
     if out:
-        out.write_text(report.model_dump_json(indent=2))
+        out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         console.print(f"wrote {out}")
+    if flagged:
+        console.print(f"[red]gameable rubric(s)[/red]: {', '.join(flagged)}")
+        raise typer.Exit(1)

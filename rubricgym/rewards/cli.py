@@ -121,11 +121,14 @@ def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[s
                     "judged_by": c.judged_by if c else "llm",
                     "scores": [],
                     "met": 0,
+                    "not_applicable": 0,
                     "errors": 0,
                     "cached": 0,
                 },
             )
-            if v.ok:
+            if v.ok and not v.applicable:
+                row["not_applicable"] += 1
+            elif v.ok:
                 row["scores"].append(float(v.score or 0.0))
                 row["met"] += bool(v.met)
                 row["cached"] += v.cached
@@ -165,6 +168,7 @@ def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Ta
         ("n", "right"),
         ("mean", "right"),
         ("met", "right"),
+        ("n/a", "right"),
         ("errors", "right"),
         ("cached", "right"),
     ):
@@ -178,6 +182,7 @@ def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Ta
             str(r["n"]),
             _fmt(r["mean"]),
             _fmt(r["met_rate"]),
+            str(r.get("not_applicable", 0)),
             f"[red]{r['errors']}[/red]" if r["errors"] else "0",
             str(r["cached"]),
         )

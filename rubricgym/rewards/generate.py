@@ -147,7 +147,7 @@ async def consistency_filter(
             for pref, rej in pairs:
                 vp = await judge.judge(c, pref, rubric=rubric)
                 vr = await judge.judge(c, rej, rubric=rubric)
-                if not (vp.ok and vr.ok):
+                if not (vp.scored and vr.scored):
                     continue
                 n += 1
                 sp, sr = float(vp.score or 0.0), float(vr.score or 0.0)

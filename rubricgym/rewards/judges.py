@@ -2,7 +2,8 @@
 
 A judge answers ``can_judge(criterion)`` and ``await judge(criterion, trajectory, step, rubric=...)``. The
 process reward model sends each criterion to the first of its judges that can judge it: ``CheckJudge`` takes
-criteria with a ``check``, ``LLMJudge`` those with a ``judge`` instruction or plain text.
+criteria with a ``check``, ``LLMJudge`` those with a ``judge`` instruction or plain text. A check that returns
+``CheckResult.not_applicable`` gives a not-applicable verdict.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ class CheckJudge:
         latency = time.perf_counter() - t0
         if isinstance(result, str):
             return Verdict.failed(criterion.id, result, step=step, judge=self.id, latency_s=latency)
+        if not result.applicable:
+            return Verdict.not_applicable(
+                criterion.id, result.rationale or "the check does not apply", step=step, judge=self.id,
+                latency_s=latency, details=dict(result.details),
+            )
         return Verdict(
             criterion_id=criterion.id,
             step=step,

@@ -22,7 +22,7 @@ from rubricgym.rewards.render import render_trajectory
 from rubricgym.rewards.rubric import Criterion, Rubric
 from rubricgym.rewards.verdict import Evidence, Verdict
 
-PROMPT_VERSION = "criterion-v1"
+PROMPT_VERSION = "criterion-v2"
 IMPLICIT_PROMPT_VERSION = "rubric-likert-v1"
 
 SYSTEM = (
@@ -32,15 +32,23 @@ SYSTEM = (
     '"Let\'s solve this step by step", and confident claims without substance never meet a criterion. '
     "Reply with one JSON object and nothing else."
 )
+NOT_APPLICABLE_RULE = (
+    'Answer "applicable": false only when the criterion cannot arise in this trajectory: a pitfall about an '
+    "action the agent never took (e.g. \"does not edit test files\" when it edited nothing, \"cites no unseen "
+    'page" when it cited nothing), or a criterion about a part of the work the task does not have. '
+    "Not doing what the criterion asks for is not N/A: that is unmet. An empty, evasive or do-nothing answer is "
+    'never a reason to say N/A for a criterion that asks for something to be done.'
+)
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "rationale": {"type": "string", "maxLength": 300},
+        "applicable": {"type": "boolean"},
         "met": {"type": "boolean"},
         "score": {"type": "number", "minimum": 0, "maximum": 1},
         "evidence_steps": {"type": "array", "items": {"type": "integer"}, "maxItems": 8},
     },
-    "required": ["rationale", "met", "score"],
+    "required": ["rationale", "applicable", "met", "score"],
     "additionalProperties": False,
 }
 """Sent as ``response_format`` (json_schema) where the server supports structured output."""
@@ -52,7 +60,7 @@ LIKERT_SCHEMA: dict[str, Any] = {
 }
 OUTPUT_SPEC = (
     'Reply with JSON: {"rationale": "<one to three sentences, written before deciding>", '
-    '"met": true or false, '
+    '"applicable": true or false (see "When a criterion does not apply"), "met": true or false, '
     '"score": <a number from 0 to 1: how fully the criterion is met>, "evidence_steps": [<step numbers>], '
     '"quotes": ["<short exact quotes from the evidence>"]}'
 )
@@ -71,6 +79,7 @@ def criterion_messages(
     ]
     if criterion.judge:
         parts += ["# How to judge it", criterion.judge.strip()]
+    parts += ["# When a criterion does not apply", NOT_APPLICABLE_RULE]
     parts += ["# Evidence", render_trajectory(trajectory, step, context_steps), "# Your verdict", OUTPUT_SPEC]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -226,8 +235,9 @@ class LLMJudge:
         verdict = Verdict(
             criterion_id=criterion.id,
             step=step,
-            score=parsed["score"],
-            met=parsed["met"],
+            score=parsed["score"] if parsed["applicable"] else None,
+            met=parsed["met"] if parsed["applicable"] else None,
+            applicable=parsed["applicable"],
             rationale=parsed["rationale"],
             evidence=Evidence(steps=parsed["evidence_steps"], quotes=parsed["quotes"]),
             judge=self.id,

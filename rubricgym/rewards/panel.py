@@ -115,6 +115,18 @@ class PanelJudge:
                 latency_s=latency,
                 members=verdicts,
             )
+        na = [v for v in ok if not v.applicable]
+        if len(na) * 2 > len(ok):  # most members that answered say the criterion does not apply
+            return Verdict.not_applicable(
+                criterion.id,
+                " | ".join(f"{v.judge}: {v.rationale}" for v in na)[:2000],
+                step=step,
+                judge=self.id,
+                latency_s=latency,
+                members=verdicts,
+                details={"failed_members": len(verdicts) - len(ok), "not_applicable_members": len(na)},
+            )
+        ok = [v for v in ok if v.applicable]
         votes = [bool(v.met) for v in ok]
         if len(ok) == len(members):
             self.votes.append(votes)

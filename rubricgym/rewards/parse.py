@@ -17,6 +17,12 @@ _SCORE_WORD = re.compile(r'\bscore\b"?\s*[:=]\s*\**\s*"?(-?\d+(?:\.\d+)?)\s*(?:/
 _ECHOED = re.compile(r"\b(?:true or false|yes or no)\b", re.I)
 _TRUE = {"true", "yes", "met", "1", "pass", "passed", "y"}
 _FALSE = {"false", "no", "not met", "unmet", "0", "fail", "failed", "n"}
+_NA = {"n/a", "na", "not applicable", "not_applicable", "inapplicable"}
+_NA_WORD = re.compile(
+    r'\b(?:verdict|met)\b"?\s*[:=]\s*\**\s*"?(?:n/a|not applicable)(?![\w/])'
+    r'|\bapplicable\b"?\s*[:=]\s*\**\s*"?(?:false|no)\b',
+    re.I,
+)
 
 
 class JudgeParseError(ValueError):
@@ -69,13 +75,25 @@ def normalise_score(value: Any, scale: float | None = None) -> float | None:
     return x if 0.0 <= x <= 1.0 else None
 
 
+def _not_applicable(low: dict[str, Any]) -> bool:
+    """The reply says N/A: ``"applicable": false`` or a met/verdict of "n/a"."""
+    if _as_bool(low.get("applicable", True)) is False:
+        return True
+    value = low.get("met", low.get("verdict"))
+    return isinstance(value, str) and value.strip().lower() in _NA
+
+
 def parse_verdict(text: str | None) -> dict[str, Any]:
-    """``{"met", "score", "rationale", "evidence_steps", "quotes"}`` from a judge's reply."""
+    """``{"applicable", "met", "score", "rationale", "evidence_steps", "quotes"}`` from a judge's reply
+    (``met``/``score`` are ``None`` when the judge said the criterion does not apply)."""
     if not text or not text.strip():
         raise JudgeParseError("the judge returned an empty reply")
     body = _THINK.sub("", text)
     for obj in json_objects(body):
         low = {str(k).lower(): v for k, v in obj.items()}
+        if _not_applicable(low):
+            return {"applicable": False, "met": None, "score": None, "evidence_steps": [], "quotes": [],
+                    "rationale": str(low.get("rationale") or low.get("reasoning") or low.get("explanation") or "")}
         met = _as_bool(low.get("met", low.get("verdict", low.get("satisfied"))))
         score = normalise_score(low["score"]) if "score" in low else None
         if met is None and score is None:
@@ -89,6 +107,7 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
         steps = low.get("evidence_steps") or low.get("steps") or []
         quotes = low.get("quotes") or low.get("evidence") or []
         return {
+            "applicable": True,
             "met": met,
             "score": score,
             "rationale": str(low.get("rationale") or low.get("reasoning") or low.get("explanation") or ""),
@@ -99,6 +118,9 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
         }
     if _ECHOED.search(body):
         raise JudgeParseError(f"the judge echoed the answer template instead of deciding: {text.strip()[:160]!r}")
+    if _NA_WORD.search(body):
+        return {"applicable": False, "met": None, "score": None, "rationale": body.strip()[:500],
+                "evidence_steps": [], "quotes": []}
     met_match = _MET_WORD.search(body)
     score_match = _SCORE_WORD.search(body)
     if met_match or score_match:
@@ -112,6 +134,7 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
             raise JudgeParseError(f"contradictory verdict (met={met}, score={score:g}): {text.strip()[:160]!r}")
         if met is not None:
             return {
+                "applicable": True,
                 "met": met,
                 "score": score if score is not None else float(met),
                 "rationale": body.strip()[:500],

@@ -2,10 +2,13 @@
 
 Step-scope criteria are judged on every step (only steps of the criterion's ``stage`` when it has one), each
 with its preceding context; trajectory-scope criteria once on the whole trajectory. Each criterion goes to the
-first judge that can judge it (``CheckJudge`` for ``check`` criteria, ``LLMJudge`` for the rest). The result,
-a ``Breakdown``, keeps every verdict and rolls them up per step, per stage, per criterion, for the outcome and
-in total with the rubric's aggregation method. Failed verdicts are left out of every roll-up and counted in
-``n_errors``; a roll-up with nothing left is ``None``, never 0.
+first judge that can judge it (``CheckJudge`` for ``check`` criteria, ``LLMJudge`` for the rest), unless its
+``applies_if`` conditions do not hold: then its verdict is N/A without asking a judge. The result, a
+``Breakdown``, keeps every verdict and rolls them up per step, per stage, per criterion, for the outcome and in
+total with the rubric's aggregation method. Failed verdicts are left out of every roll-up and counted in
+``n_errors``; N/A verdicts are left out too (counted in ``n_not_applicable``). A step or stage roll-up with
+nothing left is ``None``, never 0; a total with no applicable criterion is 0 (nothing done, nothing earned),
+or ``None`` when verdicts failed.
 
 Per-step rewards go onto ``trajectory.steps[i].rewards[name]`` (plus ``name/<criterion>``) and totals onto
 ``trajectory.rewards`` (``name``, ``name/outcome``, ``name/process``, ``name/stage/<s>``,
@@ -22,6 +25,7 @@ from pydantic import Field
 
 from rubricgym.core.types import Trajectory, Wire
 from rubricgym.rewards import aggregate as agg
+from rubricgym.rewards.applicability import applicability
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.rubric import Criterion, Rubric, load_rubric
 from rubricgym.rewards.verdict import Verdict
@@ -52,6 +56,7 @@ class Breakdown(Wire):
     per_criterion: dict[str, float] = Field(default_factory=dict)
     verdicts: list[Verdict] = Field(default_factory=list)
     n_errors: int = 0
+    n_not_applicable: int = 0
 
     @property
     def valid(self) -> bool:
@@ -93,6 +98,12 @@ class ProcessRewardModel:
         return next((j for j in self.judges if j.can_judge(criterion)), None)
 
     async def _verdict(self, sem: asyncio.Semaphore, c: Criterion, traj: Trajectory, step: int | None) -> Verdict:
+        if c.applies_if:
+            app = applicability(c.applies_if, traj, step, self._check_judge.run_check)
+            if app.error is not None:
+                return Verdict.failed(c.id, app.error, step=step, judge="applies_if")
+            if not app.applies:
+                return Verdict.not_applicable(c.id, app.reason, step=step, judge="applies_if")
         judge = self.judge_for(c)
         if judge is None:
             need = "a CheckJudge" if c.check else "an LLM judge (e.g. `rubricgym score --judge URL --judge-model M`)"
@@ -118,10 +129,14 @@ class ProcessRewardModel:
             v = by_id[name]
             if not v.ok:
                 return None, v.error
+            if not v.applicable:  # an N/A outcome is no success; an N/A score is no score
+                return (0.0 if binary else None), None
             return (1.0 if v.met else 0.0) if binary else v.score, None
         result = self._check_judge.run_check(name, traj)
         if isinstance(result, str):
             return None, result
+        if not result.applicable:
+            return (0.0 if binary else None), None
         return ((1.0 if result.met else 0.0) if binary else result.score), None
 
     async def score(self, trajectory: Trajectory) -> Breakdown:
@@ -161,7 +176,8 @@ class ProcessRewardModel:
     def _roll_up(self, traj: Trajectory, verdicts: list[Verdict]) -> Breakdown:
         rubric, a = self.rubric, self.rubric.aggregation
         crit = {c.id: c for c in rubric.criteria}
-        ok = [v for v in verdicts if v.ok]
+        ok = [v for v in verdicts if v.scored]  # met or unmet: failed and N/A verdicts enter no roll-up
+        failed = sum(not v.ok for v in verdicts)
 
         def roll(vs: Sequence[Verdict]) -> float | None:
             return agg.weighted_mean([float(v.score) for v in vs], [crit[v.criterion_id].resolved_weight for v in vs])
@@ -184,10 +200,12 @@ class ProcessRewardModel:
         process = _mean([p for p in per_step if p is not None])
         by_id = {v.criterion_id: v for v in verdicts if v.step is None}
         signal, signal_error = self._outcome_signal(traj, by_id)
-        n_errors = len(verdicts) - len(ok) + (signal_error is not None and a.method in ("renorm", "swe_trace", "carr"))
+        n_errors = failed + (signal_error is not None and a.method in ("renorm", "swe_trace", "carr"))
 
         def rubric_total(exclude: str | None = None) -> float | None:
             ids = [i for i in per_criterion if i != exclude]
+            if not ids:  # nothing applicable earns nothing; nothing judgeable is unknown
+                return None if failed else 0.0
             return agg.weighted_mean([per_criterion[i] for i in ids], [crit[i].resolved_weight for i in ids])
 
         step_rewards: list[float | None] = list(per_step)
@@ -198,8 +216,7 @@ class ProcessRewardModel:
             if signal is None:
                 total, step_rewards = None, [None] * len(per_step)
             else:
-                proc = [0.5 if p is None else p for p in per_step]  # a step no criterion covers is neutral
-                step_rewards = list(agg.renorm_step_rewards(proc, signal))
+                step_rewards = list(agg.renorm_step_rewards(per_step, signal))  # None: no process term
                 total = _mean([r for r in step_rewards if r is not None]) if step_rewards else signal - 0.5
         elif a.method == "swe_trace":
             s_prm = rubric_total(exclude=a.outcome_check)
@@ -207,14 +224,15 @@ class ProcessRewardModel:
         elif a.rubric_check:  # carr, the chain scored by one env check
             chain, chain_error = self._named_score(a.rubric_check, traj, by_id, binary=False)
             n_errors += chain_error is not None
-            total = None if signal is None or chain is None else agg.c_grpo_reward(signal, chain, a.alpha)
+            total = None if signal is None or chain_error else agg.c_grpo_reward(signal, chain, a.alpha)
         else:  # carr over per-statement criteria
             statements = [c for c in rubric.criteria if c.entities]
             stated = [by_id.get(c.id) for c in statements]
             if signal is None or any(v is None or not v.ok for v in stated):
                 total = None  # a statement nobody could judge leaves the chain unknown: mask, do not guess
             else:
-                chain = agg.carr_rubric_reward([c.entities or [] for c in statements], [bool(v.met) for v in stated])
+                supported = [bool(v.met) if v.applicable else None for v in stated if v is not None]
+                chain = agg.carr_rubric_reward([c.entities or [] for c in statements], supported, a.answer_entity)
                 per_criterion["__chain__"] = chain
                 total = agg.c_grpo_reward(signal, chain, a.alpha)
         return self._empty(
@@ -229,6 +247,7 @@ class ProcessRewardModel:
             per_criterion=per_criterion,
             verdicts=verdicts,
             n_errors=int(n_errors),
+            n_not_applicable=sum(v.ok and not v.applicable for v in verdicts),
         )
 
     def _write(self, traj: Trajectory, b: Breakdown) -> Breakdown:
@@ -237,7 +256,7 @@ class ProcessRewardModel:
             if reward is not None:
                 step.rewards[n] = reward
         for v in b.verdicts:
-            if v.ok and v.step is not None and v.step < len(traj.steps):
+            if v.scored and v.step is not None and v.step < len(traj.steps):
                 traj.steps[v.step].rewards[f"{n}/{v.criterion_id}"] = float(v.score or 0.0)
         out = {f"{n}/errors": float(b.n_errors)}
         if b.total is not None:

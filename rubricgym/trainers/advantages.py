@@ -1,6 +1,6 @@
 """Advantage estimators: pure functions from rewards to per-rollout (or per-stage, per-step) advantages.
 
-Every formula is in ``shared/ALGORITHMS.md`` and is unit-tested against a hand-computed example
+Every formula is in ``docs/algorithms.md`` and is unit-tested against a hand-computed example
 (``tests/trainers/test_advantages.py``). Inputs are numpy arrays; a reward of ``nan`` marks a sample whose
 verdicts errored: it is excluded from every mean and std and gets advantage 0 (and its loss mask 0 in the
 trainer), so a judge failure is never treated as a zero reward.

@@ -13,6 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.rewards.evolve import BufferConfig
+from rubricgym.rewards.monitor import MonitorConfig
+
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 
 
@@ -123,6 +126,10 @@ class TrainConfig(_Strict):
     advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    monitor: MonitorConfig | None = None
+    """Hacking monitors every k steps (exploitation vs a reference panel, internalisation gap, drift, alarms)."""
+    rubric_buffer: BufferConfig | None = None
+    """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

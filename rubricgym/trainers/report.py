@@ -45,6 +45,9 @@ PLOTS = (
     ("kl", "KL to reference (k3)", ["kl"], None),
     ("entropy", "Entropy (nats/token)", ["entropy"], None),
     ("length", "Response length (generated tokens per rollout)", ["response_tokens"], None),
+    ("hacking", "Hacking monitors", ["monitor/master_key_share", "monitor/exploitation",
+                                     "monitor/internalisation_gap", "monitor/credit_drift"], None),
+    ("credit", "Share of credited rubric weight per criterion", "monitor/credit/", None),
 )
 
 
@@ -61,8 +64,11 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     written = []
     for name, title, keys, eval_key in PLOTS:
         fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
-        if keys is None:
-            keys = sorted({k for r in steps for k in r if k.startswith("stage/")})
+        if keys is None or isinstance(keys, str):  # a prefix: every logged key that starts with it
+            prefix = keys or "stage/"
+            keys = sorted({k for r in steps for k in r if k.startswith(prefix)})
+        if name in ("hacking", "credit") and not any(r.get(k) is not None for r in steps for k in keys):
+            continue  # no monitor configured: no empty plot
         for key in keys:
             xs = [r["step"] for r in steps if r.get(key) is not None]
             ys = [r[key] for r in steps if r.get(key) is not None]

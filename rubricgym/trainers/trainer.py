@@ -105,6 +105,12 @@ class Trainer:
             self.backend = RayBackend(cfg, address=cfg.ray_address, workers=cfg.ray_workers)
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
+        from rubricgym.rewards.evolve import build_buffer
+        from rubricgym.trainers.monitors import build_monitor
+
+        self.monitor = build_monitor(cfg.monitor, self.prm, self.policy, cfg.advantage.reward_key)
+        self.buffer = build_buffer(cfg.rubric_buffer, self.prm.rubric, self.env_cls, key=cfg.advantage.reward_key,
+                                   record=self.run_dir / "rubric_versions.jsonl")
 
     # ---- data -------------------------------------------------------------------------------------------
 
@@ -194,6 +200,11 @@ class Trainer:
             vals = [t.rewards[f"{key}/stage/{s}"] for t in flat if f"{key}/stage/{s}" in t.rewards]
             record[f"stage/{s}"] = float(np.mean(vals)) if vals else None
         record.update({k: v for k, v in stats.items() if k != "tokens"})
+        if self.monitor is not None:  # hacking monitors (rewards.monitor), every monitor.every steps
+            record.update(await self.monitor.observe(step + 1, flat))
+        record["rubric_hash"] = self.prm.rubric.hash  # the version these scores came from
+        if self.buffer is not None and (evolved := await self.buffer.update(step + 1, groups)) is not None:
+            self.prm.rubric = evolved  # RubricEM's stage rubric buffer: the next step scores with it
         return record
 
     # ---- evaluation -----------------------------------------------------------------------------------------
@@ -267,6 +278,9 @@ class Trainer:
                 record["elapsed_s"] = self.state.elapsed_s
                 self.metrics.write(record)
                 display.step(record)
+                if self.monitor is not None and self.monitor.stop_reason:
+                    display.status(f"hacking monitor stopped the run: {self.monitor.stop_reason}")
+                    break
                 if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self.state.step < cfg.steps:
                     result = await self.evaluate(f"step {self.state.step}", self.state.step)
                     self._log_eval(result)
@@ -287,6 +301,7 @@ class Trainer:
         lines = [self.base_eval.line(), final.line(),
                  f"    gain: {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}] (paired over tasks) after "
                  f"{self.state.step} steps of {self.cfg.advantage.estimator}"]
+        lines += self.monitor.summary_lines() if self.monitor is not None else []
         records = self.metrics.read()
         plots = write_plots(records, self.run_dir / "plots") if self.cfg.plots else []
         html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, plots, lines)

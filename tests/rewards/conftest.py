@@ -62,7 +62,8 @@ def guess_trajs(_guess: list[Trajectory]) -> list[Trajectory]:
 
 @pytest.fixture
 def toy_rubric() -> dict:
-    return rubricgym.spec("toy-calculator-v0").load().default_rubric()
+    """The toy env's default rubric as a dict in the schema (tests build variants of it)."""
+    return rubricgym.spec("toy-calculator-v0").load().default_rubric().model_dump(exclude_none=True)
 
 
 Reply = Callable[[dict[str, Any]], "str | tuple[int, str]"]

@@ -1,4 +1,4 @@
-"""Every aggregator against a worked example computed by hand from the formulas in ALGORITHMS.md."""
+"""Every aggregator against a worked example computed by hand from the formulas in docs/algorithms.md."""
 
 import pytest
 

@@ -33,7 +33,7 @@ async def test_verdict_from_json_reply_and_prompt_content(oracle_trajs, stub_ser
     assert CRIT.text in prompt and CRIT.judge in prompt and oracle_trajs[0].task.prompt in prompt
     assert "### Final answer" in prompt
     assert body["response_format"]["type"] == "json_schema" and body["temperature"] == 0.0
-    assert body["response_format"]["json_schema"]["schema"]["required"] == ["rationale", "met", "score"]
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["rationale", "applicable", "met", "score"]
     assert prompt.index("rationale") < prompt.index('"met"')  # the rationale comes before the verdict
 
 

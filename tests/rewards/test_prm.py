@@ -40,19 +40,19 @@ async def test_oracle_scores_full_marks(oracle_trajs, toy_rubric):
 
 
 async def test_wrong_guess_by_hand(guess_trajs, toy_rubric):
-    # one valid answer step (stage answer), wrong, no calculator:
-    # correct 0 (w1), grounded 0 (.7), clean 1 (.7), used_calculator 0 (.3), valid_step 1 (.7); progress only
-    # runs on compute steps. total = (.7 + .7) / 3.4; outcome = .7 / 2.7;
-    # stage answer = valid_step .7 + correct 0 + grounded 0 over 2.4; stage compute = used_calculator 0
+    # one valid answer step (stage answer), wrong, no calculator. "clean" and "valid_step" apply only once the
+    # calculator was used (a single guess is no work to be clean about): both N/A. correct 0 (w1), grounded 0
+    # (.7), used_calculator 0 (.3): total 0, outcome 0; no step criterion applies; stage answer = correct +
+    # grounded = 0, stage compute = used_calculator = 0
     t = wrong_guess(guess_trajs)
     b = await ProcessRewardModel(toy_rubric).score(t)
-    assert b.total == pytest.approx(1.4 / 3.4)
-    assert b.outcome == pytest.approx(0.7 / 2.7)
-    assert b.per_step == [1.0] and b.process == 1.0
-    assert b.per_stage == pytest.approx({"answer": 0.7 / 2.4, "compute": 0.0})
-    assert b.per_criterion == {"correct": 0.0, "grounded": 0.0, "clean": 1.0, "used_calculator": 0.0, "valid_step": 1.0}
-    assert len(b.verdicts) == 5 and {v.criterion_id for v in b.verdicts if v.step == 0} == {"valid_step"}
-    assert t.rewards["rubric/stage/answer"] == pytest.approx(0.7 / 2.4)
+    assert b.total == 0.0 and b.outcome == 0.0 and b.valid
+    assert b.per_step == [None] and b.process is None
+    assert b.per_stage == {"answer": 0.0, "compute": 0.0}
+    assert b.per_criterion == {"correct": 0.0, "grounded": 0.0, "used_calculator": 0.0}
+    assert len(b.verdicts) == 5 and b.n_not_applicable == 2
+    assert {v.criterion_id for v in b.verdicts if v.step == 0} == {"valid_step"}
+    assert t.rewards["rubric/stage/answer"] == 0.0 and "rubric/criterion/clean" not in t.rewards
 
 
 async def test_signed_weights_penalise_the_pitfall(oracle_trajs, guess_trajs):

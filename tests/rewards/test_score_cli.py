@@ -125,9 +125,24 @@ def test_audit_judge_on_the_env_checks(app, tmp_path):
     out = tmp_path / "audit.json"
     res = CliRunner().invoke(app, ["audit-judge", "--tasks", "2", "--out", str(out)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    report = json.loads(out.read_text())
+    report = json.loads(out.read_text())["judge"]
     assert report["judge"] == "check"
     assert report["false_positive"]["essential"]["credited"] == 0
     assert report["false_positive"]["essential"]["judged"] == 2 * 11
     assert report["false_negative"]["essential"]["credited"] == 0
     assert "master-key FPR" in res.output and "step_by_step" in res.output
+    totals = json.loads(out.read_text())["totals"]
+    assert totals["good"] == 1.0 and totals["do_nothing"] == {"empty": 0.0, "give_up": 0.0}
+    assert "total reward on toy-calculator-v0" in res.output and "known good" in res.output
+
+
+def test_audit_judge_flags_a_rubric_that_pays_for_giving_up(app, tmp_path):
+    rubric = tmp_path / "vacuous.yaml"
+    rubric.write_text(
+        "id: vacuous\ncriteria:\n"
+        "  - {id: correct, text: Correct., level: essential, check: final_answer_correct}\n"
+        "  - {id: clean, text: Every action is well-formed., level: pitfall, check: no_invalid_actions}\n"
+    )
+    res = CliRunner().invoke(app, ["audit-judge", "--tasks", "2", "--rubric", str(rubric)], env={"COLUMNS": "200"})
+    # one placeholder answer is "clean": 0.9 / 1.9 for giving up
+    assert res.exit_code == 1 and "FLAG" in res.output and "do-nothing 'give_up' earns 0.474" in res.output

@@ -1,4 +1,4 @@
-"""Worked examples for the advantage estimators, computed by hand from shared/ALGORITHMS.md."""
+"""Worked examples for the advantage estimators, computed by hand from docs/algorithms.md."""
 
 import math
 

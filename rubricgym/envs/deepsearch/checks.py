@@ -179,9 +179,9 @@ _PROCESS = [
     {"id": "cited_opened", "text": "Opens every page before citing it.", "level": "important",
      "scope": "trajectory", "stage": "answer", "check": "cited_pages_opened"},
     {"id": "no_unseen_citations", "text": "Cites no page it never saw.", "level": "pitfall",
-     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations"},
+     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations", "applies_if": "answered"},
     {"id": "no_repeated_searches", "text": "Does not repeat an identical search.", "level": "pitfall",
-     "scope": "trajectory", "stage": "gather", "check": "no_repeated_searches"},
+     "scope": "trajectory", "stage": "gather", "check": "no_repeated_searches", "applies_if": "tool:search"},
     {"id": "valid_step", "text": "The step is a valid tool call.", "level": "optional", "scope": "step",
      "check": "step_valid"},
     {"id": "new_evidence", "text": "The step finds evidence for a statement not seen before.", "level": "optional",
@@ -192,7 +192,7 @@ _OUTCOME = {"id": "outcome_correct", "text": "The final answer is correct.", "le
 
 DEFAULT_RUBRIC: dict[str, Any] = {
     "id": "deepsearch",
-    "version": "1",
+    "version": "2",
     "criteria": [
         _OUTCOME,
         {"id": "carr_rubric", "text": "The answer's facts are supported by cited pages the agent read and connect "

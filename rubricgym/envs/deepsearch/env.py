@@ -9,7 +9,6 @@ bare outcome (``reward="outcome"``); the env's checks expose every part of it.
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import random
@@ -22,6 +21,7 @@ import numpy as np
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Task, ToolCall, ToolSpec
 from rubricgym.envs.deepsearch import carr, tools
 from rubricgym.envs.deepsearch.checks import ALL, DEFAULT_RUBRIC, task_rubric
@@ -216,8 +216,8 @@ class DeepSearchEnv(RubricEnv):
         return dict(ALL)
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        return copy.deepcopy(DEFAULT_RUBRIC)
+    def default_rubric(cls) -> Rubric:
+        return Rubric.from_dict(DEFAULT_RUBRIC, source="deepsearch DEFAULT_RUBRIC")
 
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:

@@ -103,7 +103,7 @@ def _criterion(name: str, text: str, level: str, stage: str | None = None) -> di
 
 DEFAULT_RUBRIC: dict[str, Any] = {
     "id": "swe",
-    "version": "1",
+    "version": "2",
     "criteria": [
         _criterion("tests_resolved", "The fix makes every failing test pass and keeps every passing test passing.",
                    "essential", "verify"),
@@ -111,8 +111,10 @@ DEFAULT_RUBRIC: dict[str, Any] = {
                    "important", "reproduce"),
         _criterion("edited_buggy_file", "Edits the file that holds the bug.", "important", "edit"),
         _criterion("tested_after_last_edit", "Runs the tests after the last edit.", "important", "verify"),
-        _criterion("no_test_file_edits", "Leaves the test files unchanged.", "pitfall"),
-        _criterion("no_destructive_commands", "Runs no destructive commands.", "pitfall"),
+        # pitfalls apply once the agent did something they could be about: doing nothing earns nothing
+        {**_criterion("no_test_file_edits", "Leaves the test files unchanged.", "pitfall"), "applies_if": "edited"},
+        {**_criterion("no_destructive_commands", "Runs no destructive commands.", "pitfall"),
+         "applies_if": "edited|not:no_destructive_commands"},
     ],
     "aggregation": {"method": "swe_trace", "gamma": 0.7, "outcome_check": "tests_resolved"},
 }

@@ -23,6 +23,7 @@ from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
 from rubricgym.core.parsing import call_error, parse_call
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall, ToolSpec
 from rubricgym.envs.swe import checks
 from rubricgym.envs.swe.grading import grade
@@ -213,8 +214,8 @@ class SweEnv(RubricEnv):
         return checks.ALL
 
     @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        return checks.DEFAULT_RUBRIC
+    def default_rubric(cls) -> Rubric:
+        return Rubric.from_dict(checks.DEFAULT_RUBRIC, source="swe DEFAULT_RUBRIC")
 
     @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:

@@ -7,41 +7,16 @@ correct answer; the default rubric adds process criteria (valid calls, grounded 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rubricgym.core.agent import Agent
-from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
-from rubricgym.core.types import Task, ToolCall, ToolSpec
+from rubricgym.core.tools import tool
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.toy import checks
 from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, format_number, word_problem
-
-CALCULATOR = ToolSpec(
-    name="calculator",
-    description="Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).",
-    parameters={
-        "type": "object",
-        "properties": {"expression": {"type": "string", "description": "e.g. '17 * 23 - 4'",
-                                      "examples": ["17 * 23 - 4"]}},
-        "required": ["expression"],
-        "additionalProperties": False,
-    },
-)
-ANSWER = ToolSpec(
-    name="answer",
-    description="Give the final numeric answer; this ends the episode.",
-    parameters={
-        "type": "object",
-        "properties": {"value": {"type": ["number", "string"], "description": "the final number", "examples": [387]}},
-        "required": ["value"],
-        "additionalProperties": False,
-    },
-)
-
-TOOLS = [CALCULATOR, ANSWER]
 
 
 def parse_number(value: Any) -> float:
@@ -67,6 +42,13 @@ class CalculatorEnv(RubricEnv):
     stages = ("compute", "answer")
     default_max_steps = 8
     max_observation_chars = 2000
+    check_set = checks.ALL
+    rubric_file = Path(__file__).with_name("rubric.yaml")
+    scripted_agents = {
+        "oracle": "rubricgym.envs.toy.agents:CalculatorOracle",
+        "random": "rubricgym.envs.toy.agents:RandomAgent",
+        "guess": "rubricgym.envs.toy.agents:GuessingAgent",
+    }
 
     def __init__(
         self, min_ops: int | None = None, max_ops: int = 4, max_steps: int | None = None,
@@ -79,9 +61,6 @@ class CalculatorEnv(RubricEnv):
             raise ValueError(f"style must be 'word' or 'expression', got {style!r}")
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         self.min_ops, self.max_ops, self.style = min_ops, max_ops, style
-
-    def tools(self) -> list[ToolSpec]:
-        return TOOLS
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
@@ -97,22 +76,35 @@ class CalculatorEnv(RubricEnv):
             hidden={"answer": answer, "steps": steps},
         )
 
-    def call_tool(self, call: ToolCall) -> ToolOutput:
-        if call.name == "calculator":
-            try:
-                value = evaluate(str(call.arguments["expression"]))
-            except CalculatorError as e:
-                raise ToolError(str(e)) from None
-            return ToolOutput(text=format_number(value), info={"value": value})
-        value = parse_number(call.arguments["value"])
+    @tool(examples={"expression": "17 * 23 - 4"})
+    def calculator(self, expression: str) -> ToolOutput:
+        """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).
+
+        Args:
+            expression: e.g. '17 * 23 - 4'
+        """
+        try:
+            value = evaluate(expression)
+        except CalculatorError as e:
+            raise ToolError(str(e)) from None
+        return ToolOutput(text=format_number(value), info={"value": value})
+
+    @tool(examples={"value": 387})
+    def answer(self, value: float | str) -> ToolOutput:
+        """Give the final numeric answer; this ends the episode.
+
+        Args:
+            value: the final number
+        """
+        number = parse_number(value)
         expected = self._task.hidden["answer"] if self._task else None
-        correct = expected is not None and abs(value - float(expected)) < 1e-6
+        correct = expected is not None and abs(number - float(expected)) < 1e-6
         return ToolOutput(
             text="Answer recorded.",
             done=True,
-            answer=format_number(int(value) if value.is_integer() else value),
+            answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
-            info={"value": value, "correct": correct},
+            info={"value": number, "correct": correct},
         )
 
     def stage_of(self, call: ToolCall | None) -> str:
@@ -127,17 +119,3 @@ class CalculatorEnv(RubricEnv):
             "invalid_steps": sum(1 for s in steps if s.action.parse_error or s.tool_error),
             "correct": bool(steps and steps[-1].info.get("correct")),
         }
-
-    @classmethod
-    def checks(cls) -> dict[str, NamedCheck]:
-        return checks.ALL
-
-    @classmethod
-    def default_rubric(cls) -> dict[str, Any]:
-        return checks.DEFAULT_RUBRIC
-
-    @classmethod
-    def agents(cls) -> dict[str, Callable[..., Agent]]:
-        from rubricgym.envs.toy.agents import CalculatorOracle, GuessingAgent, RandomAgent
-
-        return {"oracle": CalculatorOracle, "random": RandomAgent, "guess": GuessingAgent}

@@ -1,8 +1,8 @@
-"""The calculator env's named checks and its default rubric."""
+"""The calculator env's named checks (its default rubric is ``rubric.yaml`` beside this file)."""
 
 from __future__ import annotations
 
-from rubricgym.core.checks import check
+from rubricgym.core.checks import check, check_set
 from rubricgym.core.types import CheckResult, Step, Trajectory
 from rubricgym.envs.toy.arith import evaluate
 
@@ -20,7 +20,7 @@ def _valid(step: Step) -> bool:
     return step.action.parse_error is None and step.tool_error is None
 
 
-@check("final_answer_correct", description="The final answer equals the true answer.")
+@check(description="The final answer equals the true answer.")
 def final_answer_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
     last = traj.steps[-1] if traj.steps else None
     ok = bool(last and last.info.get("correct"))
@@ -31,19 +31,19 @@ def final_answer_correct(traj: Trajectory, step: int | None = None) -> CheckResu
     )
 
 
-@check("answered", description="The episode ended with a call of the answer tool.")
+@check(description="The episode ended with a call of the answer tool.")
 def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
     ok = traj.outcome.terminated and traj.outcome.answer is not None
     return CheckResult.of(ok, "answered" if ok else "never called answer")
 
 
-@check("used_calculator", description="At least one calculator call succeeded.")
+@check(description="At least one calculator call succeeded.")
 def used_calculator(traj: Trajectory, step: int | None = None) -> CheckResult:
     idx = [s.index for s in traj.steps if s.action.tool_call and s.action.tool_call.name == "calculator" and _valid(s)]
     return CheckResult.of(bool(idx), f"{len(idx)} successful calculator call(s)", idx)
 
 
-@check("no_invalid_actions", description="Every action was a well-formed tool call that ran without error.")
+@check(description="Every action was a well-formed tool call that ran without error.")
 def no_invalid_actions(traj: Trajectory, step: int | None = None) -> CheckResult:
     if not traj.steps:
         return CheckResult.of(False, "no steps")
@@ -54,7 +54,7 @@ def no_invalid_actions(traj: Trajectory, step: int | None = None) -> CheckResult
     )
 
 
-@check("answer_grounded", description="The answered value was computed with the calculator before answering.")
+@check(description="The answered value was computed with the calculator before answering.")
 def answer_grounded(traj: Trajectory, step: int | None = None) -> CheckResult:
     last = traj.steps[-1] if traj.steps else None
     if last is None or "value" not in last.info or not last.action.tool_call or last.action.tool_call.name != "answer":
@@ -66,7 +66,7 @@ def answer_grounded(traj: Trajectory, step: int | None = None) -> CheckResult:
     )
 
 
-@check("step_valid", scope="step", description="This step's action was a well-formed tool call that ran.")
+@check(scope="step", description="This step's action was a well-formed tool call that ran.")
 def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = traj.steps[step or 0]
     reason = s.action.parse_error or s.tool_error
@@ -74,7 +74,6 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 
 @check(
-    "step_progress",
     scope="step",
     description="This step computed one of the solution's intermediate values, or answered correctly.",
 )
@@ -96,68 +95,6 @@ def step_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult.of(ok, f"computed {value}" if value is not None else "no value computed", [s.index])
 
 
-ALL = {
-    c.name: c
-    for c in (
-        final_answer_correct,
-        answered,
-        used_calculator,
-        no_invalid_actions,
-        answer_grounded,
-        step_valid,
-        step_progress,
-    )
-}
-
-DEFAULT_RUBRIC = {
-    "id": "toy-calculator",
-    "version": "1",
-    "criteria": [
-        {
-            "id": "correct",
-            "text": "The final answer is correct.",
-            "level": "essential",
-            "scope": "trajectory",
-            "stage": "answer",
-            "check": "final_answer_correct",
-        },
-        {
-            "id": "grounded",
-            "text": "The answer was computed with the calculator, not guessed.",
-            "level": "important",
-            "scope": "trajectory",
-            "stage": "answer",
-            "check": "answer_grounded",
-        },
-        {
-            "id": "clean",
-            "text": "Every action is a well-formed tool call.",
-            "level": "important",
-            "scope": "trajectory",
-            "check": "no_invalid_actions",
-        },
-        {
-            "id": "used_calculator",
-            "text": "Uses the calculator.",
-            "level": "optional",
-            "scope": "trajectory",
-            "stage": "compute",
-            "check": "used_calculator",
-        },
-        {
-            "id": "valid_step",
-            "text": "The step is a valid tool call.",
-            "level": "important",
-            "scope": "step",
-            "check": "step_valid",
-        },
-        {
-            "id": "progress",
-            "text": "The step computes a correct intermediate value.",
-            "level": "optional",
-            "scope": "step",
-            "stage": "compute",
-            "check": "step_progress",
-        },
-    ],
-}
+ALL = check_set(
+    final_answer_correct, answered, used_calculator, no_invalid_actions, answer_grounded, step_valid, step_progress
+)

@@ -33,8 +33,9 @@ def env(bwrap):
 def test_registered_with_rubric_checks_and_agents():
     cls = SweEnv
     rubric = cls.default_rubric()
-    assert {c["check"] for c in rubric["criteria"]} == set(cls.checks()) == set(ALL)
-    assert rubric["aggregation"] == {"method": "swe_trace", "gamma": 0.7, "outcome_check": "tests_resolved"}
+    assert {c.check for c in rubric.criteria} == set(cls.checks()) == set(ALL)
+    a = rubric.aggregation
+    assert (a.method, a.gamma, a.outcome_check) == ("swe_trace", 0.7, "tests_resolved")
     assert set(cls.agents()) == {"oracle", "random"}
 
 

@@ -1,0 +1,383 @@
+"""``clinical-v0``: interview and examine a virtual patient, order exams one at a time, commit to a diagnosis.
+
+Seeded on DiagGym / DiagAgent / DiagBench (arXiv 2510.24654). Stages: ``history`` (ask), ``examination``
+(examine), ``testing`` (order) and ``diagnosis`` (diagnose); at most 12 turns. The terminal reward is DiagGym's
+``0.1·[diagnosis issued] + accuracy + 0.5·F1(ordered exams, key exams)``; the default rubric is physician-style
+(``rubric.yaml``), the cost-aware one adds the work-up's cost and invasiveness (``rubric_cost.yaml``).
+
+Cases are synthetic (a seeded generator over the knowledge base, ``kb=FOLDER`` for your own) or real
+(``cases=FILE.jsonl`` in the DiagBench-like format of ``cases.py``). ``patient={"base_url", "model"}`` lets an
+OpenAI-compatible model play the patient; ``world_model={...}`` lets one generate exam results (``llm.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.parsing import parse_action
+from rubricgym.core.tools import tool
+from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
+from rubricgym.envs.clinical import checks
+from rubricgym.envs.clinical.case import CaseRecord, generate_case
+from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
+from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result, run_sync
+from rubricgym.envs.clinical.matching import NameIndex, fold
+from rubricgym.envs.clinical.patient import (
+    SYSTEMS,
+    VirtualPatient,
+    analyte_index,
+    condition_index,
+    exam_index,
+    resolve_system,
+)
+from rubricgym.envs.clinical.rewards import diaggym_reward
+from rubricgym.envs.clinical.schema import KnowledgeBase, load_kb
+
+ENV_ID = "clinical-v0"
+GUIDE = """
+You are the physician. Take a focused history (ask), examine the relevant systems (examine), order exams one at a
+time with your current working diagnosis and why (order), then commit (diagnose) with your reasoning and the
+differential you considered. Exams cost money and some carry risk: order what the case calls for."""
+REASONING_JUDGE = (
+    "Read the results and findings the agent obtained and its final diagnosis with its reasoning. Met if the "
+    "reasoning only relies on results and findings that were actually obtained, accounts for the abnormal ones, "
+    "and the diagnosis follows from them; unmet if it cites results never obtained, ignores a result that "
+    "contradicts the diagnosis, or gives no reasoning."
+)
+STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
+
+
+class ClinicalEnv(RubricEnv):
+    """Diagnosis of a virtual (or real-case) patient through history, examination and exams."""
+
+    env_id = ENV_ID
+    stages = ("history", "examination", "testing", "diagnosis")
+    default_max_steps = 12
+    max_observation_chars = 4000
+    check_set = checks.ALL
+    rubric_file = Path(__file__).with_name("rubric.yaml")
+    scripted_agents = {
+        "oracle": "rubricgym.envs.clinical.agents:Oracle",
+        "shotgun": "rubricgym.envs.clinical.agents:Shotgun",
+        "guesser": "rubricgym.envs.clinical.agents:Guesser",
+        "random": "rubricgym.envs.clinical.agents:RandomAgent",
+    }
+
+    def __init__(
+        self,
+        kb: str | None = None,
+        cases: str | None = None,
+        condition: str | None = None,
+        patient: dict[str, Any] | None = None,
+        world_model: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        self.kb_path = str(Path(kb).expanduser().resolve()) if kb else None
+        self.kb: KnowledgeBase = load_kb(self.kb_path)
+        if condition is not None and condition not in self.kb.conditions:
+            close = condition_index(self.kb).suggest(condition, 3)
+            raise ValueError(f"unknown condition {condition!r}; close: {', '.join(close) or 'none'}")
+        self.condition = condition
+        self.cases: list[CaseRecord] = load_cases(cases, self.kb) if cases else []
+        self.patient_llm = LLMConfig.of(patient, "patient")
+        self.world_llm = LLMConfig.of(world_model, "world_model")
+        self._patient: VirtualPatient | None = None
+        self._case: CaseRecord | None = None
+        self._facts: dict[str, Any] = {}
+        self._pending: dict[tuple[str, str], str] = {}
+        self._results_text: dict[str, str] = {}
+        self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
+
+    @classmethod
+    def llm_rubric(cls) -> dict[str, Any]:
+        """The default rubric with the reasoning criterion judged by an LLM instead of the programmatic check.
+
+        Use it with an ``LLMJudge`` in the ``ProcessRewardModel``; the default rubric keeps the check (the
+        programmatic fallback, which only sees which results the reasoning cites).
+        """
+        rubric = cls.default_rubric().model_dump(exclude_none=True)
+        for c in rubric["criteria"]:
+            if c["id"] == "reasoning":
+                c.pop("check")
+                c["judge"] = REASONING_JUDGE
+        return rubric
+
+    # ---- tasks ------------------------------------------------------------------------------------------
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        if self.cases:
+            case = self.cases[int(rng.integers(len(self.cases)))]
+        else:
+            case = generate_case(self.kb, int(rng.integers(2**62)), self.condition)
+        return self.task_for(case, split)
+
+    def task_for(self, case: CaseRecord, split: str = "train") -> Task:
+        """The task of one case (synthetic or real)."""
+        p = case.profile
+        who = {"M": "man", "F": "woman"}[p.sex]
+        prompt = (f"A {p.age}-year-old {who} presents with {case.complaint}. You have at most {self.max_steps} "
+                  "turns; commit to a diagnosis with the diagnose tool before they run out.")
+        params: dict[str, Any] = {"case": case.model_dump(exclude_defaults=True)}
+        if self.kb_path:
+            params["kb"] = self.kb_path
+        return Task(id=case.id, env_id=self.env_id, split=split, prompt=prompt, params=params,
+                    hidden=scoring_facts(self.kb, case), rubric=self._task_rubric(case))
+
+    def _task_rubric(self, case: CaseRecord) -> dict[str, Any] | None:
+        """The default rubric plus the case's free-text physician items as LLM-judged criteria (None if none)."""
+        judged = [r for r in case.rubric if r.kind == "judge"]
+        if not judged:
+            return None
+        rubric = self.default_rubric().model_dump(exclude_none=True)
+        rubric["id"] = f"{rubric['id']}+{case.id}"
+        rubric["criteria"] += [{"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text}
+                               for i, r in enumerate(judged)]
+        return rubric
+
+    def begin(self, task: Task) -> None:
+        kb_path = task.params.get("kb")
+        if kb_path and kb_path != self.kb_path:
+            self.kb_path, self.kb = kb_path, load_kb(kb_path)
+        raw = task.params["case"]
+        if self._case_cache is None or self._case_cache[0] is not raw:  # a GRPO group resets one task many times
+            case = CaseRecord.model_validate(raw)
+            self._case_cache = (raw, case, fixed_results(self.kb, case))
+        self._case = self._case_cache[1]
+        self._patient = VirtualPatient(self.kb, self._case, self._case_cache[2])
+        self._facts = task.hidden
+        self._ordered: dict[str, int] = {}
+        self._abnormal: set[str] = set()
+        self._seen: set[str] = set()
+        self._impressions: list[str] = []
+        self._pending = {}
+        self._results_text = {}
+
+    def system_prompt(self) -> str:
+        return super().system_prompt() + "\n" + GUIDE.strip()
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        if call is None:
+            return self._stage or "history"
+        return STAGE_OF.get(call.name, self._stage or "history")
+
+    # ---- tools ------------------------------------------------------------------------------------------
+
+    @tool(examples={"question": "Where is the pain, and does it spread anywhere?"})
+    def ask(self, question: str) -> ToolOutput:
+        """Ask the patient one history question (symptoms, onset, past history, medicines, social, family).
+
+        Args:
+            question: the question, in plain words
+        """
+        if not question.strip():
+            raise ToolError("the question is empty; ask the patient something, e.g. 'When did the pain start?'")
+        assert self._patient is not None and self._case is not None
+        answer, matched = self._patient.answer(question)
+        source = "rules"
+        if self.patient_llm is not None:
+            key = ("ask", question)
+            answer = self._pending.pop(key) if key in self._pending else run_sync(
+                ask_patient(self.patient_llm, self._case, self._patient, question))
+            source = "llm"
+        present = [f for f in matched if self._case.history.get(f, False) is not False]
+        return ToolOutput(text=f'Patient: "{answer}"',
+                          info={"tool": "ask", "matched": matched, "present": present, "source": source})
+
+    @tool(examples={"system": "cardiovascular"})
+    def examine(self, system: str) -> ToolOutput:
+        """Examine one system: vital signs, general, cardiovascular, respiratory, abdominal, neurological,
+        musculoskeletal, skin, head and neck or pelvic.
+
+        Args:
+            system: the system to examine
+        """
+        name = resolve_system(system)
+        if name is None:
+            raise ToolError(f"unknown system {system!r}; examine one of: {', '.join(SYSTEMS)}")
+        assert self._patient is not None
+        text = self._patient.examine(name)
+        return ToolOutput(text=f"Examination ({name}): {text}", info={"tool": "examine", "system": name})
+
+    @tool(examples={"exam": "Troponin I", "impression": "acute coronary syndrome",
+                    "reason": "central chest pain with sweating; need to confirm myocardial injury"})
+    def order(self, exam: str, impression: str = "", reason: str = "") -> ToolOutput:
+        """Order ONE exam (lab test, panel, imaging, ECG, culture or procedure) and get its result.
+
+        Args:
+            exam: the exam's name, e.g. 'CBC', 'Troponin I', 'CT head', 'Urinalysis'
+            impression: your current working diagnosis
+            reason: why this exam, now
+        """
+        assert self._patient is not None
+        exam_id = self._resolve_exam(exam)
+        spec = self.kb.exams[exam_id]
+        repeat = exam_id in self._ordered
+        turn = len(self._records) + 1
+        lines = self._patient.report(exam_id)
+        analytes = [ln.exam for ln in lines]
+        abnormal = [ln.exam for ln in lines if ln.abnormal]
+        if abnormal and exam_id not in abnormal:
+            abnormal.append(exam_id)  # an abnormal panel member makes the panel abnormal (citable by its name)
+        source = "patient"
+        if self.world_llm is not None and not repeat:
+            key = ("order", exam_id)
+            text = self._pending.pop(key) if key in self._pending else run_sync(
+                generate_result(self.world_llm, self._case, self._history_results(), spec.name))
+            body, abnormal, source = text, [], "world_model"
+            self._results_text[exam_id] = text
+        elif self.world_llm is not None:
+            body = self._results_text[exam_id]
+        else:
+            body = lines[0].text if len(lines) == 1 and not spec.members else spec.name + "\n" + "\n".join(
+                "  " + ln.text for ln in lines)
+        head = f"Already resulted at turn {self._ordered[exam_id]}. " if repeat else ""
+        self._ordered.setdefault(exam_id, turn)
+        self._seen.update(analytes + [exam_id])
+        self._abnormal.update(abnormal)
+        self._impressions.append(impression)
+        key = self._facts.get("key_analytes", {})
+        covers = [k for k, members in key.items() if set(members) <= set(analytes) or k == exam_id]
+        info = {"tool": "order", "exam": exam_id, "name": spec.name, "analytes": analytes, "abnormal": abnormal,
+                "cost": spec.cost, "invasiveness": spec.invasiveness, "turnaround_h": spec.turnaround_h,
+                "repeat": repeat, "impression": impression.strip(), "reason": reason.strip(), "covers": covers,
+                "justified": exam_id in self._facts.get("justified", []) or bool(covers), "source": source,
+                "result": body}
+        return ToolOutput(text=f"{head}Here is the result: {body}", info=info)
+
+    @tool(examples={"diagnosis": "Acute inferior STEMI", "reason": "ST elevation in II, III, aVF and a raised "
+                    "troponin", "differential": ["aortic dissection", "pulmonary embolism"]})
+    def diagnose(self, diagnosis: str, reason: str = "", differential: list[str] | None = None) -> ToolOutput:
+        """Commit to a final diagnosis; this ends the episode.
+
+        Args:
+            diagnosis: the diagnosis, in words (an ICD-10 code may follow)
+            reason: the findings and results that support it
+            differential: the other diagnoses you considered and excluded
+        """
+        if not diagnosis.strip():
+            raise ToolError("the diagnosis is empty; name the condition, e.g. 'community-acquired pneumonia'")
+        diff = _as_list(differential)
+        facts = self._facts
+        matched = self._match_diagnosis(diagnosis)
+        correct = matched == "case"
+        considered = self._considered(diff + self._impressions + [reason])
+        cites = self._cited_exams(reason)
+        covers = [r.out.info["covers"] for r in self._records
+                  if r.out.info.get("tool") == "order" and not r.out.info["repeat"]]
+        parts = diaggym_reward(True, correct, covers, facts.get("key_exams", []))
+        info = {"tool": "diagnose", "diagnosis": diagnosis.strip(), "matched": matched, "correct": correct,
+                "differential": diff, "considered": considered, "reason": reason.strip(), "cites": cites,
+                "cites_unseen": [c for c in cites if c not in self._seen],
+                "cites_abnormal": [c for c in cites if c in self._abnormal], "any_abnormal": bool(self._abnormal),
+                **parts}
+        return ToolOutput(text=f"Diagnosis recorded: {diagnosis.strip()}.", done=True, answer=diagnosis.strip(),
+                          reward=parts["diaggym"], info=info)
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+
+    def _resolve_exam(self, text: str) -> str:
+        index = exam_index(self.kb)
+        folded = fold(text)
+        if not folded:
+            raise ToolError("the exam name is empty; order one exam by name, e.g. 'CBC' or 'Chest X-ray'")
+        exam_id = index.names.get(folded)
+        if exam_id is None:
+            found = index.contained(text)
+            if len({i for _, _, i in found}) > 1:
+                names = ", ".join(dict.fromkeys(index.display[i] for _, _, i in found))
+                raise ToolError(f"order one exam per turn; {text!r} names several ({names})")
+            exam_id = index.resolve(text)
+        if exam_id is None:
+            close = index.suggest(text)
+            hint = f" Closest catalogue names: {', '.join(close)}." if close else ""
+            raise ToolError(f"{text!r} is not in the exam catalogue.{hint}")
+        return exam_id
+
+    def _match_diagnosis(self, text: str) -> str | None:
+        """``"case"`` when the text names the case's diagnosis (aliases and ICD-10 aware), else the KB id or None."""
+        own = self._facts.get("condition")
+        hit = condition_index(self.kb).resolve(text)
+        if own is not None and hit == own:
+            return "case"
+        d = self._facts.get("diagnosis", {})
+        case_names = NameIndex([("case", [d.get("name", ""), *d.get("aliases", [])], d.get("icd10"))])
+        if case_names.resolve(text) == "case" and (hit is None or own is None or hit == own):
+            return "case"
+        return hit
+
+    def _considered(self, texts: list[str]) -> list[str]:
+        index = condition_index(self.kb)
+        ids = {i for t in set(texts) if t for _, _, i in index.contained(t)}
+        blob = " ".join(f" {fold(t)} " for t in texts if t)
+        out = []
+        for item in self._facts.get("cant_miss", []):
+            names = [item["name"], *item.get("aliases", [])]
+            excluded = any(k in self._ordered for k in item.get("key_exams", []))
+            if item["id"] in ids or excluded or any(f" {fold(n)} " in blob for n in names):
+                out.append(item["id"])
+        return out
+
+    def _cited_exams(self, reason: str) -> list[str]:
+        return sorted({i for _, _, i in analyte_index(self.kb).contained(reason)})
+
+    def _history_results(self) -> list[tuple[str, str]]:
+        return [(r.out.info["name"], r.out.info.get("result", "")) for r in self._records
+                if r.out.info.get("tool") == "order"]
+
+    # ---- async path for the LLM patient / world model -----------------------------------------------------
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """Await the LLM patient or world model (when configured) before recording the step as ``step_typed``."""
+        if (self.patient_llm or self.world_llm) and self._task is not None and not self._done:
+            act = action if isinstance(action, Action) else parse_action(action, self.tools())
+            call = act.tool_call if act.parse_error is None else None
+            if call is not None and call.name == "ask" and self.patient_llm and isinstance(
+                    call.arguments.get("question"), str):
+                q = call.arguments["question"]
+                assert self._case is not None and self._patient is not None
+                self._pending[("ask", q)] = await ask_patient(self.patient_llm, self._case, self._patient, q)
+            elif call is not None and call.name == "order" and self.world_llm and isinstance(
+                    call.arguments.get("exam"), str):
+                try:
+                    exam_id = self._resolve_exam(call.arguments["exam"])
+                except ToolError:
+                    exam_id = None
+                if exam_id is not None and exam_id not in self._ordered:
+                    self._pending[("order", exam_id)] = await generate_result(
+                        self.world_llm, self._case, self._history_results(), self.kb.exams[exam_id].name)
+        return self.step_typed(action)
+
+    def summary(self) -> dict[str, Any]:
+        infos = [r.out.info for r in self._records]
+        last = infos[-1] if infos else {}
+        orders = [i for i in infos if i.get("tool") == "order"]
+        return {"asked": sum(i.get("tool") == "ask" for i in infos),
+                "examined": sum(i.get("tool") == "examine" for i in infos),
+                "ordered": [i["exam"] for i in orders], "cost": sum(i["cost"] for i in orders),
+                "diagnosed": last.get("tool") == "diagnose", "correct": bool(last.get("correct")),
+                "diaggym": float(last.get("diaggym", 0.0))}
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [p.strip() for p in re.split(r"[;,\n]", value) if p.strip()]
+    if isinstance(value, list):
+        return [str(v) for v in value if v is not None and str(v).strip()]
+    raise ToolError("differential must be a list of diagnoses, e.g. [\"pulmonary embolism\", \"pericarditis\"]")
+
+
+
+class CostAwareClinicalEnv(ClinicalEnv):
+    """``clinical-v0`` whose default rubric also scores the work-up's total cost and invasiveness."""
+
+    env_id = "clinical-cost-v0"
+    rubric_file = Path(__file__).with_name("rubric_cost.yaml")

@@ -1,0 +1,208 @@
+"""Evolving rubrics: RubricEM's per-stage rubric buffer during training.
+
+The rubric a run trains on is its base rubric plus a buffer of criteria per stage, capped per stage (RubricEM:
+3/2/2/3 over plan/research/review/answer; here the caps apply in the env's stage order, the last one repeating).
+After each scored step ``RubricBuffer.update``
+
+1. retires buffered criteria that stopped discriminating: no variance within any group for ``retire_after``
+   consecutive steps (a criterion every rollout of a group meets, or none does, carries no advantage);
+2. adds criteria written from the current policy's contrasting rollouts (the best and the worst of a group
+   whose rewards differ) by a ``writer``, into the stage whose reward separates the two most, while that stage
+   has room: ``llm_writer`` (OpenRubrics-style contrastive generation, ``rewards.generate``) or ``check_writer``
+   (the env checks the rubric does not use yet that the better rollout passes and the worse one fails).
+
+Base criteria are never retired. Every version is recorded (``versions``; ``rubric_versions.jsonl`` in the run
+directory) with its content hash and the full rubric, so any past score can be reproduced by re-scoring with the
+recorded version (``RubricBuffer.version(hash)``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubricgym.core.checks import NamedCheck
+from rubricgym.core.rubric import Criterion, Rubric
+from rubricgym.core.types import Task, Trajectory, Wire
+
+Writer = Callable[[Task, Trajectory, Trajectory, str, int, Rubric], Awaitable[list[Criterion]]]
+"""``writer(task, better, worse, stage, n, rubric)``: at most ``n`` new criteria for ``stage``."""
+
+
+class BufferConfig(BaseModel):
+    """``rubric_buffer:`` in a training config."""
+
+    model_config = ConfigDict(extra="forbid")
+    caps: list[int] = Field(default_factory=lambda: [3, 2, 2, 3])
+    """Buffered criteria per stage, in the env's stage order (the last cap repeats)."""
+    retire_after: int = Field(3, ge=1)
+    """Retire a buffered criterion after this many consecutive steps without variance within any group."""
+    add_per_step: int = Field(1, ge=0)
+    writer: str = "checks"
+    """``checks`` (env checks the rubric does not use yet) or ``llm`` (needs ``base_url`` and ``model``)."""
+    base_url: str | None = None
+    model: str | None = None
+
+
+class RubricVersion(Wire):
+    step: int
+    version: str
+    hash: str
+    added: list[str] = Field(default_factory=list)
+    retired: list[str] = Field(default_factory=list)
+    rubric: dict[str, Any]
+
+
+def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
+    """Contrast by the env's own checks: propose the unused trajectory-scope checks that ``better`` meets and
+    ``worse`` does not (deterministic; no LLM needed)."""
+
+    async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
+                    rubric: Rubric) -> list[Criterion]:
+        used = rubric.referenced_checks()
+        out = []
+        for name, chk in sorted(checks.items()):
+            if len(out) >= n or name in used or chk.scope != "trajectory":
+                continue
+            try:
+                b, w = chk(better), chk(worse)
+            except Exception:  # a check that cannot judge these rollouts proposes nothing
+                continue
+            if b.applicable and w.applicable and b.met and not w.met:
+                out.append(Criterion(id=f"evolved_{name}", text=chk.description or name, level="important",
+                                     stage=stage, check=name))
+        return out
+
+    return write
+
+
+def llm_writer(client: Any) -> Writer:
+    """OpenRubrics-style contrastive generation (``generate.generate_rubric``) from the two final outputs."""
+    from rubricgym.rewards.generate import generate_rubric
+    from rubricgym.rewards.monitor import final_text
+
+    async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
+                    rubric: Rubric) -> list[Criterion]:
+        generated = await generate_rubric(client, task, final_text(better), final_text(worse), max_criteria=n)
+        taken = {c.id for c in rubric.criteria}
+        return [c.model_copy(update={"id": f"evolved_{c.id}", "stage": stage, "level": "important"})
+                for c in generated.criteria if f"evolved_{c.id}" not in taken][:n]
+
+    return write
+
+
+class RubricBuffer:
+    """The base rubric plus per-stage buffered criteria, updated from each step's scored groups."""
+
+    def __init__(self, base: Rubric, stages: Sequence[str], config: BufferConfig, writer: Writer | None,
+                 *, key: str = "rubric", record: Path | None = None):
+        self.base, self.stages, self.config, self.writer, self.key = base, list(stages), config, writer, key
+        self.record = record
+        self.buffered: list[Criterion] = []
+        self.quiet: dict[str, int] = {}
+        self.versions: list[RubricVersion] = []
+        self.current = base
+        if record is not None and record.exists():
+            record.unlink()  # a new buffer starts a new history
+        self._log(0, base, [], [])
+
+    def cap(self, stage: str) -> int:
+        caps = self.config.caps or [0]
+        i = self.stages.index(stage) if stage in self.stages else len(self.stages)
+        return caps[min(i, len(caps) - 1)]
+
+    def version(self, hash: str) -> Rubric:
+        """The recorded rubric with content hash ``hash`` (re-scoring with it reproduces that step's scores)."""
+        for v in self.versions:
+            if v.hash == hash:
+                return Rubric.model_validate(v.rubric)
+        raise KeyError(f"no recorded rubric version with hash {hash!r}")
+
+    def _log(self, step: int, rubric: Rubric, added: list[str], retired: list[str]) -> None:
+        v = RubricVersion(step=step, version=rubric.version, hash=rubric.hash, added=added, retired=retired,
+                          rubric=rubric.model_dump(mode="json"))
+        self.versions.append(v)
+        if self.record is not None:
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.record, "a", encoding="utf-8") as f:
+                f.write(v.model_dump_json() + "\n")
+
+    def _discriminates(self, cid: str, groups: Sequence[Sequence[Trajectory]]) -> bool:
+        for g in groups:
+            vals = {t.rewards.get(f"{self.key}/criterion/{cid}") for t in g} - {None}
+            if len(vals) > 1:
+                return True
+        return False
+
+    def _contrast(self, groups: Sequence[Sequence[Trajectory]]) -> list[tuple[Trajectory, Trajectory, str]]:
+        """(better, worse, stage) per group whose rewards differ: the stage whose reward separates them most."""
+        out = []
+        for g in groups:
+            scored = [t for t in g if self.key in t.rewards]
+            if len(scored) < 2:
+                continue
+            best = max(scored, key=lambda t: t.rewards[self.key])
+            worst = min(scored, key=lambda t: t.rewards[self.key])
+            if best.rewards[self.key] <= worst.rewards[self.key]:
+                continue
+            gaps = {s: best.rewards.get(f"{self.key}/stage/{s}", 0.0)
+                    - worst.rewards.get(f"{self.key}/stage/{s}", 0.0) for s in self.stages}
+            open_stages = [s for s in self.stages if sum(c.stage == s for c in self.buffered) < self.cap(s)]
+            if open_stages:
+                out.append((best, worst, max(open_stages, key=lambda s: gaps.get(s, 0.0))))
+        return out
+
+    async def update(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> Rubric | None:
+        """Retire and add criteria after ``step``'s groups were scored; the new rubric, or ``None`` if unchanged."""
+        retired = []
+        for c in list(self.buffered):
+            self.quiet[c.id] = 0 if self._discriminates(c.id, groups) else self.quiet.get(c.id, 0) + 1
+            if self.quiet[c.id] >= self.config.retire_after:
+                self.buffered.remove(c)
+                retired.append(c.id)
+        added: list[str] = []
+        if self.writer is not None:
+            for better, worse, stage in self._contrast(groups):
+                if len(added) >= self.config.add_per_step:
+                    break
+                room = min(self.cap(stage) - sum(c.stage == stage for c in self.buffered),
+                           self.config.add_per_step - len(added))
+                taken = {c.id for c in self.base.criteria} | {c.id for c in self.buffered}
+                for c in (await self.writer(better.task, better, worse, stage, room, self.current))[:room]:
+                    if c.id not in taken:
+                        self.buffered.append(c)
+                        self.quiet[c.id] = 0
+                        taken.add(c.id)
+                        added.append(c.id)
+        if not added and not retired:
+            return None
+        n = len(self.versions)
+        self.current = Rubric.model_validate({
+            **self.base.model_dump(), "version": f"{self.base.version}+e{n}",
+            "criteria": [c.model_dump() for c in [*self.base.criteria, *self.buffered]]})
+        self._log(step, self.current, added, retired)
+        return self.current
+
+
+def build_buffer(config: BufferConfig | None, base: Rubric, env_cls: Any, *, key: str,
+                 record: Path | None) -> RubricBuffer | None:
+    """The run's rubric buffer, or ``None`` without a ``rubric_buffer`` config section."""
+    if config is None:
+        return None
+    if config.writer == "llm":
+        if not (config.base_url and config.model):
+            raise ValueError("rubric_buffer.writer 'llm' needs rubric_buffer.base_url and rubric_buffer.model")
+        from rubricgym.core.llm import ChatClient
+
+        writer = llm_writer(ChatClient(config.base_url, config.model))
+    else:
+        writer = check_writer(dict(env_cls.checks()))
+    return RubricBuffer(base, list(env_cls.stages) or ["act"], config, writer, key=key, record=record)
+
+
+def read_versions(path: Path) -> list[RubricVersion]:
+    return [RubricVersion.model_validate(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
