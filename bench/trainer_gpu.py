@@ -124,8 +124,8 @@ def main() -> None:
             gen_mfu.append(gen_rates[-1] * fwd / (peak * 1e12))
             upd_mfu.append(upd_rates[-1] * 3 * fwd / (peak * 1e12))
     print(f"precision: {'fp32' if a.fp32 else 'bf16 autocast, fp32 master weights, fp32 LM head'}")
-    print(f"generation: {statistics.median(gen_rates):.1f} new tokens/s ({len(prompts)} rollouts, prefix shared)")
-    print(f"update    : {statistics.median(upd_rates):.1f} tokens/s (forward + backward + AdamW)")
+    print(f"generation: {statistics.median(gen_rates):.2f} new tokens/s ({len(prompts)} rollouts, prefix shared)")
+    print(f"update    : {statistics.median(upd_rates):.2f} tokens/s (forward + backward + AdamW)")
     if peak:
         print(f"MFU vs {peak:.0f} TFLOPS bf16 peak: generation {100 * statistics.median(gen_mfu):.2f}%, "
               f"update {100 * statistics.median(upd_mfu):.2f}%")
