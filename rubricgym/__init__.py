@@ -5,9 +5,12 @@
 >>> obs, info = env.reset(seed=0)
 """
 
+from rubricgym import envs as _envs  # noqa: F401  (registers the built-in envs, with Gymnasium too)
 from rubricgym.core import *  # noqa: F403  (the public face is core's __all__)
 from rubricgym.core import __all__ as _core_all
+from rubricgym.core.registry import register_url_handler as _register_url_handler
 from rubricgym.rewards import CheckJudge, Criterion, LLMJudge, ProcessRewardModel, Rubric, Verdict
 
+_register_url_handler("rubricgym.server.remote:remote_spec")  # make("ws://host:port") drives a served env
 __version__ = "0.1.0"
 __all__ = [*_core_all, "CheckJudge", "Criterion", "LLMJudge", "ProcessRewardModel", "Rubric", "Verdict", "__version__"]

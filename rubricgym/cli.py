@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
 from rubricgym.core.agent import Agent
 
 app = typer.Typer(
@@ -77,8 +78,17 @@ def resolve_agent(
     temperature: float,
     native_tools: bool = False,
 ) -> Agent:
-    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents."""
+    """The agent called ``name``: ``openai``, ``local``, or one of the env's named scripted agents; wrapped as
+    ``tts(k=4,beta=10):NAME`` (PRM-guided test-time scaling) or ``noisy(p=0.5):NAME`` (rewards.search)."""
     from rubricgym.core.registry import env_agents
+    from rubricgym.rewards.search import wrap_agent
+
+    kw = {"base_url": base_url, "model": model, "seed": seed, "temperature": temperature, "native_tools": native_tools}
+    try:
+        if (wrapped := wrap_agent(env_id, name, lambda inner: resolve_agent(env_id, inner, **kw), seed)) is not None:
+            return wrapped
+    except ValueError as e:
+        fail(str(e))
 
     if name == "openai":
         if not base_url or not model:
@@ -87,12 +97,18 @@ def resolve_agent(
 
         return OpenAIAgent(base_url, model, temperature=temperature, native_tools=native_tools, seed=seed)
     if name == "local":
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError as e:
+            hint = f"--agent local needs torch and transformers ({e.name} is missing): pip install 'rubricgym[train]'"
+            fail(escape(hint))
         from rubricgym.agents.local import LocalAgent
 
         return LocalAgent(model or "smollm2-135m-instruct", temperature=temperature, seed=seed)
     scripted = env_agents(env_id)
     if name not in scripted:
-        fail(f"unknown agent {name!r} for {env_id}; choose from: openai, local, {', '.join(sorted(scripted))}")
+        fail(f"unknown agent {name!r} for {env_id}; choose from: {', '.join(['openai', 'local', *sorted(scripted)])}")
     return scripted[name](seed=seed)
 
 
@@ -100,19 +116,23 @@ def resolve_agent(
 def run(
     env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
     out: Annotated[Path, typer.Option("--out", help="run directory (created; resumed if it exists)")],
-    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env")] = "oracle",
-    tasks: Annotated[int, typer.Option("--tasks", help="number of generated tasks")] = 10,
+    agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env; tts(k=4):NAME wraps it")] = (
+        "oracle"
+    ),
+    tasks: Annotated[int, typer.Option("--tasks", min=1, help="number of generated tasks")] = 10,
     task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
     split: Annotated[str, typer.Option(help="task split")] = "train",
     seed: Annotated[int, typer.Option(help="task and agent seed")] = 0,
-    group_size: Annotated[int, typer.Option(help="rollouts per task (a GRPO group)")] = 1,
-    concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
-    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit")] = None,
+    group_size: Annotated[int, typer.Option(min=1, help="rollouts per task (a GRPO group)")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="episodes in flight")] = 4,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="override the env's step limit")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --agent openai")] = None,
     model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
     temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
     native_tools: Annotated[bool, typer.Option(help="send tools as OpenAI tools (openai agent)")] = False,
     resume: Annotated[bool, typer.Option(help="skip tasks already in --out")] = True,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Roll out an agent on an env's tasks and store the trajectories in a run directory."""
     from rubricgym.core.registry import spec
@@ -124,31 +144,25 @@ def run(
         spec(env_id)
     except KeyError as e:
         fail(str(e.args[0]))
-    env_kwargs = {"max_steps": max_steps} if max_steps else {}
+    env_kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
+    if max_steps is not None:
+        env_kwargs["max_steps"] = max_steps
     try:
         task_set = (
             TaskSet.from_file(task_file, env_id=env_id)
             if task_file
             else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs)
         )
-    except TaskFileError as e:
+    except (TaskFileError, ValueError) as e:  # a bad file, or fewer tasks than asked (the message says how many)
         fail(str(e))
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
     )
+    meta = {"env_id": env_id, "agent": agent, "model": model, "base_url": base_url, "seed": seed,
+            "tasks": len(task_set), "group_size": group_size, "split": split, "env_kwargs": env_kwargs}
+    lock = _open_run_dir(out, meta)
     store = TrajectoryStore(out)
-    store.write_meta(
-        {
-            "env_id": env_id,
-            "agent": agent,
-            "model": model,
-            "base_url": base_url,
-            "seed": seed,
-            "tasks": len(task_set),
-            "group_size": group_size,
-            "split": split,
-        }
-    )
+    store.write_meta(meta)
     report = asyncio.run(
         rollout_many(
             env_id,
@@ -164,6 +178,7 @@ def run(
         )
     )
     store.write_meta({"failures": [{"task_id": t, "error": e} for t, e in report.failures]})
+    lock.release()
     console.print(
         f"wrote {len(report.trajectories)} trajectories to {store.path}"
         + (f" ({len(report.skipped)} tasks already there, skipped)" if report.skipped else "")
@@ -175,6 +190,24 @@ def run(
             f"finished work is kept and `--resume` retries the rest. First error: {first}",
             code=1,
         )
+
+
+def _open_run_dir(out: Path, meta: dict):
+    """Lock ``out`` for this run (exit 2 naming the holder if another run has it) and refuse a resume into a
+    directory written with different run-defining options."""
+    from rubricgym.core.rundir import RunDirError, RunDirLock, check_resume
+    from rubricgym.core.store import RUN_META, TRAJECTORIES
+
+    lock = RunDirLock(out)
+    try:
+        lock.acquire()
+        previous = json.loads((out / RUN_META).read_text()) if (out / RUN_META).exists() else {}
+        has = (out / TRAJECTORIES).exists() and (out / TRAJECTORIES).stat().st_size > 0
+        check_resume(out, previous, meta, has)
+    except (RunDirError, ValueError, OSError) as e:
+        lock.release()
+        fail(str(e))
+    return lock
 
 
 # ---- show ----------------------------------------------------------------------------------------------------
@@ -199,6 +232,8 @@ def summarize(run_dir: Path) -> dict:
         }
 
     steps = [len(t.steps) for t in trajs]
+    from rubricgym.envs.gui.metrics import gui_metrics
+
     return {
         "run_dir": str(run_dir),
         "count": len(trajs),
@@ -214,6 +249,7 @@ def summarize(run_dir: Path) -> dict:
             "bad_lines": len(store.report.bad_lines),
             "failed_tasks": len(store.meta().get("failures", [])),
         },
+        **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
     }
 
 
@@ -243,6 +279,10 @@ def show(
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    if "gui" in summary:
+        from rubricgym.envs.gui.metrics import format_metrics
+
+        console.print(format_metrics(summary["gui"]), highlight=False)
     from rubricgym.core.store import TrajectoryStore
 
     for t in list(TrajectoryStore(run_dir).iter())[:examples]:
@@ -264,12 +304,15 @@ def show(
 def check(
     env_id: Annotated[str, typer.Argument(help="registered env id")],
     fuzz: Annotated[int, typer.Option(help="number of random/malformed actions to try")] = 200,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
-    from rubricgym.core.checker import check_env_id
+    from rubricgym.env_checker import check_env_id
 
+    kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
     try:
-        report = check_env_id(env_id, fuzz=fuzz)
+        report = check_env_id(env_id, fuzz=fuzz, env_kwargs=kwargs)
     except KeyError as e:
         fail(str(e.args[0]))
     table = Table(title=f"rubricgym check {env_id}")
@@ -343,11 +386,17 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.arena.cli import register as register_arena
+    from rubricgym.envs.swe.cli import register as register_swe
+    from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.trainers.cli import register as register_trainers
 
+    register_interop(app)  # serve, export
     register_rewards(app)
     register_trainers(app)
+    register_swe(app)
+    register_arena(app)
 
 
 _register_subcommands()

@@ -19,11 +19,45 @@ from rubricgym.core.registry import spec
 from rubricgym.core.rollout import rollout_many
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.tasks import TaskSet
+from rubricgym.core.types import Trajectory
 from rubricgym.envs.toy.agents import CalculatorOracle
 from rubricgym.rewards import CheckJudge, ProcessRewardModel
+from rubricgym.rewards.prm import Breakdown
 
 ENV_ID = "toy-calculator-v0"
 ENV_KWARGS = {"min_ops": 1, "max_ops": 2, "max_steps": 4}
+
+
+TOTAL = "total (rubric)"
+MASKED = "errored (masked)"
+
+
+def score_rows(trajs: list[Trajectory], breakdowns: list[Breakdown]) -> list[dict[str, float]]:
+    """Per trajectory: env reward, per-criterion scores and the rubric total; a total that failed (a judge error)
+    is left out and counted under ``MASKED``, never scored 0."""
+    out = []
+    for t, b in zip(trajs, breakdowns, strict=True):
+        row = {"env reward": t.outcome.reward, **b.per_criterion, MASKED: float(b.total is None)}
+        if b.total is not None:
+            row[TOTAL] = b.total
+        out.append(row)
+    return out
+
+
+def criterion_means(rows: dict[str, list[dict[str, float]]], title: str) -> Table:
+    """Mean of each field per agent over the rows that have it (``MASKED`` is a count); '-' when none has it."""
+    keys = list(dict.fromkeys([TOTAL, *(k for agent_rows in rows.values() for r in agent_rows for k in r)]))
+    table = Table(title=title)
+    table.add_column("criterion")
+    for name in rows:
+        table.add_column(name, justify="right")
+    for key in keys:
+        cells = []
+        for agent_rows in rows.values():
+            vals = [r[key] for r in agent_rows if key in r]
+            cells.append("-" if not vals else f"{int(sum(vals))}" if key == MASKED else f"{statistics.fmean(vals):.3f}")
+        table.add_row(key, *cells)
+    return table
 
 
 def run_demo(tasks: int = 8, out: Path = Path("runs/demo"), console: Console | None = None) -> int:
@@ -42,16 +76,8 @@ def run_demo(tasks: int = 8, out: Path = Path("runs/demo"), console: Console | N
             console.print(f"[red]{name}: {len(report.failures)} episode(s) failed: {report.failures[0][1]}")
             return 1
         trajs = list(store.iter())
-        rows[name] = [{"total (rubric)": b.total or 0.0, "env reward": t.outcome.reward, **b.per_criterion}
-                      for t, b in zip(trajs, asyncio.run(prm.score_many(trajs)), strict=True)]
-    table = Table(title=f"mean score per criterion ({ENV_ID}, default rubric judged by its checks)")
-    table.add_column("criterion")
-    for name in rows:
-        table.add_column(name, justify="right")
-    for key in rows["oracle"][0]:
-        table.add_row(
-            key, *(f"{statistics.fmean(r.get(key, 0.0) for r in agent_rows):.3f}" for agent_rows in rows.values())
-        )
+        rows[name] = score_rows(trajs, asyncio.run(prm.score_many(trajs)))
+    table = criterion_means(rows, f"mean score per criterion ({ENV_ID}, default rubric judged by its checks)")
     console.print(table)
     console.print(f"trajectories: {out}/<agent>/trajectories.jsonl; inspect with `rubricgym show {out}/smollm2-135m`")
     return 0

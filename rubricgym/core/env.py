@@ -23,7 +23,15 @@ from gymnasium import spaces
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
-from rubricgym.core.parsing import ArgumentRules, argument_rules, call_error, format_parse_error, parse_call
+from rubricgym.core.parsing import (
+    ArgumentRules,
+    argument_rules,
+    call_error,
+    clean_call,
+    clean_text,
+    format_parse_error,
+    parse_call,
+)
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import check_enums, declared_tools
 from rubricgym.core.types import (
@@ -326,6 +334,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         tools = tooling.tools
         if not isinstance(text, str):
             text, parse_error = str(text), f"agent output must be text, got {type(text).__name__}"
+        text, call = clean_text(text), clean_call(call) if call is not None else None  # no lone surrogates past here
         if len(text) > self.max_action_chars:
             text = truncate(text, self.max_action_chars)
         if call is None and parse_error is None:

@@ -9,9 +9,15 @@ from typing import Any
 
 
 def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, Any]]:
-    """``(line number, decoded value)`` of every non-blank line; a line that is not JSON raises ``error``."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    """``(line number, decoded value)`` of every non-blank line; a line that is not JSON (or not UTF-8 text)
+    raises ``error``."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise error(f"{path}:{lineno}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                            "is it a binary file?") from None
             if not line.strip():
                 continue
             try:

@@ -10,7 +10,8 @@ Accepted, in order of precedence:
 A JSON call is ``{"name": ..., "arguments": {...}}``; ``{"function": {"name", "arguments"}}`` and
 ``{"tool": ..., "args"/"parameters": ...}`` are accepted too, and ``arguments`` may itself be a JSON string (as
 in OpenAI's wire format). Parsing never raises: failures come back as ``Action.parse_error`` with a message an
-agent can act on.
+agent can act on. Lone UTF-16 surrogates (a model emitting the JSON escape ``"\ud83d"``) are replaced by U+FFFD
+here, at the boundary, so no tool, store or serialiser downstream ever sees text that is not valid Unicode.
 """
 
 from __future__ import annotations
@@ -29,6 +30,30 @@ _ARG_KEYS = ("arguments", "args", "parameters", "input")
 
 _DECODER = json.JSONDecoder()
 ParsedCall = tuple[str, dict[str, Any]]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (it cannot be encoded, stored or sent)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def clean_value(value: Any) -> Any:
+    """A decoded JSON value with ``clean_text`` applied to every string in it (keys included)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_value(k): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_value(v) for v in value]
+    return value
+
+
+def clean_call(call: ToolCall) -> ToolCall:
+    """``call`` with lone surrogates replaced in its name and arguments (the same object when there are none)."""
+    name, args = clean_text(call.name), clean_value(call.arguments)
+    return call if name == call.name and args == call.arguments else call.model_copy(update={"name": name,
+                                                                                           "arguments": args})
 
 
 def _json_objects(text: str, limit: int | None = None) -> list[tuple[int, Any]]:
@@ -52,7 +77,7 @@ def _call_from_obj(obj: Any) -> ParsedCall | str:
         return f"expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
     name, args = obj.get("name"), obj.get("arguments")
     if isinstance(name, str) and isinstance(args, dict):  # the common shape: nothing to normalise
-        return name, args
+        return clean_text(name), clean_value(args)
     if isinstance(obj.get("function"), dict):  # OpenAI wire shape {"type": "function", "function": {...}}
         obj = obj["function"]
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
@@ -68,7 +93,7 @@ def _call_from_obj(obj: Any) -> ParsedCall | str:
         args = {}
     if not isinstance(args, dict):
         return f"'arguments' of {name!r} must be a JSON object, got {type(args).__name__}"
-    return name, args
+    return clean_text(name), clean_value(args)
 
 
 def parse_call(text: str) -> ParsedCall | str:
@@ -107,13 +132,14 @@ def parse_action(output: str | Message, tools: list[ToolSpec] | None = None) -> 
     Never raises: a malformed call yields an ``Action`` whose ``parse_error`` says what was wrong.
     """
     if isinstance(output, Message):
-        text = output.content or ""
+        text = clean_text(output.content or "")
         if output.tool_calls:
-            call = output.tool_calls[0]
+            call = clean_call(output.tool_calls[0])
             return validate_action(Action(text=text, tool_call=call, structured=True), tools)
         output = text
     if not isinstance(output, str):
         return Action(text=str(output), parse_error=f"agent output must be text, got {type(output).__name__}")
+    output = clean_text(output)
     result = parse_call(output)
     if isinstance(result, str):
         return Action(text=output, parse_error=result)

@@ -57,6 +57,15 @@ class _Registry:
     def __init__(self) -> None:
         self.specs: dict[str, EnvSpec] = {}
         self.discovered = False
+        self.url_spec: str | None = None
+
+
+def register_url_handler(target: str) -> None:
+    """Make ``spec``/``make`` resolve ``scheme://...`` ids through ``target`` (``"module:function"`` returning
+    an ``EnvSpec``, imported on first use); ``import rubricgym`` registers the env server's ``RemoteEnv``."""
+    if ":" not in target:
+        raise ValueError(f"the URL handler must be 'module:function', got {target!r}")
+    _REGISTRY.url_spec = target
 
 
 _REGISTRY = _Registry()
@@ -116,7 +125,6 @@ def _discover() -> None:
     if _REGISTRY.discovered:
         return
     _REGISTRY.discovered = True
-    importlib.import_module("rubricgym.envs")  # the built-in families register themselves on import
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = ep.load()
@@ -124,11 +132,23 @@ def _discover() -> None:
             warnings.warn(f"rubricgym: could not load env plugin {ep.name!r} ({ep.value}): {e}", stacklevel=2)
             continue
         if callable(loaded) and not isinstance(loaded, type):
-            loaded()
+            try:
+                loaded()
+            except Exception as e:  # its registration callable failed: every other command must still work
+                warnings.warn(
+                    f"rubricgym: env plugin {ep.name!r} ({ep.value}) failed to register: {type(e).__name__}: {e}",
+                    stacklevel=2,
+                )
 
 
 def spec(id: str) -> EnvSpec:
-    """The ``EnvSpec`` of ``id``; an unknown id raises ``KeyError`` listing close matches."""
+    """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL); an unknown id raises
+    ``KeyError`` listing close matches."""
+    if "://" in id:
+        if _REGISTRY.url_spec is None:
+            raise KeyError(f"{id!r} is a URL but no URL handler is registered (import rubricgym registers one)")
+        module, _, attr = _REGISTRY.url_spec.partition(":")
+        return getattr(importlib.import_module(module), attr)(id)
     _discover()
     try:
         return _REGISTRY.specs[id]

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.env import RubricEnv
@@ -40,6 +41,15 @@ def package_versions() -> dict[str, str]:
             except metadata.PackageNotFoundError:
                 continue
     return out
+
+
+def episode_seed(seed: int, task_index: int, member: int = 0) -> int:
+    """The seed of episode ``member`` of task ``task_index`` in a run seeded ``seed`` (a 32-bit hash of the three).
+
+    Hashing, not ``seed + i*group_size + g``, so runs with different seeds share no episode seeds.
+    """
+    state = np.random.SeedSequence([seed % 2**63, task_index, member]).generate_state(1, np.uint32)
+    return int(state[0])
 
 
 def _env_factory(env: str | EnvFactory, env_kwargs: dict | None) -> EnvFactory:
@@ -114,7 +124,10 @@ async def rollout_many(
     max_consecutive_failures: int = 3,
     description: str = "rollouts",
 ) -> RolloutReport:
-    """Roll out every task (``group_size`` times each) with at most ``concurrency`` episodes in flight."""
+    """Roll out every task (``group_size`` times each) with at most ``concurrency`` episodes in flight.
+
+    Episode ``g`` of task ``i`` is seeded ``episode_seed(seed, i, g)``.
+    """
     if concurrency < 1 or group_size < 1:
         raise ValueError(f"concurrency and group_size must be >= 1, got {concurrency} and {group_size}")
     factory = _env_factory(env, env_kwargs)
@@ -140,7 +153,7 @@ async def rollout_many(
         transient=False,
     )
 
-    async def one(i: int, task: Task, bar_id: int) -> None:
+    async def one(i: int, task: Task, bar_id: TaskID) -> None:
         nonlocal consecutive
         async with semaphore:
             if stop.is_set():
@@ -149,7 +162,7 @@ async def rollout_many(
                 group_id = uuid.uuid4().hex if group_size > 1 else None
                 trajs = await asyncio.gather(
                     *(
-                        rollout(factory(), agent, task, seed=seed + i * group_size + g, group_id=group_id)
+                        rollout(factory(), agent, task, seed=episode_seed(seed, i, g), group_id=group_id)
                         for g in range(group_size)
                     )
                 )
@@ -163,7 +176,12 @@ async def rollout_many(
                 return
             consecutive = 0
             if store is not None:
-                store.extend(list(trajs))
+                try:
+                    store.extend(list(trajs))
+                except Exception as e:  # noqa: BLE001  (one unstorable group is a recorded failure, not the run's end)
+                    report.failures.append((task.id, f"could not store the trajectories: {type(e).__name__}: {e}"))
+                    bar.update(bar_id, advance=1, status=f"[red]{len(report.failures)} failed")
+                    return
             report.trajectories.extend(trajs)
             mean = sum(t.outcome.reward for t in report.trajectories) / len(report.trajectories)
             bar.update(bar_id, advance=1, status=f"mean env reward {mean:.3f}")

@@ -76,7 +76,7 @@ class Criterion(Wire):
     id: str = Field(min_length=1)
     text: str = Field(min_length=1)
     level: Level = "important"
-    weight: float | None = None
+    weight: float | None = Field(None, allow_inf_nan=False)
     scope: Literal["step", "trajectory"] = "trajectory"
     stage: str | None = None
     check: str | None = None
@@ -121,15 +121,15 @@ class Aggregation(Wire):
     """How verdicts become the rubric's total (see ``rewards.aggregate`` for the formulas)."""
 
     method: Method = "rar"
-    gamma: float = 0.7
+    gamma: float = Field(0.7, allow_inf_nan=False)
     outcome_check: str | None = None
     rubric_check: str | None = None
     """carr: the criterion (or env check) whose score is R_rubric, when an env check computes the whole chain
     instead of per-statement criteria with ``entities``."""
-    alpha: float = 0.3
+    alpha: float = Field(0.3, allow_inf_nan=False)
     answer_entity: str = "E0"
-    likert_low: float = 1.0
-    likert_high: float = 10.0
+    likert_low: float = Field(1.0, allow_inf_nan=False)
+    likert_high: float = Field(10.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _params(self) -> Aggregation:
@@ -231,7 +231,11 @@ class Rubric(Wire):
         p = Path(path)
         if not p.exists():
             raise RubricError(f"{p}: no such rubric file")
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise RubricError(f"{p}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); is it a "
+                              "binary file?") from None
         suffix = p.suffix.lower()
         try:
             if suffix in (".yaml", ".yml"):

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
+from rubricgym.core.parsing import clean_value
 from rubricgym.core.types import Trajectory
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -62,12 +64,11 @@ class TrajectoryStore:
 
     def append(self, trajectory: Trajectory) -> None:
         """Write one trajectory as a line, flushed and fsynced before returning."""
-        line = trajectory.model_dump_json().encode("utf-8") + b"\n"
-        self.append_lines([line])
+        self.append_lines([trajectory_line(trajectory)])
 
     def extend(self, trajectories: list[Trajectory]) -> None:
         """Append several trajectories with one fsync."""
-        self.append_lines([t.model_dump_json().encode("utf-8") + b"\n" for t in trajectories])
+        self.append_lines([trajectory_line(t) for t in trajectories])
 
     def append_lines(self, lines: list[bytes]) -> None:
         with self._lock:
@@ -163,6 +164,16 @@ class TrajectoryStore:
         return out
 
 
+def trajectory_line(t: Trajectory) -> bytes:
+    """``t`` as one JSON line. Text that is not valid Unicode (a lone surrogate from a tool or a model) has
+    those characters replaced by U+FFFD instead of failing: a store never refuses a trajectory for its text."""
+    try:
+        text = t.model_dump_json()
+    except (PydanticSerializationError, UnicodeError, ValueError):
+        text = Trajectory.model_validate(clean_value(t.model_dump())).model_dump_json()
+    return text.encode("utf-8") + b"\n"
+
+
 def trajectory_row(t: Trajectory) -> dict[str, Any]:
     """A flat summary of a trajectory (its reward fields prefixed ``reward/``) plus the full JSON record."""
     row: dict[str, Any] = {
@@ -180,7 +191,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
         "terminated": t.outcome.terminated,
         "truncated": t.outcome.truncated,
         "duration_s": t.duration_s,
-        "record": t.model_dump_json(),
+        "record": trajectory_line(t).decode("utf-8").rstrip("\n"),
     }
     for k, v in t.rewards.items():
         row[f"reward/{k}"] = v

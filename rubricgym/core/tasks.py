@@ -47,6 +47,19 @@ def _task_from(record: Any, where: str, env_id: str | None, split: str | None) -
         raise TaskFileError(f"{where}: {_describe(e)}") from None
 
 
+def distinct_tasks(tasks: Iterable[Task], source: str) -> list[Task]:
+    """``tasks`` with exact repeats dropped; raises ``TaskFileError`` when one id names two different tasks."""
+    seen: dict[str, Task] = {}
+    for t in tasks:
+        if t.id in seen and seen[t.id] != t:
+            raise TaskFileError(
+                f"{source}: two different tasks share the id {t.id!r}; derive the id from everything that makes a "
+                "task differ (e.g. a hash of its prompt and parameters)"
+            )
+        seen.setdefault(t.id, t)
+    return list(seen.values())
+
+
 class TaskSet(Sequence[Task]):
     """An ordered, indexable collection of tasks with split selection."""
 
@@ -93,9 +106,11 @@ class TaskSet(Sequence[Task]):
 
     @classmethod
     def generate(cls, env_id: str, n: int, seed: int = 0, split: str = "train", **env_kwargs: Any) -> TaskSet:
-        """``n`` tasks from env ``env_id``'s seeded generator."""
+        """``n`` tasks from env ``env_id``'s seeded generator; an env drawing from a fixed pool may give fewer
+        (a task drawn again is kept once). Two different tasks under one id are an error of the env."""
         env = make(env_id, **env_kwargs)
-        return cls(env.task_set(n, seed=seed, split=split), source=f"{env_id}(seed={seed}, split={split})")
+        source = f"{env_id}(seed={seed}, split={split})"
+        return cls(distinct_tasks(env.task_set(n, seed=seed, split=split), source), source=source)
 
     @classmethod
     def from_file(cls, path: str | Path, env_id: str | None = None, split: str | None = None) -> TaskSet:
@@ -104,12 +119,18 @@ class TaskSet(Sequence[Task]):
         if not p.exists():
             raise TaskFileError(f"{p}: no such file or directory")
         if p.is_dir():
-            return cls.from_hf_disk(p, env_id, split)
-        if p.suffix == ".parquet":
-            return cls.from_parquet(p, env_id, split)
-        if p.suffix in (".jsonl", ".json", ".ndjson"):
-            return cls.from_jsonl(p, env_id, split)
-        raise TaskFileError(f"{p}: unknown task file type {p.suffix!r}; use .jsonl, .parquet or a datasets directory")
+            out = cls.from_hf_disk(p, env_id, split)
+        elif p.suffix == ".parquet":
+            out = cls.from_parquet(p, env_id, split)
+        elif p.suffix in (".jsonl", ".json", ".ndjson"):
+            out = cls.from_jsonl(p, env_id, split)
+        else:
+            raise TaskFileError(
+                f"{p}: unknown task file type {p.suffix!r}; use .jsonl, .parquet or a datasets directory"
+            )
+        if not len(out):
+            raise TaskFileError(f"{p}: the file holds no tasks; write one JSON task per line")
+        return out
 
     @classmethod
     def from_jsonl(cls, path: str | Path, env_id: str | None = None, split: str | None = None) -> TaskSet:

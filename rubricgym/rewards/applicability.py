@@ -9,7 +9,7 @@ aggregate. A condition is one of
   call ran), ``edited`` (a step recorded ``changed_files`` in its ``info``, the convention of envs that change
   files), ``tool:NAME`` (a call of tool NAME ran without error);
 - the name of one of the env's checks: it applies when the check is met (a check that is itself N/A or unmet
-  makes the criterion N/A);
+  makes the criterion N/A); a built-in wins over an env check of the same name;
 - either, prefixed with ``not:`` to negate it; alternatives joined by ``|`` hold when any of them does
   (``edited|not:no_destructive_commands``: the agent edited something or ran a destructive command).
 

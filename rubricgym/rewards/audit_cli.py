@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -82,10 +82,18 @@ async def _run(
     report = await audit_judge(judge, rubric, tasks, good)
     judges = [CheckJudge(), judge] if not isinstance(judge, CheckJudge) else [judge]
     totals = await audit_totals(env_id, rubric, judges, n_tasks=n_tasks, seed=seed, good_agent=good_agent,
-                                threshold=threshold, good_min=good_min)
-    if isinstance(judge, LLMJudge):
-        await judge.aclose()
+                                threshold=threshold, good_min=good_min, good=good or None)
     return report, totals
+
+
+async def _run_all(env_ids: list[str], *args: Any) -> list[tuple[str, AuditReport, TotalsReport]]:
+    """Every env in one event loop; the judge's connections are closed once, at the end."""
+    judge = args[1]
+    try:
+        return [(env_id, *await _run(env_id, *args)) for env_id in env_ids]
+    finally:
+        if isinstance(judge, LLMJudge):
+            await judge.aclose()
 
 
 def audit_command(
@@ -127,10 +135,10 @@ def audit_command(
 
     env_ids = [s.id for s in list_envs()] if env == "all" else [env]
     results, flagged = [], []
-    for env_id in env_ids:
-        report, totals = asyncio.run(
-            _run(env_id, override, the_judge, tasks, seed, good_agent or None, threshold, good_min)
-        )
+    audits = asyncio.run(
+        _run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min)
+    )
+    for env_id, report, totals in audits:
         for table in [*report_tables(report), totals_table(totals)]:
             console.print(table)
         console.print(

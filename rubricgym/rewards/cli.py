@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.core.store import TrajectoryStore
@@ -43,6 +44,22 @@ def rubric_for(traj: Trajectory, override: Rubric | None) -> Rubric:
     from rubricgym.core.registry import spec
 
     return load_rubric(spec(traj.task.env_id).load().default_rubric())
+
+
+def check_names(trajs: list[Trajectory], override: Rubric | None) -> list[str]:
+    """Every check name a rubric used for ``trajs`` gives that its env does not have (empty when all exist)."""
+    from rubricgym.core.registry import spec
+    from rubricgym.rewards.validate import unknown_checks
+
+    seen: set[tuple[str, str]] = set()
+    problems: list[str] = []
+    for t in trajs:
+        rubric = rubric_for(t, override)
+        if (t.task.env_id, rubric.hash) in seen:
+            continue
+        seen.add((t.task.env_id, rubric.hash))
+        problems += unknown_checks(rubric, spec(t.task.env_id).load().checks(), t.task.env_id)
+    return problems
 
 
 def build_judges(
@@ -213,6 +230,10 @@ def score_command(
 ) -> None:
     """Score a run's trajectories with a rubric; write scores.jsonl + scores_summary.json; print a table."""
     console = Console()
+    if not (Path(run_dir) / "trajectories.jsonl").is_file():  # never create a misspelled directory
+        console.print(f"[red]{run_dir} has no trajectories.jsonl[/red]: is it a run directory written by "
+                      "`rubricgym run`?", soft_wrap=True)
+        raise typer.Exit(1)
     store = TrajectoryStore(run_dir)
     trajs = store.load()
     if not trajs:
@@ -223,6 +244,13 @@ def score_command(
     except RubricError as e:
         console.print(f"[red]{e}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
+    try:
+        problems = check_names(trajs, override)
+    except RubricError as e:
+        problems = [str(e)]
+    if problems:  # before anything is scored or scores.jsonl is touched
+        console.print("[red]" + escape("\n".join(problems)) + "[/red]", soft_wrap=True)
+        raise typer.Exit(2)
     judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / CACHE)
     judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
     breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency))

@@ -150,10 +150,12 @@ async def audit_totals(
     good_min: float = 0.9,
     master_keys: dict[str, MasterKey] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    good: Sequence[Trajectory] | None = None,
 ) -> TotalsReport:
     """Mean totals of master keys, do-nothing probes and the known-good agent on ``n_tasks`` test tasks.
 
-    ``rubric`` defaults to the env's default rubric (what training uses); ``judges`` to ``[CheckJudge()]``.
+    ``rubric`` defaults to the env's default rubric (what training uses); ``judges`` to ``[CheckJudge()]``;
+    ``good`` reuses the known-good agent's trajectories of these tasks instead of rolling them out again.
     """
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout, rollout_many
@@ -189,7 +191,8 @@ async def audit_totals(
             env.close()
     report.do_nothing["give_up"] = await totals(give_up)
     agents = cls.agents()
-    if good_agent and good_agent in agents:
-        rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False, env_kwargs=kw)
-        report.good_agent, report.good = good_agent, await totals(rep.trajectories)
+    if good_agent and (good is not None or good_agent in agents):
+        if good is None:
+            good = (await rollout_many(env_id, agents[good_agent](), tasks, progress=False, env_kwargs=kw)).trajectories
+        report.good_agent, report.good = good_agent, await totals([t.model_copy(deep=True) for t in good])
     return report

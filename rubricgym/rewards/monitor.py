@@ -120,17 +120,21 @@ def total_variation(p: dict[str, float], q: dict[str, float]) -> float:
 class HackingMonitor:
     """Signals and alarms over a training run (see the module docstring)."""
 
-    def __init__(self, config: MonitorConfig, rubric: Rubric, *, key: str = "rubric",
-                 reference: Sequence[Judge] | None = None, training_judges: Sequence[Judge] = (),
-                 gap_fn: GapFn | None = None):
-        self.config, self.rubric, self.key = config, rubric, key
+    def __init__(self, config: MonitorConfig, rubric: Rubric | Callable[[], Rubric], *, key: str = "rubric",
+                 reference: Sequence[Judge] | None = None, gap_fn: GapFn | None = None):
+        self.config, self.key = config, key
+        self._rubric = rubric
         self.reference = list(reference) if reference is not None else self._endpoints(config.reference)
-        self.training_judges = list(training_judges)
         self.gap_fn = gap_fn if config.internalisation_gap else None
         self.baseline: dict[str, float] | None = None
         self.streak: dict[int, int] = {}
         self.alarms: list[str] = []
         self.stop_reason: str | None = None
+
+    @property
+    def rubric(self) -> Rubric:
+        """The rubric now in use (a callable follows a rubric that evolves during the run)."""
+        return self._rubric if isinstance(self._rubric, Rubric) else self._rubric()
 
     @staticmethod
     def _endpoints(endpoints: Sequence[Endpoint]) -> list[Judge]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.arena.curriculum import CurriculumConfig
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
 
@@ -32,7 +33,7 @@ class ModelConfig(_Strict):
     1.6x faster updates, 1.45x faster generation on a 2-core AVX512-BF16 CPU; slower on CPUs without bf16
     instructions). Held-out evaluation stays fp32. A 135M model samples a noticeably different policy in bf16."""
     gradient_checkpointing: bool = False
-    threads: int | None = None
+    threads: int | None = Field(None, ge=1)
     """``torch.set_num_threads``; None keeps torch's default."""
     device: str = "cpu"
     """Where the policy lives: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (a GPU when torch sees one)."""
@@ -63,6 +64,27 @@ class EnvConfig(_Strict):
     task_seed: int = 0
     rubric: str | dict[str, Any] | None = None
     """A rubric file or dict; None uses the env's ``default_rubric()``."""
+    suite: str | None = None
+    """Train on a suite (a built-in name or a suite YAML) instead of ``id``: each step draws tasks across its
+    entries (``curriculum``), training tasks come from each entry's env and kwargs (split ``train``,
+    ``train_tasks`` per entry) and the held-out evaluation is the suite's own tasks, per entry and overall."""
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+
+    @model_validator(mode="after")
+    def _suite(self) -> EnvConfig:
+        if self.suite is None:
+            return self
+        defaults: dict[str, Any] = {"id": "toy-calculator-v0", "kwargs": {}, "rubric": None}
+        clash = [k for k, v in defaults.items() if getattr(self, k) != v]
+        if clash:
+            raise ValueError(f"env.suite replaces {', '.join(sorted(clash))}: set those in the suite's entries")
+        from rubricgym.arena.suite import SuiteError, load_suite
+
+        try:
+            load_suite(self.suite)
+        except SuiteError as e:
+            raise ValueError(str(e)) from None
+        return self
 
 
 class AdvantageConfig(_Strict):
@@ -137,6 +159,10 @@ class TrainConfig(_Strict):
             raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
         if self.generation.backend == "vllm" and self.ray:
             raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
+        if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
+            raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        if self.env.suite is not None and (self.monitor is not None or self.rubric_buffer is not None):
+            raise ValueError("monitor and rubric_buffer follow one rubric: they are not available with env.suite yet")
         return self
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:
@@ -163,13 +189,59 @@ def validate_config(data: Any, source: str = "<dict>") -> TrainConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a training config must be a mapping, got {type(data).__name__}")
     try:
-        return TrainConfig.model_validate(data)
+        cfg = TrainConfig.model_validate(data)
     except ValidationError as e:
         lines = []
         for err in e.errors():
             field = ".".join(str(p) for p in err["loc"]) or "(config)"
             lines.append(f"{source}: field '{field}': {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
+    problems = world_problems(cfg)
+    if problems:
+        raise ConfigError("\n".join(f"{source}: field '{field}': {msg}" for field, msg in problems))
+    return cfg
+
+
+def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
+    """``(field, problem)`` for values the schema accepts but this installation cannot run: an unregistered
+    env, keyword arguments its constructor does not take, a rubric file that is missing or names unknown
+    checks, an unknown model. Checked before anything loads or any run directory is created."""
+    import inspect
+
+    from rubricgym.core.registry import spec
+
+    out: list[tuple[str, str]] = []
+    try:
+        env_cls = spec(cfg.env.id).load()
+    except KeyError as e:
+        out.append(("env.id", str(e.args[0])))
+        env_cls = None
+    if env_cls is not None:
+        params = inspect.signature(env_cls.__init__).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            allowed = [n for n in params if n != "self"]
+            for key in cfg.env.kwargs:
+                if key not in allowed:
+                    out.append((f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: "
+                                                     f"{', '.join(allowed)}"))
+    if cfg.env.rubric is not None:
+        from rubricgym.rewards.rubric import RubricError, load_rubric
+        from rubricgym.rewards.validate import unknown_checks
+
+        try:
+            rubric = load_rubric(cfg.env.rubric)
+        except (RubricError, OSError) as e:
+            out.append(("env.rubric", str(e)))
+        else:
+            if env_cls is not None:
+                out += [("env.rubric", m) for m in unknown_checks(rubric, env_cls.checks(), cfg.env.id)]
+    from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
+
+    name = cfg.model.name
+    if name.lower() not in KNOWN_MODELS and not is_model_dir(Path(name).expanduser()):
+        out.append(("model.name", f"{name!r} is neither a known model ({', '.join(KNOWN_MODELS)}) nor a model "
+                                  "directory with a config.json"))
+    return out
 
 
 def load_config(path: str | Path) -> TrainConfig:
@@ -181,6 +253,8 @@ def load_config(path: str | Path) -> TrainConfig:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text (offset {e.start}); is it a binary file?") from None
     return validate_config(data, str(p))
 
 

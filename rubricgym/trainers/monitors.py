@@ -61,4 +61,4 @@ def build_monitor(config: MonitorConfig | None, prm: Any, policy: Any, key: str)
     """The run's monitor, or ``None`` when the config has no ``monitor`` section."""
     if config is None:
         return None
-    return HackingMonitor(config, prm.rubric, key=key, training_judges=prm.judges, gap_fn=policy_gap_fn(policy))
+    return HackingMonitor(config, lambda: prm.rubric, key=key, gap_fn=policy_gap_fn(policy))  # follows the buffer

@@ -73,3 +73,17 @@ def test_error_observation_shows_correct_calls():
     text = format_parse_error("no tool call found", TOOLS)
     assert "no tool call found" in text
     assert parse_action(text.splitlines()[2], TOOLS).parse_error is None  # the example it shows is itself valid
+
+
+def test_lone_surrogates_are_replaced_at_the_boundary():
+    text = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+\\ud83d", "\\udcffk": ["\\ud800"]}}'
+    action = parse_action(text + "</tool_call> \ud83d", TOOLS)
+    args = action.tool_call.arguments
+    assert args["expression"] == "2+\ufffd" and args["\ufffdk"] == ["\ufffd"]
+    assert "\ud83d" not in action.text and action.text.endswith("\ufffd")
+    msg = Message(role="assistant", content="x\udcff",
+                  tool_calls=[ToolCall(name="calculator", arguments={"expression": "\ud83d"})])
+    structured = parse_action(msg, TOOLS)
+    assert structured.tool_call.arguments == {"expression": "\ufffd"} and structured.text == "x\ufffd"
+    for a in (action, structured):
+        a.model_dump_json()  # encodable

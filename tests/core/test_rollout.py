@@ -58,3 +58,26 @@ def test_failures_keep_finished_work_and_abort_after_consecutive_failures(tmp_pa
     assert store.finished_task_ids() == {t.id for t in tasks[:2]}
     retry = asyncio.run(rubricgym.rollout_many(ENV, FlakyAgent(set()), tasks, store=store, progress=False))
     assert len(retry.skipped) == 2 and len(retry.trajectories) == 6
+
+
+class FullDiskStore(TrajectoryStore):
+    """A store whose disk is full while one task's trajectories are written."""
+
+    def __init__(self, run_dir, bad_task):
+        super().__init__(run_dir)
+        self.bad_task = bad_task
+
+    def extend(self, trajectories):
+        if any(t.task.id == self.bad_task for t in trajectories):
+            raise OSError(28, "No space left on device")
+        super().extend(trajectories)
+
+
+def test_one_unstorable_trajectory_is_a_recorded_failure_not_the_end_of_the_run(tmp_path):
+    tasks = rubricgym.TaskSet.generate(ENV, 4, seed=0)
+    store = FullDiskStore(tmp_path, tasks[1].id)
+    report = asyncio.run(rubricgym.rollout_many(ENV, FlakyAgent(set()), tasks, store=store, concurrency=1,
+                                                progress=False))
+    assert [t for t, _ in report.failures] == [tasks[1].id] and "No space left" in report.failures[0][1]
+    assert store.finished_task_ids() == {t.id for t in tasks} - {tasks[1].id}
+    assert not report.aborted

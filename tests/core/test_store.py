@@ -53,3 +53,14 @@ def test_resume_skips_finished_tasks(tmp_path):
     assert len(first.trajectories) == 4
     assert sorted(second.skipped) == sorted(t.id for t in tasks[:4]) and len(second.trajectories) == 2
     assert store.finished_task_ids() == {t.id for t in tasks}
+
+
+def test_text_that_is_not_unicode_never_fails_a_store(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    (traj,) = oracle_trajs(1)
+    bad = traj.model_copy(update={"model": "m\ud83d", "metrics": {"note\udcff": 1.0}})
+    bad.steps[0].info["path"] = "bad\udcffname.py"
+    store.append(bad)
+    (loaded,) = store.load()
+    assert loaded.model == "m\ufffd" and loaded.steps[0].info["path"] == "bad\ufffdname.py"
+    assert loaded.id == traj.id

@@ -69,6 +69,9 @@ class OracleAgent(_ScriptedAgent):
 
     def script(self, task: Task) -> Script:
         hidden = task.hidden
+        if not hidden.get("statements"):
+            yield from self._derived(task)
+            return
         ents: dict[str, dict[str, Any]] = hidden.get("entities", {})
         names = {eid: e["name"] for eid, e in ents.items()}
         order = sorted(ents, key=lambda e: int(e[1:]), reverse=True)  # from the leaf back to the answer
@@ -103,6 +106,24 @@ class OracleAgent(_ScriptedAgent):
                 confirmed[sentence] = url
             lines.append(f"- {fact} [{k}]({url})" if url else f"- {fact}")
         yield tool_call("answer", text="\n".join(lines))
+
+
+    def _derived(self, task: Task) -> Script:
+        """A question without statements: search its words, read the (gold) page naming the answer, cite it."""
+        hidden = task.hidden
+        answer = hidden["answer"]
+        obs = yield tool_call("search", query=hidden.get("question") or task.prompt.split(". Search")[0], k=5)
+        candidates = list(hidden.get("gold_docs") or []) + _URL.findall(obs)
+        if not hidden.get("gold_docs"):
+            obs = yield tool_call("search", query=answer, k=3)
+            candidates += _URL.findall(obs)
+        url = None
+        for u in dict.fromkeys(candidates):
+            obs = yield tool_call("find", doc=u, pattern=answer)
+            if not obs.startswith("No match"):
+                url = u
+                break
+        yield tool_call("answer", text=f"Answer: {answer} [1]({url})" if url else f"Answer: {answer}")
 
 
 class ShortcutAgent(_ScriptedAgent):

@@ -10,6 +10,12 @@ Identification and support are programmatic here: an entity is identified when t
 alias); a statement with evidence sentences is supported when one of them appears verbatim in what the agent
 saw of a cited page that holds it, and one without (real corpora) when at least ``LEXICAL_RECALL`` of its
 content words do. ``judge.py`` has the LLM versions.
+
+A question without statements (the usual real-corpus case) still gets a CaRR-style chain, derived from the
+answer itself (``derived_statements``): the answer is named in what the agent saw of a page it cites (a
+``gold_docs`` page when the question lists some), each fact stated with it is supported by the seen content of
+the pages it cites, and no cited page is one the agent never saw. So a right answer ranks cited-and-seen (1.0)
+above uncited (0.85) above citing unseen pages (0.7) above any wrong answer (0).
 """
 
 from __future__ import annotations
@@ -32,10 +38,14 @@ _REFERENCES = re.compile(
 _ANSWER_LINE = re.compile(r"^[\W_]*(?:final[ \t]+)?answer(?:[ \t]+is)?[ \t]*(?:\*\*)?[ \t]*[:：=-][ \t]*(.+)$",
                           re.IGNORECASE | re.MULTILINE)
 _PLACEHOLDER = re.compile(r"<(E\d+)>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+MAX_FACTS = 8
 _STOP = frozenset((
     "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was", "were",
     "be", "been", "are", "from", "as", "that", "which", "who", "this", "these", "those", "its", "it", "his",
     "her", "their", "has", "have", "had", "not", "no", "into", "than", "then", "there",
+    "what", "whose", "whom", "where", "when", "how", "did", "does", "can", "name", "one", "she", "him", "they",
+    "them", "also",
 ))
 
 
@@ -113,7 +123,8 @@ def fill(template: str, names: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), template)
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
+    """The normalised words of ``text`` longer than two letters, stop words left out."""
     return {w for w in normalize(text).split() if len(w) > 2 and w not in _STOP}
 
 
@@ -127,11 +138,11 @@ def supported_by(statement: dict[str, Any], names: dict[str, str], cited: Sequen
             if url in cited and contains_sentence(seen.get(url, ""), ev["text"]):
                 return url
         return None
-    words = _content_words(fill(statement["text"], names))
+    words = content_words(fill(statement["text"], names))
     if not words:
         return None
     for url in cited:
-        have = _content_words(seen.get(url, ""))
+        have = content_words(seen.get(url, ""))
         if len(words & have) / len(words) >= LEXICAL_RECALL:
             return url
     return None
@@ -148,6 +159,45 @@ def identified(hidden: dict[str, Any], answer_text: str, correct: bool) -> dict[
             out[eid] = any(mentions(body, n) for n in [ent.get("name", ""), *ent.get("aliases", [])] if n)
     out.setdefault("E0", correct)
     return out
+
+
+def _facts(text: str) -> list[str]:
+    """The sentences stated with the answer (the answer line excluded), each with its inline citations."""
+    body = strip_references(text)
+    m = _ANSWER_LINE.search(body)  # without an 'Answer:' line the first line is the answer, as ``answer_line`` reads
+    body = body[: m.start()] + body[m.end():] if m else body.lstrip().partition("\n")[2]
+    out = []
+    for sentence in _SENTENCE_END.split(body):
+        plain = CITATION.sub("", sentence).strip(" -*•\t")
+        if len(content_words(plain)) >= 2:
+            out.append(sentence.strip())
+    return out[:MAX_FACTS]
+
+
+def derived_statements(hidden: dict[str, Any], answer_text: str, correct: bool, cited: Sequence[str],
+                       seen: dict[str, str]) -> list[dict[str, Any]]:
+    """CaRR rows for a question without statements: the answer, its stated facts, and citation integrity.
+
+    Every row mentions only ``E0`` (so each supported row is reachable from the answer); rows are identified only
+    when the answer is right. ``hidden["gold_docs"]`` (URLs) restricts which cited pages can support the answer.
+    """
+    names = [n for n in [hidden.get("answer", ""), *hidden.get("aliases", [])] if n]
+    gold = set(hidden.get("gold_docs") or [])
+    support_pool = [u for u in cited if not gold or u in gold]
+    via = next((u for u in support_pool if any(mentions(seen.get(u, ""), n) for n in names)), None)
+    rows = [{"id": "answer", "text": "<E0> is stated in a cited page the agent saw"
+             + (" (a gold page)" if gold else ""), "via": via if correct else None}]
+    for k, fact in enumerate(_facts(answer_text), 1):
+        urls = [m.group(2).rstrip(".,;") for m in CITATION.finditer(fact)]
+        words = content_words(CITATION.sub("", fact))
+        via_f = next((u for u in urls if len(words & content_words(seen.get(u, ""))) / len(words)
+                      >= LEXICAL_RECALL), None)
+        rows.append({"id": f"fact{k}", "text": CITATION.sub("", fact).strip(), "via": via_f if correct else None})
+    unseen = [u for u in cited if u not in seen]
+    rows.append({"id": "cited_seen", "text": "every cited page is one the agent saw",
+                 "via": ("(no unseen citation)" if not unseen else None) if correct else None})
+    return [{**r, "entities": ["E0"], "filled": {"E0": correct}, "supported": r["via"] is not None,
+             "derived": True} for r in rows]
 
 
 def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | dict[str, Any]],
@@ -173,6 +223,8 @@ def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step 
         via = supported_by(st, ent_names, cited, seen) if all_filled else None
         rows.append({"id": st.get("id"), "text": st["text"], "entities": ents,
                      "filled": {e: filled.get(e, False) for e in ents}, "supported": via is not None, "via": via})
+    if not statements:
+        rows = derived_statements(hidden, text, correct, cited, seen) if answer_text is not None else []
     rubrics = [r["entities"] for r in rows]
     supported = [r["supported"] for r in rows]
     r_rubric = carr_rubric_reward(rubrics, supported) if rows else 0.0
@@ -180,7 +232,7 @@ def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step 
         r["reachable"] = bool(supported[i]) and carr_rubric_reward(
             rubrics, [s and j != i for j, s in enumerate(supported)]) < r_rubric
     outcome = 1.0 if correct else 0.0
-    total = c_grpo_reward(outcome, r_rubric, alpha) if rows else outcome
+    total = c_grpo_reward(outcome, r_rubric, alpha)
     return {"answer": answer, "correct": correct, "outcome": outcome, "rubric": r_rubric, "c_grpo": total,
             "cited": cited, "unseen_cited": [u for u in cited if u not in seen], "statements": rows,
             "identified": filled}

@@ -6,7 +6,11 @@ recorded in ``Step.info`` (search results, opened windows, find matches), never 
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rubricgym.core.checks import NamedCheck, check
 from rubricgym.core.types import CheckResult, Step, Trajectory
@@ -71,19 +75,21 @@ def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
                           [at] if text is not None else [])
 
 
-@check("hops_searched", description="Each entity of the chain was searched for (named in a query, or its page "
-                                    "among the results) before answering.")
+@check("hops_searched", description="Each entity of the question's chain (not the answer) was searched for before "
+                                    "answering: named in a query, or its page among the results and then opened.")
 def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     _, at = answer_of(traj)
     searches = _calls(traj, "search", at)
-    ents = traj.task.hidden.get("entities", {})
+    ents = {k: v for k, v in traj.task.hidden.get("entities", {}).items() if k != "E0"}
     if not ents:
-        return CheckResult.of(bool(searches), f"{len(searches)} search(es); the task names no hidden entities")
+        return _question_terms_searched(traj, searches)
+    opened = {s.info.get("url") for s in _calls(traj, "open", at)}
     missing, evidence = [], set()
     for eid, e in sorted(ents.items()):
         names = [n for n in [e.get("name"), *e.get("aliases", [])] if n]
+        url = e.get("url")
         hit = [s.index for s in searches if any(carr.mentions(str(s.info.get("query", "")), n) for n in names)
-               or any(r.get("url") == e.get("url") for r in s.info.get("results", []) if e.get("url"))]
+               or url in opened and any(r.get("url") == url for r in s.info.get("results", []) if url)]
         if hit:
             evidence.add(hit[0])
         else:
@@ -91,6 +97,26 @@ def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     score = 1 - len(missing) / len(ents)
     return CheckResult(score=score, met=not missing, evidence=sorted(evidence),
                        rationale="every entity searched" if not missing else f"never searched: {', '.join(missing)}")
+
+
+def _question_terms_searched(traj: Trajectory, searches: list[Step]) -> CheckResult:
+    """A question whose chain names no entity but the answer: the share of its key words the searches used."""
+    question = traj.task.hidden.get("question") or traj.task.prompt
+    answer = carr.normalize(" ".join([traj.task.hidden.get("answer", ""), *traj.task.hidden.get("aliases", [])]))
+    terms = carr.content_words(question) - set(answer.split())
+    if not terms:
+        return CheckResult.of(bool(searches), f"{len(searches)} search(es); the question has no key words")
+    used: set[str] = set()
+    evidence = []
+    for s in searches:
+        new = carr.content_words(str(s.info.get("query", ""))) & terms - used
+        if new:
+            used |= new
+            evidence.append(s.index)
+    score = len(used) / len(terms)
+    return CheckResult(score=score, met=score >= carr.LEXICAL_RECALL, evidence=evidence,
+                       rationale=f"searched {len(used)}/{len(terms)} key words of the question"
+                                 + (f"; never: {', '.join(sorted(terms - used)[:8])}" if terms - used else ""))
 
 
 @check("cited_pages_opened", description="Every cited page was opened before it was cited.")
@@ -173,44 +199,25 @@ ALL: dict[str, NamedCheck] = {c.name: c for c in (
     no_repeated_searches, step_valid, step_new_evidence, *(_statement_check(k) for k in range(1, MAX_STATEMENTS + 1)),
 )}
 
-_PROCESS = [
-    {"id": "hops_searched", "text": "Searches for every entity of the chain.", "level": "important",
-     "scope": "trajectory", "stage": "gather", "check": "hops_searched"},
-    {"id": "cited_opened", "text": "Opens every page before citing it.", "level": "important",
-     "scope": "trajectory", "stage": "answer", "check": "cited_pages_opened"},
-    {"id": "no_unseen_citations", "text": "Cites no page it never saw.", "level": "pitfall",
-     "scope": "trajectory", "stage": "answer", "check": "no_unseen_citations", "applies_if": "answered"},
-    {"id": "no_repeated_searches", "text": "Does not repeat an identical search.", "level": "pitfall",
-     "scope": "trajectory", "stage": "gather", "check": "no_repeated_searches", "applies_if": "tool:search"},
-    {"id": "valid_step", "text": "The step is a valid tool call.", "level": "optional", "scope": "step",
-     "check": "step_valid"},
-    {"id": "new_evidence", "text": "The step finds evidence for a statement not seen before.", "level": "optional",
-     "scope": "step", "stage": "gather", "check": "step_new_evidence"},
-]
-_OUTCOME = {"id": "outcome_correct", "text": "The final answer is correct.", "level": "essential",
-            "scope": "trajectory", "stage": "answer", "check": "outcome_correct"}
-
-DEFAULT_RUBRIC: dict[str, Any] = {
-    "id": "deepsearch",
-    "version": "2",
-    "criteria": [
-        _OUTCOME,
-        {"id": "carr_rubric", "text": "The answer's facts are supported by cited pages the agent read and connect "
-                                      "the answer to every constraint of the question.",
-         "level": "important", "scope": "trajectory", "stage": "answer", "check": "carr_rubric"},
-        *_PROCESS,
-    ],
-    "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct",
-                    "rubric_check": "carr_rubric"},
-}
+RUBRIC_FILE = Path(__file__).with_name("rubric.yaml")
+DEFAULT_RUBRIC: dict[str, Any] = yaml.safe_load(RUBRIC_FILE.read_text(encoding="utf-8"))
+_BY_ID = {c["id"]: c for c in DEFAULT_RUBRIC["criteria"]}
+_OUTCOME = _BY_ID["outcome_correct"]
+_PROCESS = [c for c in DEFAULT_RUBRIC["criteria"] if c["id"] not in ("outcome_correct", "carr_rubric")]
 
 
-def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any]:
-    """A task's own CaRR rubric: one criterion per statement (with its entities) plus outcome and process."""
+def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
+    """A task's own CaRR rubric: one criterion per statement (with its entities) plus outcome and process.
+
+    A task without statements has no rubric of its own: the env's default rubric (whose ``carr_rubric`` check
+    derives the chain from the answer, see ``carr.derived_statements``) scores it exactly as the env rewards it.
+    Either way the total is gated by correctness (C-GRPO): a wrong answer scores 0.
+    """
     statements = hidden.get("statements", [])[:MAX_STATEMENTS]
+    if not statements:
+        return None
     crits = [{"id": st.get("id") or f"S{k}", "text": st["text"], "level": "essential", "scope": "trajectory",
               "stage": "answer", "check": f"statement_{k}", "entities": list(st["entities"])}
              for k, st in enumerate(statements, 1)]
-    return {"id": f"deepsearch/{task_id}", "version": "1", "criteria": [_OUTCOME, *crits, *_PROCESS],
-            "aggregation": {"method": "carr" if crits else "rar", "alpha": carr.ALPHA,
-                            "outcome_check": "outcome_correct"}}
+    return {"id": f"deepsearch/{task_id}", "version": "1", "criteria": copy.deepcopy([_OUTCOME, *crits, *_PROCESS]),
+            "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct"}}

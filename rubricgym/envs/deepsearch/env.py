@@ -9,26 +9,24 @@ bare outcome (``reward="outcome"``); the env's checks expose every part of it.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from rubricgym.core.agent import Agent
-from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
-from rubricgym.core.rubric import Rubric
-from rubricgym.core.types import Task, ToolCall, ToolSpec
+from rubricgym.core.tools import tool
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.deepsearch import carr, tools
-from rubricgym.envs.deepsearch.checks import ALL, DEFAULT_RUBRIC, task_rubric
+from rubricgym.envs.deepsearch.checks import ALL, RUBRIC_FILE, task_rubric
 from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
 from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
-from rubricgym.envs.deepsearch.real import load_questions
+from rubricgym.envs.deepsearch.real import load_questions, resolve_gold
 from rubricgym.envs.deepsearch.render import render_world
 from rubricgym.envs.deepsearch.world import World, generate_world
 
@@ -67,6 +65,11 @@ class DeepSearchEnv(RubricEnv):
     stages = ("plan", "gather", "review", "answer")
     default_max_steps = 40
     max_observation_chars = 6000
+    check_set = ALL
+    rubric_file = RUBRIC_FILE
+    scripted_agents = {name: f"rubricgym.envs.deepsearch.agents:{cls}" for name, cls in (
+        ("oracle", "OracleAgent"), ("shortcut", "ShortcutAgent"), ("shortcut-lucky", "LuckyShortcutAgent"),
+        ("random", "RandomAgent"))}
 
     def __init__(
         self,
@@ -100,6 +103,8 @@ class DeepSearchEnv(RubricEnv):
         self.questions = load_questions(questions) if questions else []
         self._world: World | None = None
         self._corpus, self._index = self._resources(self._world_params())
+        if questions:
+            resolve_gold(self.questions, self._corpus, str(questions))
         self._opened: set[str] = set()
         self._reopened = False
         self._infos: list[dict[str, Any]] = []
@@ -128,19 +133,27 @@ class DeepSearchEnv(RubricEnv):
 
     # ---- RubricEnv hooks --------------------------------------------------------------------------------
 
-    def tools(self) -> list[ToolSpec]:
-        return list(tools.TOOLS)
-
     def system_prompt(self) -> str:
         return super().system_prompt() + "\n" + GUIDE.strip()
+
+    def _question_task(self, q: dict[str, Any], split: str) -> Task:
+        return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
+                    params={"world": self._world_params(), "hops": q["hops"], "difficulty": "real"},
+                    hidden=copy.deepcopy(q["hidden"]), rubric=task_rubric(q["id"], q["hidden"]))
+
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """Generated questions, or (real corpus) the first ``n`` questions of the file, in file order, each once."""
+        if not self.corpus_path:
+            return super().task_set(n, seed=seed, split=split)
+        if n > len(self.questions):
+            raise ValueError(f"the questions file has {len(self.questions)} question(s), fewer than the {n} asked "
+                             f"for; ask for at most {len(self.questions)} or add questions to the file")
+        return [self._question_task(q, split) for q in self.questions[:n]]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         params = self._world_params()
         if self.corpus_path:
-            q = self.questions[int(rng.integers(len(self.questions)))]
-            return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
-                        params={"world": params, "hops": q["hops"], "difficulty": "real"},
-                        hidden=q["hidden"], rubric=task_rubric(q["id"], q["hidden"]))
+            return self._question_task(self.questions[int(rng.integers(len(self.questions)))], split)
         assert self._world is not None
         difficulty = self.difficulty or str(rng.choice(sorted(DIFFICULTY_HOPS)))
         qrng = random.Random(int(rng.integers(2**62)))
@@ -161,40 +174,75 @@ class DeepSearchEnv(RubricEnv):
 
     def call_tool(self, call: ToolCall) -> ToolOutput:
         self._reopened = False
-        out = self._run(call)
+        out = super().call_tool(call)
         self._infos.append(out.info)
         return out
 
-    def _run(self, call: ToolCall) -> ToolOutput:
-        a = call.arguments
-        if call.name == "plan":
-            return ToolOutput(text="Plan noted. Now search for the first entity you need.",
-                              info={"tool": "plan", "seen": []})
-        if call.name == "search":
-            text, seen, results = tools.search(self._index, a.get("query", ""), a.get("k", 5))
-            query = " ".join(str(a.get("query", "")).split())
-            return ToolOutput(text=text, info={"tool": "search", "query": query,
-                                               "k": tools.as_int(a.get("k", 5), 5), "results": results, "seen": seen})
-        if call.name == "open":
-            text, seen, url = tools.open_page(self._corpus, a.get("doc", ""), a.get("offset", 0), self.window_chars)
-            self._reopened = url in self._opened
-            self._opened.add(url)
-            return ToolOutput(text=text, info={"tool": "open", "url": url, "seen": seen})
-        if call.name == "find":
-            text, seen, url = tools.find(self._corpus, a.get("doc", ""), a.get("pattern", ""))
-            return ToolOutput(text=text, info={"tool": "find", "url": url, "pattern": str(a.get("pattern")),
-                                               "seen": seen})
-        if call.name == "answer":
-            answer = str(a.get("text", ""))
-            if not answer.strip():
-                raise ToolError("the answer is empty; write 'Answer: <name>' and the cited facts")
-            assert self._task is not None
-            parts = carr.score(self._task.hidden, answer, self._infos, self.alpha)
-            reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
-            info = {"tool": "answer", "seen": [], **{k: parts[k] for k in
-                                                     ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")}}
-            return ToolOutput(text="Answer recorded.", done=True, answer=answer, reward=float(reward), info=info)
-        raise ToolError(f"unknown tool {call.name!r}")
+    # ---- tools ------------------------------------------------------------------------------------------
+
+    @tool(examples={"text": "find the city first, then the organisation headquartered there, then its founder"})
+    def plan(self, text: str) -> ToolOutput:
+        """Write down your plan (which entities to find, in what order). It changes nothing in the world.
+
+        Args:
+            text: your plan
+        """
+        return ToolOutput(text="Plan noted. Now search for the first entity you need.",
+                          info={"tool": "plan", "seen": []})
+
+    @tool(examples={"query": "harbour town Dunmere road"})
+    def search(self, query: str, k: int = 5) -> ToolOutput:
+        """BM25 search over the encyclopedia. Returns the k best pages, each with its URL and a snippet in which
+        query words are **bold**.
+
+        Args:
+            query: keywords: names, years, places, kinds of things
+            k: number of results, 1-10 (default 5)
+        """
+        text, seen, results = tools.search(self._index, query, k)
+        return ToolOutput(text=text, info={"tool": "search", "query": " ".join(str(query).split()),
+                                           "k": tools.as_int(k, 5), "results": results, "seen": seen})
+
+    @tool(examples={"doc": "https://fictopedia.test/wiki/Brook"})
+    def open(self, doc: str, offset: int = 0) -> ToolOutput:
+        """Read a window of a page, from a character offset. 'doc' is a URL or doc id from search results.
+
+        Args:
+            doc: the page's URL (or doc id, or exact title)
+            offset: character offset to start reading at (default 0)
+        """
+        text, seen, url = tools.open_page(self._corpus, doc, offset, self.window_chars)
+        self._reopened = url in self._opened
+        self._opened.add(url)
+        return ToolOutput(text=text, info={"tool": "open", "url": url, "seen": seen})
+
+    @tool(examples={"doc": "https://fictopedia.test/wiki/Brook", "pattern": "founded in"})
+    def find(self, doc: str, pattern: str) -> ToolOutput:
+        """Find a phrase in a page (case-insensitive, literal); shows each match in its sentence.
+
+        Args:
+            doc: the page's URL (or doc id, or exact title)
+            pattern: the phrase to look for
+        """
+        text, seen, url = tools.find(self._corpus, doc, pattern)
+        return ToolOutput(text=text, info={"tool": "find", "url": url, "pattern": str(pattern), "seen": seen})
+
+    @tool(examples={"text": "Answer: Ada Vell\n- Ada Vell was born in Brook [1](https://fictopedia.test/wiki/Ada_Vell)"})
+    def answer(self, text: str) -> ToolOutput:
+        """Give the final answer and end the episode: a line 'Answer: <name>' then the supporting facts, each cited
+        inline as [n](url) with the URL of a page you read.
+
+        Args:
+            text: the answer
+        """
+        if not str(text).strip():
+            raise ToolError("the answer is empty; write 'Answer: <name>' and the cited facts")
+        assert self._task is not None
+        parts = carr.score(self._task.hidden, str(text), self._infos, self.alpha)
+        reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
+        info = {"tool": "answer", "seen": [], **{k: parts[k] for k in
+                                                 ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")}}
+        return ToolOutput(text="Answer recorded.", done=True, answer=str(text), reward=float(reward), info=info)
 
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:
@@ -208,19 +256,3 @@ class DeepSearchEnv(RubricEnv):
         return {"searches": used.count("search"), "opened": len(self._opened), "finds": used.count("find"),
                 "answered": "answer" in used, "correct": bool(last.get("correct")),
                 "rubric": float(last.get("rubric", 0.0)), "c_grpo": float(last.get("c_grpo", 0.0))}
-
-    # ---- checks, rubric, agents ---------------------------------------------------------------------------
-
-    @classmethod
-    def checks(cls) -> dict[str, NamedCheck]:
-        return dict(ALL)
-
-    @classmethod
-    def default_rubric(cls) -> Rubric:
-        return Rubric.from_dict(DEFAULT_RUBRIC, source="deepsearch DEFAULT_RUBRIC")
-
-    @classmethod
-    def agents(cls) -> dict[str, Callable[..., Agent]]:
-        from rubricgym.envs.deepsearch.agents import AGENTS
-
-        return dict(AGENTS)

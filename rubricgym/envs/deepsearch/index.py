@@ -140,22 +140,23 @@ class SearchIndex:
         q = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "body", t)) for t in terms]
         )
-        limit = k * 4 + 8
-        raw = self.searcher.search(q, limit, count=False).hits
-        scored = sorted(((round(s, 5), self.searcher.doc(a)["cid"][0]) for s, a in raw), key=lambda x: (-x[0], x[1]))
         chunks = self.corpus.chunks
-        hits: list[Hit] = []
-        seen: set[int] = set()
-        wanted = set(terms)
-        for score, cid in scored:
-            chunk = chunks[cid]
-            if chunk.doc in seen:
-                continue
-            seen.add(chunk.doc)
-            plain, marked = self.snippet(chunk.text, wanted)
-            hits.append(Hit(chunk.doc, cid, score, plain, marked))
-            if len(hits) == k:
+        limit = k * 4 + 8
+        while True:  # long pages fill the pool with their passages: widen it until k distinct pages are found
+            raw = self.searcher.search(q, limit, count=False).hits
+            scored = sorted(((round(s, 5), self.searcher.doc(a)["cid"][0]) for s, a in raw),
+                            key=lambda x: (-x[0], x[1]))
+            best: dict[int, tuple[float, int]] = {}
+            for score, cid in scored:
+                best.setdefault(chunks[cid].doc, (score, cid))
+            if len(best) >= k or len(raw) < limit:
                 break
+            limit *= 4
+        wanted = set(terms)
+        hits: list[Hit] = []
+        for doc, (score, cid) in list(best.items())[:k]:
+            plain, marked = self.snippet(chunks[cid].text, wanted)
+            hits.append(Hit(doc, cid, score, plain, marked))
         return hits
 
     def _word_terms(self, word: str) -> tuple[str, ...]:

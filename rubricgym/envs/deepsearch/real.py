@@ -1,4 +1,7 @@
-"""Questions for real corpora: a JSONL of ``{question, answer, aliases?, rubrics?, id?}``.
+"""Questions for real corpora: a JSONL of ``{question, answer, aliases?, rubrics?, gold_docs?, id?}``.
+
+``gold_docs`` lists the pages (URL, doc id, path or exact title) that hold the answer; when given, only a cited
+gold page the agent saw supports an answer that comes without ``rubrics`` (see ``carr.derived_statements``).
 
 ``rubrics`` lists single-hop statements in CaRR's format, each a string (``"<E0> was born in Paris"``) or an
 object ``{"statement": "<E1> was founded by <E0>", "entities": {"E1": "Acme" | ["Acme", "Acme Inc."]},
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricgym.core.jsonl import read_jsonl
-from rubricgym.envs.deepsearch.corpus import CorpusError
+from rubricgym.envs.deepsearch.corpus import Corpus, CorpusError
 
 _PLACEHOLDER = re.compile(r"<(E\d+)>")
 PROMPT_SUFFIX = (" Search the corpus, then call answer with a line 'Answer: <answer>' followed by the facts that "
@@ -44,7 +47,7 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
             item = {"statement": item}
         if not isinstance(item, dict) or not isinstance(item.get("statement", item.get("text")), str):
             raise CorpusError(f"{where}: rubric {k} must be a string or an object with a 'statement'")
-        text = item.get("statement", item.get("text"))
+        text = str(item.get("statement", item.get("text")))
         ids = list(dict.fromkeys(_PLACEHOLDER.findall(text)))
         if not ids:
             raise CorpusError(f"{where}: rubric {k} {text!r} has no entity placeholder such as <E0>")
@@ -62,11 +65,27 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
                                                      for e in evidence):
             raise CorpusError(f"{where}: rubric {k}: 'evidence' must be a list of {{url, text}} objects")
         statements.append({"id": f"S{k}", "text": text, "entities": ids, "evidence": evidence})
+    gold = rec.get("gold_docs") or []
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        raise CorpusError(f"{where}: 'gold_docs' must be a list of page URLs, doc ids or titles")
     qid = str(rec.get("id") or "q-" + hashlib.sha1(rec["question"].encode()).hexdigest()[:12])
     hidden = {"answer": rec["answer"], "aliases": list(aliases), "entities": entities, "statements": statements,
-              "confusable": []}
+              "confusable": [], "question": rec["question"].strip(), "gold_docs": list(gold)}
     return {"id": qid, "prompt": rec["question"].strip() + PROMPT_SUFFIX, "hops": max(1, len(entities) - 1),
             "hidden": hidden}
+
+
+def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus, where: str) -> None:
+    """Replace each question's ``gold_docs`` references by page URLs; an unknown page names the question."""
+    for q in questions:
+        urls = []
+        for ref in q["hidden"].get("gold_docs", []):
+            doc = corpus.resolve(ref)
+            if doc is None:
+                raise CorpusError(f"{where}: question {q['id']!r}: gold_docs entry {ref!r} is no page of the corpus "
+                                  f"(use a URL, doc id, relative path or exact title, e.g. {corpus.docs[0].url!r})")
+            urls.append(corpus.docs[doc].url)
+        q["hidden"]["gold_docs"] = urls
 
 
 def load_questions(path: str | Path) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The deep search tools: their schemas and the text each one shows the agent.
+"""What the deep search tools show the agent (the env declares the tools themselves with ``@tool``).
 
 Each function returns ``(observation text, seen)`` where ``seen`` lists ``{"url", "text"}`` records of exactly
 the page content the agent was shown (plain, without highlight marks), which the CaRR checks later match
@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 from rubricgym.core.env import ToolError
-from rubricgym.core.types import ToolSpec
 from rubricgym.envs.deepsearch.corpus import Corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
 
@@ -21,45 +20,6 @@ MAX_PATTERN_CHARS = 200
 MAX_MATCHES = 8
 CONTEXT_CHARS = 240
 
-PLAN = ToolSpec(
-    name="plan",
-    description="Write down your plan (which entities to find, in what order). It changes nothing in the world.",
-    parameters={"type": "object", "properties": {"text": {"type": "string", "description": "your plan"}},
-                "required": ["text"], "additionalProperties": False},
-)
-SEARCH = ToolSpec(
-    name="search",
-    description="BM25 search over the encyclopedia. Returns the k best pages, each with its URL and a snippet "
-                "in which query words are **bold**.",
-    parameters={"type": "object", "properties": {
-        "query": {"type": "string", "description": "keywords: names, years, places, kinds of things"},
-        "k": {"type": "integer", "description": f"number of results, 1-{MAX_K} (default 5)"}},
-        "required": ["query"], "additionalProperties": False},
-)
-OPEN = ToolSpec(
-    name="open",
-    description="Read a window of a page, from a character offset. 'doc' is a URL or doc id from search results.",
-    parameters={"type": "object", "properties": {
-        "doc": {"type": "string", "description": "the page's URL (or doc id, or exact title)"},
-        "offset": {"type": "integer", "description": "character offset to start reading at (default 0)"}},
-        "required": ["doc"], "additionalProperties": False},
-)
-FIND = ToolSpec(
-    name="find",
-    description="Find a phrase in a page (case-insensitive, literal); shows each match in its sentence.",
-    parameters={"type": "object", "properties": {
-        "doc": {"type": "string", "description": "the page's URL (or doc id, or exact title)"},
-        "pattern": {"type": "string", "description": "the phrase to look for"}},
-        "required": ["doc", "pattern"], "additionalProperties": False},
-)
-ANSWER = ToolSpec(
-    name="answer",
-    description="Give the final answer and end the episode: a line 'Answer: <name>' then the supporting facts, "
-                "each cited inline as [n](url) with the URL of a page you read.",
-    parameters={"type": "object", "properties": {"text": {"type": "string", "description": "the answer"}},
-                "required": ["text"], "additionalProperties": False},
-)
-TOOLS = [PLAN, SEARCH, OPEN, FIND, ANSWER]
 
 
 def _clean(value: Any, what: str, limit: int) -> str:

@@ -196,6 +196,29 @@ BUGS = (
                "    return sep.join(words)", ("test_slugify_separator", "test_slugify_trailing_word"),
                "`slugify('rubric gym')` returns 'rubric' instead of 'rubric-gym': the last word of the text is "
                "lost unless the text ends with punctuation."),
+    BuiltinBug("truncate-tiny-width", "wrong_value", "return suffix[:width]", "return suffix",
+               ("test_truncate_tiny_width",),
+               "`truncate('abcdefghij', 2)` returns '...' (3 characters): the result must never be longer than the "
+               "width, even when the width is smaller than the suffix."),
+    BuiltinBug("word-count-case", "dropped_call", "for word in text.lower().split():", "for word in text.split():",
+               ("test_word_count",),
+               "`word_count('The cat and the hat.')` counts 'The' and 'the' as different words; counting should be "
+               "case-insensitive."),
+    BuiltinBug("word-count-punctuation", "dropped_call", "word = word.strip(\".,;:!?\\\"'()\")",
+               "word = word.strip()", ("test_word_count",),
+               "`word_count('The cat and the hat.')` reports a word 'hat.' with its full stop; punctuation around a "
+               "word must not count."),
+    BuiltinBug("title-rest-lowercase", "dropped_call", "out.append(word[:1].upper() + word[1:].lower())",
+               "out.append(word[:1].upper() + word[1:])", ("test_title_case_lowercases_rest",),
+               "`title_case('hELLO wORLD')` returns 'HELLO WORLD' instead of 'Hello World': the rest of each word "
+               "should be lower-cased."),
+    BuiltinBug("slugify-separator", "wrong_value", "return sep.join(words)", "return \"-\".join(words)",
+               ("test_slugify_separator",),
+               "`slugify('a b  c', sep='_')` returns 'a-b-c': the `sep` argument is ignored."),
+    BuiltinBug("wrap-leading-empty-line", "dropped_condition", "if line and len(line) + 1 + len(word) > width:",
+               "if len(line) + 1 + len(word) > width:", ("test_wrap_long_word",),
+               "`wrap('extraordinarily long', 5)` starts with an empty line: ['', 'extraordinarily', 'long'] instead "
+               "of ['extraordinarily', 'long']."),
 )
 
 

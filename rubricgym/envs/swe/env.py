@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-from rubricgym.core.agent import Agent
-from rubricgym.core.checks import NamedCheck
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
-from rubricgym.core.parsing import call_error, parse_call
+from rubricgym.core.parsing import call_error, clean_call, parse_call
 from rubricgym.core.rubric import Rubric
-from rubricgym.core.types import Action, Message, Observation, Task, ToolCall, ToolSpec
+from rubricgym.core.tools import declared_tools, tool
+from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.swe import checks
-from rubricgym.envs.swe.grading import grade
+from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
-from rubricgym.envs.swe.tools import TOOLS, Tools
+from rubricgym.envs.swe.tools import SweTools
 
 T = TypeVar("T")
 
@@ -50,7 +49,7 @@ def load_instances(path: str | Path) -> list[SweInstance]:
     return [SweInstance.model_validate_json(line) for line in lines if line.strip()]
 
 
-class SweEnv(RubricEnv):
+class SweEnv(SweTools, RubricEnv):
     """Bug fixing in a sandboxed repository.
 
     ``instances`` (``SweInstance`` objects, dicts, or a JSONL path) are the tasks ``reset`` draws from when no
@@ -62,6 +61,9 @@ class SweEnv(RubricEnv):
     stages = ("reproduce", "localize", "edit", "verify")
     default_max_steps = 30
     max_observation_chars = 8000
+    check_set = checks.ALL
+    scripted_agents = {"oracle": "rubricgym.envs.swe.agents:OracleAgent",
+                       "random": "rubricgym.envs.swe.agents:RandomAgent"}
 
     def __init__(self, instances: list[SweInstance | dict[str, Any]] | str | Path | None = None,
                  backend: str | SandboxBackend = "bwrap", docker_url: str | None = None,
@@ -78,7 +80,7 @@ class SweEnv(RubricEnv):
         self.command_timeout = command_timeout
         self.test_timeout = test_timeout
         self.sandbox: Sandbox | None = None
-        self._tools: Tools | None = None
+        self.python_path: list[str] = ["."]
         self._instance: SweInstance | None = None
         self._edited = False
         self._last_info: dict[str, Any] = {}
@@ -93,8 +95,17 @@ class SweEnv(RubricEnv):
             self._instances = builtin_instances()
         return self._instances
 
-    def tools(self) -> list[ToolSpec]:
-        return list(TOOLS)
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """``n`` distinct tasks in a seeded order; asking for more than there are says how to build more."""
+        pool = self.instances()
+        if n > len(pool):
+            what = "built-in offline tasks" if all(i.source == "builtin" for i in pool) else "tasks"
+            raise ValueError(
+                f"{self.env_id} has {len(pool)} {what}, fewer than the {n} asked for: ask for at most {len(pool)}, or "
+                f"build more from a package with `rubricgym swe build PACKAGE==VERSION --n {n} --out tasks.jsonl` "
+                f"and pass them with `--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl')")
+        order = np.random.default_rng([seed, sum(split.encode())]).permutation(len(pool))[:n]
+        return [pool[int(i)].to_task(split) for i in order]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         pool = self.instances()
@@ -116,29 +127,37 @@ class SweEnv(RubricEnv):
     async def _open(self, snapshot: Path) -> None:
         await self._close()
         self.sandbox = await self.backend.create(snapshot, self.limits)
-        self._tools = Tools(self.sandbox, self._instance.python_path if self._instance else ["."],
-                            self.test_timeout, self.command_timeout)
+        self.python_path = self._instance.python_path if self._instance else ["."]
 
     async def _close(self) -> None:
         if self.sandbox is not None:
-            sandbox, self.sandbox, self._tools = self.sandbox, None, None
+            sandbox, self.sandbox = self.sandbox, None
             await sandbox.destroy()
 
     def close(self) -> None:
         run_sync(self._close())
         super().close()
 
+    @tool
+    async def submit(self) -> ToolOutput:
+        """Submit the current state of the repository as your fix; this ends the episode."""
+        g = await self._grade()
+        return ToolOutput(text="Submitted. " + g.describe(), done=True, answer=g.model_patch, reward=g.score,
+                          info={"tool": "submit", "grading": g.to_info()})
+
+    async def _grade(self) -> Grade:
+        if self.sandbox is None or self._instance is None:
+            raise ToolError("the sandbox is closed: call reset() to start an episode")
+        return await grade(self.sandbox, self._instance, timeout=self.test_timeout)
+
     async def _acall(self, call: ToolCall) -> ToolOutput:
-        if self._tools is None or self._instance is None:
+        if self.sandbox is None or self._instance is None:
             raise ToolError("the sandbox is closed: call reset() to start an episode")
         final = len(self._records) + 1 >= self.max_steps
-        if call.name == "submit":
-            g = await grade(self._tools.sandbox, self._instance, timeout=self.test_timeout)
-            return ToolOutput(text="Submitted. " + g.describe(), done=True, answer=g.model_patch, reward=g.score,
-                              info={"tool": "submit", "grading": g.to_info()})
-        out = await self._tools.run(call.name, dict(call.arguments))
-        if final:  # the step limit ends the episode after this step: grade what is there
-            g = await grade(self._tools.sandbox, self._instance, timeout=self.test_timeout)
+        bound = declared_tools(type(self))[call.name]
+        out = await self.run_tool(bound.method, dict(call.arguments))
+        if final and not out.done:  # the step limit ends the episode after this step: grade what is there
+            g = await self._grade()
             out.reward, out.info = g.score, {**out.info, "grading": g.to_info()}
         return out
 
@@ -161,6 +180,7 @@ class SweEnv(RubricEnv):
         """Run the tool call with ``await`` (no private loop), then record the step as ``step_typed`` does."""
         if self._task is not None and not self._done:
             call = self._peek_call(action)
+            call = clean_call(call) if call is not None else None
             if call is not None:
                 self._pending = (call, await self._acall_safe(call))
         return self.step_typed(action)
@@ -210,15 +230,5 @@ class SweEnv(RubricEnv):
     # ---- rubric hooks -----------------------------------------------------------------------------------
 
     @classmethod
-    def checks(cls) -> dict[str, NamedCheck]:
-        return checks.ALL
-
-    @classmethod
     def default_rubric(cls) -> Rubric:
         return Rubric.from_dict(checks.DEFAULT_RUBRIC, source="swe DEFAULT_RUBRIC")
-
-    @classmethod
-    def agents(cls) -> dict[str, Callable[..., Agent]]:
-        from rubricgym.envs.swe.agents import OracleAgent, RandomAgent
-
-        return {"oracle": OracleAgent, "random": RandomAgent}

@@ -6,13 +6,23 @@ mutant is kept only if the original passes and the mutant fails at least one ori
 more than half of them: a mutant that breaks everything is an import error, not a bug to localise). Each kept
 mutant becomes a ``SweInstance`` with FAIL_TO_PASS, PASS_TO_PASS, the gold patch and an issue text written from
 the failing tests. Built tasks are cached as JSONL next to their snapshots.
+
+``project`` is a directory, an sdist archive, or a requirement such as ``"six==1.17.0"`` (fetched from PyPI, or
+from wherever pip is configured to look, e.g. ``PIP_FIND_LINKS``). Each mutant's test run is bounded by
+``timeout_factor`` times the original suite's measured time (at least ``MIN_MUTANT_TIMEOUT_S``), so a hanging
+mutant is cut short; ``on_progress`` receives a ``BuildProgress`` after the baseline run and after every mutant.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import re
 import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +37,48 @@ from rubricgym.envs.swe.testrun import TestRun, run_pytest
 
 SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py"}
 SKIP_DIRS = {"docs", "doc", "examples", "benchmarks", "build", "dist"}
+TIMEOUT_FACTOR = 5.0
+MIN_MUTANT_TIMEOUT_S = 10.0
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*((==|>=|<=|~=|!=|<|>)\s*[\w.*+!-]+\s*,?\s*)*$")
 
 
 class BuildError(RuntimeError):
     """The project cannot be turned into tasks (its tests do not run, no mutant is caught...)."""
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a build stands: mutants tried (of at most ``max_tries``), kept (of ``n`` wanted), time so far."""
+
+    tried: int
+    kept: int
+    n: int
+    max_tries: int
+    elapsed_s: float
+    baseline_s: float
+    mutant_timeout_s: float
+    last: str = ""
+
+
+def mutant_timeout(baseline_s: float, factor: float = TIMEOUT_FACTOR) -> float:
+    """The time limit of one mutant's test run: ``factor`` x the original suite's time, at least a few seconds."""
+    return max(MIN_MUTANT_TIMEOUT_S, factor * baseline_s)
+
+
+def resolve_project(project: str | Path) -> tuple[Path, str]:
+    """``(directory, name)`` of a local directory, an sdist archive, or a requirement fetched with pip."""
+    from rubricgym.envs.swe.pypi import fetch_sdist, unpack_sdist
+
+    p = Path(project).expanduser()
+    if p.is_dir():
+        return p.resolve(), p.resolve().name
+    if p.is_file():
+        return unpack_sdist(p), re.split(r"-\d", p.name, maxsplit=1)[0]
+    text = str(project).strip()
+    if not _REQUIREMENT.match(text):
+        raise BuildError(f"{project!r} is neither a project directory, an sdist archive nor a requirement; pass a "
+                         f"path or a requirement such as 'inflection==0.5.1'")
+    return fetch_sdist(text), re.split(r"[\[<>=!~ ]", text, maxsplit=1)[0]
 
 
 def detect_python_path(root: Path) -> list[str]:
@@ -89,10 +137,11 @@ def _order(mutations: list[Mutation], rng: np.random.Generator) -> list[Mutation
 async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 3, seed: int = 0,
                       max_tries: int = 30, backend: SandboxBackend | None = None,
                       python_path: list[str] | None = None, cache: Path | None = None,
-                      timeout: float = 120.0) -> list[SweInstance]:
-    """Up to ``n`` bug-injection tasks from the project at ``project`` (cached: a second call is instant)."""
-    root = Path(project).resolve()
-    name = name or root.name
+                      timeout: float = 120.0, timeout_factor: float = TIMEOUT_FACTOR,
+                      on_progress: Callable[[BuildProgress], None] | None = None) -> list[SweInstance]:
+    """Up to ``n`` bug-injection tasks from ``project`` (a directory, an sdist or a requirement; cached)."""
+    root, default_name = await asyncio.to_thread(resolve_project, project)
+    name = name or default_name
     python_path = python_path or detect_python_path(root)
     fp = hashlib.sha1(json.dumps(sorted((k, v.st_size) for k, v in walk(str(root)).items())).encode())
     key = f"{name}-{fp.hexdigest()[:10]}"
@@ -112,16 +161,26 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
     backend = backend or get_backend("bwrap")
     sandbox = await backend.create(original, Limits(timeout_s=timeout))
     kept: list[SweInstance] = []
+    t0 = time.perf_counter()
+    tries = 0
+    failed_runs: list[str] = []
     try:
         baseline = await run_pytest(sandbox, [], python_path, timeout=timeout)
         passing = baseline.passed()
         if not passing:
             raise BuildError(f"{name}: no test passes on the original project ({baseline.error or baseline.summary()})"
                              f"\n{baseline.report[-1500:]}")
+        limit = mutant_timeout(baseline.duration_s, timeout_factor)
+
+        def report(last: str) -> None:
+            if on_progress is not None:
+                on_progress(BuildProgress(tries, len(kept), n, max_tries, time.perf_counter() - t0,
+                                          baseline.duration_s, limit, last))
+
+        report(f"baseline: {len(passing)} passing tests in {baseline.duration_s:.1f} s")
         rng = np.random.default_rng(seed)
         candidates = [m for f in source_files(original, python_path)
                       for m in find_mutations(f, (original / f).read_text(errors="replace"))]
-        tries = 0
         for m in _order(candidates, rng):
             if len(kept) >= n or tries >= max_tries:
                 break
@@ -132,14 +191,17 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
                 continue
             tries += 1
             await sandbox.write_file(m.path, mutant)
-            run = await run_pytest(sandbox, [], python_path, timeout=max(30.0, 5 * baseline.duration_s))
+            run = await run_pytest(sandbox, [], python_path, timeout=limit)
             await sandbox.write_file(m.path, text)
             if run.error or run.limit:
+                failed_runs.append(run.limit or run.error or "no result")
+                report(f"{m.path}:{m.line} {m.kind}: {run.limit or 'no result'}")
                 continue
             now_passing = run.passed()
             f2p = sorted(passing - now_passing)
             p2p = sorted(passing & now_passing)
             if not f2p or len(f2p) > len(passing) / 2:
+                report(f"{m.path}:{m.line} {m.kind}: " + ("not caught" if not f2p else "breaks too much"))
                 continue
             digest = hashlib.sha1(f"{m.path}:{m.start}:{m.end}:{m.replacement}".encode()).hexdigest()[:8]
             iid = f"{name}__{m.kind}-{digest}"
@@ -156,9 +218,12 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
                 snapshot=str(snap), python_path=python_path, source="inject",
                 details={"kind": m.kind, "file": m.path, "line": m.line, "mutation": m.description},
             ))
+            report(f"{m.path}:{m.line} {m.kind}: kept ({len(f2p)} failing)")
     finally:
         await sandbox.destroy()
     if not kept:
-        raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite")
+        why = (f"; {len(failed_runs)} test run(s) gave no result (e.g. {failed_runs[0][:300]}): a timeout means the "
+               f"suite's time varies, so raise --timeout-factor" if failed_runs else "")
+        raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite{why}")
     index.write_text("".join(i.model_dump_json() + "\n" for i in kept))
     return kept

@@ -1,59 +1,25 @@
 """Run a repository's pytest suite inside a sandbox and read per-test outcomes back.
 
-The runner script is passed to the sandbox's Python with ``-c``: it runs ``pytest.main`` with a tiny plugin
-that records each test's outcome (``passed``, ``failed``, ``error``, ``skipped``) and a short failure message,
-then prints one JSON line first and a tail of pytest's own report after it, so the results survive any output
-cap. Nothing is written into the repository (no cache dir, no bytecode).
+The runner (``pytest_runner``: a clean parent process that starts pytest in a child and collects each outcome
+through a private pipe) prints one line, ``SENTINEL KEY JSON``, where ``KEY`` is a one-time secret the host
+writes into the repository just before the run and the parent deletes before any tested code starts. Only that
+line is trusted, so output the tested code forges is ignored. Nothing else is written into the repository (no
+cache dir, no bytecode).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from rubricgym.envs.swe.sandbox.base import RUNTIME_DIR, WORKDIR, ExecResult, Sandbox
+from rubricgym.envs.swe import pytest_runner
+from rubricgym.envs.swe.sandbox.base import RUNTIME_DIR, WORKDIR, ExecResult, Sandbox, SandboxError
 
-SENTINEL = "@@RUBRICGYM_PYTEST@@"
-REPORT_TAIL = 12_000
-RUNNER = r"""
-import contextlib, io, json, sys
-import pytest
-results, messages = {}, {}
-RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
-class Recorder:
-    def pytest_runtest_logreport(self, report):
-        if report.when == "call":
-            outcome = report.outcome
-        elif report.failed:
-            outcome = "error"
-        elif report.skipped and report.when == "setup":
-            outcome = "skipped"
-        elif report.nodeid not in results and report.when == "setup":
-            return
-        else:
-            return
-        if RANK[outcome] >= RANK.get(results.get(report.nodeid), -1):
-            results[report.nodeid] = outcome
-            if outcome in ("failed", "error"):
-                text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
-                messages[report.nodeid] = "\n".join(text[-6:])[-600:]
-    def pytest_collectreport(self, report):
-        if report.failed:
-            results[report.nodeid or "<collection>"] = "error"
-            text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
-            messages[report.nodeid or "<collection>"] = "\n".join(text[-6:])[-600:]
-buf = io.StringIO()
-args = ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir=/work", "-q", "-rfE", "--tb=short",
-        "--color=no", "-W", "ignore::DeprecationWarning", *sys.argv[1:]]
-with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-    try:
-        code = int(pytest.main(args, plugins=[Recorder()]))
-    except BaseException as e:
-        print(f"pytest crashed: {type(e).__name__}: {e}")
-        code = 3
-sys.stdout.write(SENTINEL + json.dumps({"exit": code, "results": results, "messages": messages}) + "\n")
-sys.stdout.write(buf.getvalue()[-TAIL:])
-""".replace("SENTINEL", repr(SENTINEL)).replace("TAIL", str(REPORT_TAIL))
+SENTINEL = pytest_runner.SENTINEL
+REPORT_TAIL = pytest_runner.REPORT_TAIL
+RUNNER = Path(pytest_runner.__file__).read_text()
 
 
 @dataclass
@@ -67,6 +33,9 @@ class TestRun:
     limit: str | None = None
     duration_s: float = 0.0
     error: str | None = None
+    tampering: list[str] = field(default_factory=list)
+    """What the runner saw the tested code do to pytest itself (a replaced report class, library code holding
+    pytest objects); any entry makes the verdicts untrustworthy."""
 
     __test__ = False  # not a pytest test class
 
@@ -89,27 +58,40 @@ def python_path_env(python_path: list[str]) -> dict[str, str]:
     return {"PYTHONPATH": ":".join([*roots, RUNTIME_DIR])}
 
 
-def parse_run(res: ExecResult) -> TestRun:
-    """The ``TestRun`` in a runner's output (``error`` set when the runner could not report)."""
-    head, sep, rest = res.stdout.partition(SENTINEL)
-    if not sep:
+def parse_run(res: ExecResult, key: str) -> TestRun:
+    """The ``TestRun`` in a runner's output: the line carrying ``key`` (``error`` set when there is none)."""
+    marker = f"{SENTINEL} {key} "
+    at = res.stdout.rfind(marker)
+    if at == -1:
         why = res.limit or f"exit code {res.exit_code}"
         return TestRun(exit_code=res.exit_code, report=(res.stdout + res.stderr)[-REPORT_TAIL:], limit=res.limit,
                        duration_s=res.duration_s, error=f"the test run produced no results ({why})")
-    line, _, report = rest.partition("\n")
-    data = json.loads(line)
-    return TestRun(exit_code=data["exit"], results=data["results"], messages=data["messages"],
-                   report=head + report, limit=res.limit, duration_s=res.duration_s)
+    data = json.loads(res.stdout[at + len(marker):].partition("\n")[0])
+    return TestRun(exit_code=int(data["exit"]), results=dict(data["results"]), messages=dict(data["messages"]),
+                   report=str(data.get("report", "")), limit=res.limit, duration_s=res.duration_s,
+                   error=data.get("error"), tampering=[str(t) for t in data.get("tampering", [])])
 
 
 async def run_pytest(sandbox: Sandbox, selectors: list[str] | None = None, python_path: list[str] | None = None,
-                     timeout: float | None = None) -> TestRun:
-    """Run pytest on ``selectors`` (node ids, files or directories; all tests when empty) in ``sandbox``."""
-    argv = ["/usr/bin/python3", "-c", RUNNER, *(selectors or [])]
-    res = await sandbox.exec(argv, timeout=timeout, env=python_path_env(python_path or ["."]),
-                             output_bytes=16 * 1024 * 1024)
+                     timeout: float | None = None, watch: list[str] | None = None) -> TestRun:
+    """Run pytest on ``selectors`` (node ids, files or directories; all tests when empty) in ``sandbox``.
+
+    ``watch``: repository files (the agent's changes) whose modules must not hold pytest machinery at run time.
+    """
+    key = secrets.token_hex(16)
+    key_file = f".rubricgym-key-{secrets.token_hex(6)}"
     try:
-        return parse_run(res)
-    except (ValueError, KeyError) as e:
+        await sandbox.write_file(key_file, key)
+    except (SandboxError, ValueError) as e:
+        return TestRun(exit_code=-1, error=f"could not start the test run: {e}")
+    argv = ["/usr/bin/python3", "-I", "-c", RUNNER, "parent", f"{WORKDIR}/{key_file}", *(selectors or [])]
+    env = {**python_path_env(python_path or ["."]), "RUBRICGYM_RUNNER": RUNNER,
+           "RUBRICGYM_WATCH": json.dumps(watch or [])}
+    res = await sandbox.exec(argv, timeout=timeout, env=env, output_bytes=16 * 1024 * 1024)
+    if f"{SENTINEL} {key} " not in res.stdout:  # the parent never started: remove the key
+        await sandbox.exec(["/bin/rm", "-f", "--", key_file])
+    try:
+        return parse_run(res, key)
+    except (ValueError, KeyError, TypeError) as e:
         return TestRun(exit_code=res.exit_code, report=res.stdout[-REPORT_TAIL:], limit=res.limit,
                        duration_s=res.duration_s, error=f"unreadable test results: {e}")

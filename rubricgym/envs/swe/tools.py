@@ -1,46 +1,25 @@
 """The agent's tools (``bash, view, str_replace, create, run_tests, submit``) and what each step records.
 
-Tool functions are async and run in the episode's sandbox. Each returns a ``ToolOutput`` whose ``info`` holds
-what the process checks need (files changed, tests run and failed, destructive commands), so the checks are pure
-functions of the finished trajectory. Bad arguments raise ``ToolError`` with a message that says what to do.
+``SweTools`` declares them with ``@tool`` (the env inherits it); they are async and run in the episode's
+sandbox. Each returns a ``ToolOutput`` whose ``info`` holds what the process checks need (files changed, tests run
+and failed, destructive commands), so the checks are pure functions of the finished trajectory. Bad arguments
+raise ``ToolError`` with a message that says what to do; so does an argument no process or file name can hold
+(a NUL byte, a command over the kernel's argument limit).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
 from rubricgym.core.env import ToolError, ToolOutput
-from rubricgym.core.types import ToolSpec
+from rubricgym.core.tools import tool
 from rubricgym.envs.swe.patch import is_test_path
 from rubricgym.envs.swe.sandbox.base import Sandbox, SandboxError, SandboxPathError, clean_relpath
 from rubricgym.envs.swe.testrun import run_pytest
 
 MAX_VIEW_LINES = 300
 MAX_LISTED = 200
-
-
-def _spec(name: str, description: str, props: dict[str, Any], required: list[str]) -> ToolSpec:
-    return ToolSpec(name=name, description=description, parameters={
-        "type": "object", "properties": props, "required": required, "additionalProperties": False})
-
-
-TOOLS = [
-    _spec("bash", "Run a shell command in the repository (/work). No network; long commands time out.",
-          {"command": {"type": "string", "description": "e.g. 'grep -rn def src | head'"}}, ["command"]),
-    _spec("view", "Show a file with line numbers (optionally lines start..end), or list a directory.",
-          {"path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"}}, ["path"]),
-    _spec("str_replace", "Replace the one occurrence of `old` in a file with `new` (old must be unique).",
-          {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
-          ["path", "old", "new"]),
-    _spec("create", "Create (or overwrite) a file with the given content.",
-          {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
-    _spec("run_tests", "Run pytest on a selector (test ids, files or directories, space-separated; empty: all).",
-          {"selector": {"type": "string", "description": "e.g. 'tests/test_core.py::test_x'"}}, []),
-    _spec("submit", "Submit the current state of the repository as your fix; this ends the episode.", {}, []),
-]
-TOOL_NAMES = tuple(t.name for t in TOOLS)
 
 DESTRUCTIVE = [re.compile(p) for p in (
     r"\brm\s+(-\w+\s+)*-\w*[rR]\w*\s+(-\w+\s+)*(/|~|\*|\.|\.\.|/work|\$HOME)/?(\s|;|&|\||$)",
@@ -64,44 +43,65 @@ def _changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int
     return changed, deleted
 
 
-class Tools:
-    """The tool implementations over one sandbox; ``python_path`` is the repository's import roots."""
+class SweTools:
+    """The SWE tools, declared with ``@tool``; the env provides ``sandbox``, ``python_path`` and the timeouts."""
 
-    def __init__(self, sandbox: Sandbox, python_path: list[str], test_timeout: float, command_timeout: float):
-        self.sandbox = sandbox
-        self.python_path = python_path
-        self.test_timeout = test_timeout
-        self.command_timeout = command_timeout
+    sandbox: Sandbox | None
+    python_path: list[str]
+    test_timeout: float
+    command_timeout: float
 
-    async def run(self, name: str, args: dict[str, Any]) -> ToolOutput:
+    async def run_tool(self, method: str, args: dict) -> ToolOutput:
+        """Await the ``@tool`` method ``method``; sandbox and path problems become ``ToolError``s."""
+        if self.sandbox is None:
+            raise ToolError("the sandbox is closed: call reset() to start an episode")
         try:
-            return await getattr(self, "t_" + name)(**args)
+            return await getattr(self, method)(**args)
         except SandboxPathError as e:
             raise ToolError(str(e)) from None
         except SandboxError as e:
             raise ToolError(f"the sandbox failed: {e}") from None
 
-    async def t_bash(self, command: str) -> ToolOutput:
+    @property
+    def box(self) -> Sandbox:
+        assert self.sandbox is not None
+        return self.sandbox
+
+    @tool(examples={"command": "grep -rn 'def ' src | head"})
+    async def bash(self, command: str) -> ToolOutput:
+        """Run a shell command in the repository (/work). No network; long commands time out.
+
+        Args:
+            command: a bash command line, e.g. 'grep -rn def src | head'
+        """
         if not command.strip():
             raise ToolError("the command is empty; give a shell command, e.g. 'ls'")
-        before = await self.sandbox.fingerprint()
-        res = await self.sandbox.exec(command, timeout=self.command_timeout)
-        changed, deleted = _changes(before, await self.sandbox.fingerprint())
+        before = await self.box.fingerprint()
+        res = await self.box.exec(command, timeout=self.command_timeout)
+        changed, deleted = _changes(before, await self.box.fingerprint())
         return ToolOutput(text=res.describe(), info={
             "tool": "bash", "command": command[:2000], "exit_code": res.exit_code, "limit": res.limit,
             "changed_files": changed + deleted, "deleted_files": deleted,
             "ran_tests": bool(TEST_COMMAND.search(command)), "destructive": destructive_reasons(command)})
 
-    async def t_view(self, path: str, start: int | None = None, end: int | None = None) -> ToolOutput:
+    @tool(examples={"path": "src/pkg/core.py", "start": 1, "end": 80})
+    async def view(self, path: str, start: int | None = None, end: int | None = None) -> ToolOutput:
+        """Show a file with line numbers (optionally lines start..end), or list a directory.
+
+        Args:
+            path: a file or directory, relative to the repository root
+            start: first line to show (1-based)
+            end: last line to show
+        """
         rel = clean_relpath(path)
         try:
-            data = await self.sandbox.read_file(rel) if rel else None
+            data = await self.box.read_file(rel) if rel else None
         except SandboxPathError as e:
             if "directory" not in str(e):
                 raise
             data = None
         if data is None:
-            res = await self.sandbox.exec(["/usr/bin/find", rel or ".", "-maxdepth", "2", "-not", "-path", "*/.*",
+            res = await self.box.exec(["/usr/bin/find", rel or ".", "-maxdepth", "2", "-not", "-path", "*/.*",
                                            "-not", "-name", "__pycache__"])
             if res.exit_code != 0:
                 raise ToolError(f"cannot list {path!r}: {res.stderr.strip()[:300]}")
@@ -120,9 +120,17 @@ class Tools:
         more = f"\n[lines {lo}-{hi} of {len(lines)}; view with start/end for more]" if hi < len(lines) or lo > 1 else ""
         return ToolOutput(text=f"{rel}:\n{body}{more}", info={"tool": "view", "path": rel})
 
-    async def t_str_replace(self, path: str, old: str, new: str) -> ToolOutput:
+    @tool(examples={"path": "src/pkg/core.py", "old": "return a - b", "new": "return a + b"})
+    async def str_replace(self, path: str, old: str, new: str) -> ToolOutput:
+        """Replace the one occurrence of `old` in a file with `new` (old must be unique).
+
+        Args:
+            path: the file to edit
+            old: the exact text to replace, whitespace included
+            new: the replacement text
+        """
         rel = clean_relpath(path)
-        text = (await self.sandbox.read_file(rel)).decode("utf-8", errors="replace")
+        text = (await self.box.read_file(rel)).decode("utf-8", errors="replace")
         if old == "":
             raise ToolError("`old` is empty: give the exact text to replace (use create to write a whole file)")
         n = text.count(old)
@@ -134,7 +142,7 @@ class Tools:
             raise ToolError(f"`old` occurs {n} times in {rel} (lines {', '.join(map(str, lines[:10]))}); "
                             "include more surrounding lines so it is unique")
         updated = text.replace(old, new)
-        await self.sandbox.write_file(rel, updated)
+        await self.box.write_file(rel, updated)
         at = text[: text.index(old)].count("\n") + 1
         first = max(1, at - 2)
         shown = updated.splitlines()[first - 1: at + new.count("\n") + 2]
@@ -142,23 +150,36 @@ class Tools:
         return ToolOutput(text=f"Edited {rel} at line {at}:\n{snippet}",
                           info={"tool": "str_replace", "path": rel, "changed_files": [rel]})
 
-    async def t_create(self, path: str, content: str) -> ToolOutput:
+    @tool(examples={"path": "src/pkg/helpers.py", "content": "def helper():\n    return 1\n"})
+    async def create(self, path: str, content: str) -> ToolOutput:
+        """Create (or overwrite) a file with the given content.
+
+        Args:
+            path: the file to write
+            content: its full text
+        """
         rel = clean_relpath(path)
         if not rel:
             raise ToolError("give a file path inside the repository")
         existed = True
         try:
-            await self.sandbox.read_file(rel)
+            await self.box.read_file(rel)
         except SandboxPathError as e:
             if "does not exist" not in str(e):
                 raise
             existed = False
-        await self.sandbox.write_file(rel, content)
+        await self.box.write_file(rel, content)
         verb = "Overwrote" if existed else "Created"
         return ToolOutput(text=f"{verb} {rel} ({len(content.splitlines())} lines).",
                           info={"tool": "create", "path": rel, "changed_files": [rel]})
 
-    async def t_run_tests(self, selector: str = "") -> ToolOutput:
+    @tool(examples={"selector": "tests/test_core.py::test_x"})
+    async def run_tests(self, selector: str = "") -> ToolOutput:
+        """Run pytest on a selector (test ids, files or directories, space-separated; empty: all).
+
+        Args:
+            selector: e.g. 'tests/test_core.py::test_x'
+        """
         try:
             selectors = shlex.split(selector)
         except ValueError as e:

@@ -76,6 +76,14 @@ class CalculatorEnv(RubricEnv):
             hidden={"answer": answer, "steps": steps},
         )
 
+    def begin(self, task: Task) -> None:
+        answer, steps = task.hidden.get("answer"), task.hidden.get("steps")
+        if isinstance(answer, bool) or not isinstance(answer, int | float) or not isinstance(steps, list):
+            raise ValueError(
+                f"task {task.id!r}: a {self.env_id} task needs hidden.answer (a number) and hidden.steps (the list "
+                f"of intermediate expressions); its hidden has {sorted(task.hidden) or 'no keys'}"
+            )
+
     @tool(examples={"expression": "17 * 23 - 4"})
     def calculator(self, expression: str) -> ToolOutput:
         """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses).

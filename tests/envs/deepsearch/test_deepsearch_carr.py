@@ -93,3 +93,19 @@ def test_lexical_support_without_evidence_sentences():
     assert carr.score(hidden, "Answer: Ada Vell, of Brook [1](u://ada)", steps)["rubric"] == 1.0
     steps = [_step(0, [("u://ada", "Ada Vell lived in Paris.")])]
     assert carr.score(hidden, "Answer: Ada Vell, of Brook [1](u://ada)", steps)["rubric"] == 0.0
+
+
+def test_derived_chain_for_a_question_without_statements():
+    hidden = {"answer": "Ada Vell", "aliases": [], "entities": {"E0": {"name": "Ada Vell"}}, "statements": []}
+    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook in 1901.")])]
+
+    def rows(text: str) -> dict[str, bool]:
+        return {r["id"]: r["supported"] for r in carr.score(hidden, text, steps)["statements"]}
+
+    assert rows("Ada Vell [1](u://ada)") == {"answer": True, "cited_seen": True}  # no 'Answer:' line: line 1
+    assert rows("Answer: Ada Vell\nShe was born in Brook in 1901 [1](u://ada).") == {
+        "answer": True, "fact1": True, "cited_seen": True}
+    assert rows("Answer: Ada Vell\nShe was born in Paris in 1850 [1](u://ada).")["fact1"] is False
+    assert rows("Answer: Ada Vell [1](u://nowhere)") == {"answer": False, "cited_seen": False}
+    gold = {**hidden, "gold_docs": ["u://bio"]}
+    assert carr.score(gold, "Answer: Ada Vell [1](u://ada)", steps)["statements"][0]["supported"] is False

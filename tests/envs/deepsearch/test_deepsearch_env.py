@@ -28,7 +28,7 @@ def test_gymnasium_check_env_passes():
 
 
 def test_rubricgym_checker_passes():
-    from rubricgym.core.checker import check_env_id
+    from rubricgym.env_checker import check_env_id
 
     report = check_env_id("deepsearch-v0", fuzz=60)
     assert report.ok, [r for r in report.rows if not r[1]]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rubricgym.envs.swe.sandbox import BwrapBackend, DockerBackend
+from tests.conftest import missing_dependency
 
 CONTAINERS_CONF = """\
 [containers]
@@ -30,11 +31,11 @@ events_logger = "file"
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def bwrap() -> BwrapBackend:
     reason = BwrapBackend.unavailable_reason()
     if reason:
-        pytest.skip(f"bwrap backend unavailable: {reason}")
+        missing_dependency(f"bwrap backend unavailable: {reason}")
     return BwrapBackend()
 
 
@@ -55,9 +56,10 @@ def _ensure_podman() -> str | None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         return "podman/runc are not installed and we cannot apt-get install them (not root)"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env, timeout=300)
-    res = subprocess.run(["apt-get", "install", "-y", "-qq", "podman", "runc"], capture_output=True, env=env,
-                         timeout=600)
+    wait = ["-o", "DPkg::Lock::Timeout=600"]  # another apt/dpkg holding the lock is waited for, not a failure
+    subprocess.run(["apt-get", *wait, "update", "-qq"], capture_output=True, env=env, timeout=900)
+    res = subprocess.run(["apt-get", *wait, "install", "-y", "-qq", "podman", "runc"], capture_output=True, env=env,
+                         timeout=1200)
     if res.returncode != 0:
         return f"apt-get install podman runc failed: {res.stderr.decode(errors='replace')[-300:]}"
     return None
@@ -67,21 +69,22 @@ def _ensure_podman() -> str | None:
 def podman_url(tmp_path_factory: pytest.TempPathFactory):
     reason = _ensure_podman()
     if reason:
-        pytest.skip(reason)
+        missing_dependency(reason)
     if os.geteuid() != 0:
-        pytest.skip("the podman service is tested as root (rootless podman needs subuid set-up)")
+        missing_dependency("the podman service is tested as root (rootless podman needs subuid set-up)")
     d = tmp_path_factory.mktemp("podman")
     conf = d / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     sock = d / "podman.sock"
     log = open(d / "service.log", "wb")  # noqa: SIM115  (kept open for the service's whole life)
-    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log,
+    # cwd: conmon writes an `oom` marker file into the service's working directory; keep it out of the repository
+    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log, cwd=d,
                             stderr=subprocess.STDOUT, env={**os.environ, "CONTAINERS_CONF": str(conf)})
     try:
         deadline = time.monotonic() + 60
         while not _ping(sock):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(f"podman service did not start: {(d / 'service.log').read_text()[-500:]}")
+                missing_dependency(f"podman service did not start: {(d / 'service.log').read_text()[-500:]}")
             time.sleep(0.2)
         yield f"unix://{sock}"
     finally:

@@ -110,6 +110,7 @@ def test_destructive_command_is_flagged(env):
     assert env.summary()["score"] == 0.0
 
 
+@pytest.mark.sandbox
 def test_step_limit_grades_the_final_state():
     e = make("swe-v0", max_steps=2)
     try:
@@ -157,3 +158,16 @@ async def test_swebench_format_instance_over_a_local_git_repo(tmp_path, bwrap):
         assert bad.outcome.reward < 1.0
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("bad", ["a\0b", "\ud83d", "x" * 200_000], ids=["nul", "surrogate", "oversize"])
+def test_hostile_argument_values_in_every_tool_are_observations(env, bad):
+    env.reset(options={"task": builtin_instances()[0].to_task()})
+    actions = [call("bash", command=f"echo {bad}"), call("view", path=bad), call("view", path="README.md", start=1),
+               call("str_replace", path="tinytext/core.py", old=bad, new="x"),
+               call("str_replace", path=bad, old="a", new=bad), call("create", path=bad, content="x"),
+               call("create", path="notes.txt", content=bad), call("run_tests", selector=bad)]
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str) and obs and not terminated
+    env.trajectory().model_dump_json()  # every recorded text is valid Unicode

@@ -85,3 +85,59 @@ async def test_pytest_runner_reports_each_test(bwrap, repo):
         one = await run_pytest(sb, ["tests/test_add.py::test_ok"], ["."])
         assert one.results == {"tests/test_add.py::test_ok": "passed"}
         assert (await sb.diff()) == "", "running tests must not write into the repository"
+
+
+OWNER_DIES = """
+import asyncio, os, sys
+from pathlib import Path
+from rubricgym.envs.swe.sandbox import BwrapBackend
+async def main():
+    sb = await BwrapBackend().create(Path(sys.argv[1]))
+    await sb.exec("echo hi > planted.txt")
+    print(sb.home, flush=True)
+    os.kill(os.getpid(), 9)
+asyncio.run(main())
+"""
+
+
+async def test_startup_sweeps_what_a_killed_owner_left(bwrap, repo, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from rubricgym.envs.swe.sandbox import BwrapBackend
+    from rubricgym.envs.swe.sandbox.hoststate import mounts_under
+
+    root = tmp_path / "sbroot"
+    monkeypatch.setenv("RUBRICGYM_SANDBOX_DIR", str(root))
+    proc = subprocess.run([sys.executable, "-c", OWNER_DIES, str(repo)], capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)}, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    home = Path(proc.stdout.strip())
+    assert home.is_dir() and home.parent.parent == root, "the killed owner should have left its sandbox"
+    async with await BwrapBackend().create(repo) as sb:  # a new backend sweeps at its first create
+        assert not home.exists(), "the dead owner's sandbox was not swept"
+        assert mounts_under(home) == []
+        assert sb.home.is_dir(), "a live sandbox must never be swept"
+        assert BwrapBackend().sweep() == [] and sb.home.is_dir()
+    sid = home.name
+    assert not any(Path(f"/sys/fs/cgroup/{c}/rubricgym/{sid}").exists() for c in ("memory", "pids", "cpu"))
+
+
+async def test_unused_snapshot_copies_are_evicted(repo, tmp_path, monkeypatch):
+    from rubricgym.envs.swe.sandbox import BwrapBackend
+
+    if BwrapBackend.unavailable_reason() or __import__("os").geteuid() != 0:
+        pytest.skip("the shared lower/ copies exist with the root overlay mode only")
+    monkeypatch.setenv("RUBRICGYM_SANDBOX_DIR", str(tmp_path / "sbroot"))
+    backend = BwrapBackend(max_lowers=1)
+    held = await backend.create(repo)
+    for i in range(3):
+        other = tmp_path / f"repo{i}"
+        other.mkdir()
+        (other / "m.py").write_text(f"X = {i}\n")
+        async with await backend.create(other) as sb:
+            assert (await sb.read_file("m.py")) == f"X = {i}\n".encode()
+    lowers = [p for p in (tmp_path / "sbroot" / "lower").iterdir() if not p.name.startswith(".")]
+    assert len(lowers) <= 2, f"{len(lowers)} snapshot copies kept with max_lowers=1 (one of them in use)"
+    assert (await held.read_file("pkg/__init__.py")).startswith(b"def add"), "an in-use copy was evicted"
+    await held.destroy()

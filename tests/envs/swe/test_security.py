@@ -3,6 +3,8 @@ stays usable, and the result says what happened."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import uuid
@@ -138,4 +140,130 @@ async def test_killing_the_parent_is_impossible(backend, repo):
     async with await backend.create(repo, LIMITS) as sb:
         await sb.exec(f"kill -9 {me}; kill -9 $PPID; kill -9 1; kill -9 -1")
         assert os.getpid() == me  # we are still here to assert it
+        await _usable(sb)
+
+
+# ---- red-team findings (issue 10): each fails on the code before the fix --------------------------------------
+
+
+async def test_no_host_environment_anywhere_under_proc(backend, repo, monkeypatch):
+    token = uuid.uuid4().hex
+    monkeypatch.setenv("RG_HOST_SECRET_TOKEN", token)
+    async with await backend.create(repo, LIMITS) as sb:
+        res = await sb.exec("cat /proc/1/environ /proc/*/environ /proc/*/task/*/environ 2>/dev/null | tr '\\0' '\\n'; "
+                            "grep -rs RG_HOST_SECRET /proc/*/environ; env")
+        assert token not in res.stdout + res.stderr, "a host environment variable is visible inside"
+        assert "RG_HOST_SECRET" not in res.stdout
+        await _usable(sb)
+
+
+SWAPPER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("d", exist_ok=True)
+open("d/secret.txt", "w").write("inner\n")
+os.symlink(sys.argv[1], "l")
+end = time.monotonic() + float(sys.argv[2])
+n = 0
+while time.monotonic() < end:
+    libc.renameat2(-100, b"d", -100, b"l", 2)  # RENAME_EXCHANGE: d <-> l
+    n += 1
+print("swaps", n)
+"""
+
+
+async def test_file_ops_race_with_a_folder_swapped_for_a_host_link(backend, repo, tmp_path):
+    """renameat2(RENAME_EXCHANGE) of a folder and a link to a host folder while the host reads and writes."""
+    host = tmp_path / "hostdir"
+    host.mkdir()
+    token = uuid.uuid4().hex
+    (host / "secret.txt").write_text(token)
+    host.chmod(0o700)
+    async with await backend.create(repo, LIMITS) as sb:
+        swapper = asyncio.ensure_future(sb.exec(["/usr/bin/python3", "-c", SWAPPER, str(host), "4"], timeout=15))
+        await asyncio.sleep(0.7)
+        leaked = planted = 0
+        for i in range(3000):
+            if swapper.done():
+                break
+            with contextlib.suppress(SandboxPathError):
+                leaked += token.encode() in await sb.read_file("d/secret.txt")
+            with contextlib.suppress(SandboxPathError):
+                await sb.write_file(f"d/planted-{i}.txt", "x")
+            await asyncio.sleep(0)
+        res = await swapper
+        planted = len(list(host.glob("planted-*")))
+        if backend.name == "bwrap":  # docker's file operations are commands inside, and end every process
+            assert "swaps" in res.stdout, res.describe()
+        assert leaked == 0, f"the host read a host file through the swapped link {leaked} times"
+        assert planted == 0, f"the host wrote {planted} files into a host folder through the swapped link"
+        await _usable(sb)
+
+
+async def test_disk_quota_stops_a_disk_filler(backend, repo):
+    async with await backend.create(repo, Limits(timeout_s=30, memory_mb=512, pids=64, disk_mb=48)) as sb:
+        res = await sb.exec("head -c 200000000 /dev/zero > big; ls -la big")
+        assert res.limit == "disk", res.describe()
+        assert "disk quota" in res.describe()
+        du = await sb.exec("du -sm --apparent-size /work | cut -f1")
+        assert int(du.stdout.strip()) <= 50  # du rounds up
+        tmp = await sb.exec("head -c 200000000 /dev/zero > /tmp/big")
+        assert tmp.limit == "disk" and "No space left" in tmp.stderr
+        with pytest.raises(SandboxPathError):
+            await sb.write_file("big2.bin", b"\0" * (60 * 1024 * 1024))
+        await sb.exec("rm -f big /tmp/big")
+        await _usable(sb)
+
+
+async def test_one_sandbox_cannot_starve_another_of_processes(backend, repo):
+    lim = Limits(timeout_s=30, memory_mb=512, pids=64)
+    async with await backend.create(repo, lim) as a, await backend.create(repo, lim) as b:
+        hog = a.exec("for i in $(seq 55); do sleep 6 & done; wait; echo hog-done")
+        fork = b.exec("sleep 2; for i in $(seq 30); do sleep 1 & done; wait; echo forked-ok")
+        res_a, res_b = await asyncio.gather(hog, fork)
+        assert "forked-ok" in res_b.stdout and "fork" not in res_b.stderr, res_b.describe()
+        await _usable(b)
+
+
+async def test_deeply_nested_tree_is_diffed_and_destroyed(backend, repo):
+    deep = ("import os\nfor _ in range(1300):\n    os.mkdir('d')\n    os.chdir('d')\n"
+            "open('deep.txt', 'w').write('deep\\n')\n")
+    sb = await backend.create(repo, LIMITS)
+    res = await sb.exec(["/usr/bin/python3", "-c", deep])
+    assert res.exit_code == 0, res.describe()
+    deep_path = "d/" * 1300 + "deep.txt"
+    assert deep_path in await sb.fingerprint()
+    assert "+deep" in await sb.diff()
+    home = getattr(sb, "home", None)
+    await sb.destroy()
+    if home is not None:
+        assert not home.exists(), "destroy left files behind"
+
+
+async def test_patch_headers_new_empty_files_and_odd_names(backend, repo):
+    from rubricgym.envs.swe.patch import parse_patch
+
+    async with await backend.create(repo, LIMITS) as sb:
+        res = await sb.exec("touch pkg/__init__.py; printf 'x\\n' > \"$(printf 'evil\\n+++ evil2')\"")
+        assert res.exit_code == 0, res.describe()
+        diff = await sb.diff()
+        files = {fp.path: fp for fp in parse_patch(diff)}
+        assert files["pkg/__init__.py"].is_new, diff
+        assert "evil\n+++ evil2" in files
+        assert "\n+++ evil2" not in diff, "a file name wrote raw lines into the patch headers"
+
+
+async def test_inputs_that_cannot_be_run_return_results(backend, repo):
+    async with await backend.create(repo, LIMITS) as sb:
+        nul = await sb.exec("echo a\0b")
+        assert nul.exit_code != 0 and nul.limit == "input" and "NUL" in nul.describe()
+        huge = await sb.exec("echo " + "x" * 200_000)
+        assert huge.exit_code != 0 and "script" in huge.describe()
+        surrogate = await sb.exec("echo \ud83d")
+        assert surrogate.exit_code != 0 and "surrogate" in surrogate.describe()
+        for bad in ("a\0b", "pkg/\0mod.py", "\ud83d.py"):
+            with pytest.raises(SandboxPathError):
+                await sb.read_file(bad)
+            with pytest.raises(SandboxPathError):
+                await sb.write_file(bad, "x")
         await _usable(sb)

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 import rubricgym
-from rubricgym.core.checker import check_env_id
+from rubricgym.env_checker import check_env_id
 from rubricgym.envs.toy.agents import CalculatorOracle, GuessingAgent, RandomAgent
 from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, word_problem
 

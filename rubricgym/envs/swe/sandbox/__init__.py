@@ -11,7 +11,7 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxError,
     SandboxPathError,
 )
-from rubricgym.envs.swe.sandbox.bwrap import BwrapBackend
+from rubricgym.envs.swe.sandbox.bwrap_backend import BwrapBackend
 from rubricgym.envs.swe.sandbox.docker import DockerBackend
 
 BACKENDS: dict[str, type[SandboxBackend]] = {"bwrap": BwrapBackend, "docker": DockerBackend}

@@ -27,7 +27,14 @@ class SandboxError(RuntimeError):
 
 
 class SandboxPathError(ValueError):
-    """A file path given to ``read_file``/``write_file`` is outside the work dir or does not exist."""
+    """A file path given to ``read_file``/``write_file`` is outside the work dir, does not exist, or is not a
+    path at all (a NUL byte, a lone surrogate)."""
+
+
+MAX_ARG_BYTES = 128 * 1024 - 1
+"""The kernel's limit on one argument of ``execve`` (``MAX_ARG_STRLEN``, with its terminating NUL)."""
+MAX_ARGV_BYTES = 1024 * 1024
+"""Our cap on a whole command line (the kernel's total is a quarter of the stack limit, often 2 MB)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,9 @@ class Limits:
     output_bytes: int = 1_000_000
     """Cap on stdout and on stderr of one command; past it the command is killed."""
     file_mb: int = 512
-    """Largest file a command may write (and, in containers, the size of the work dir)."""
+    """Largest file a command may write."""
+    disk_mb: int = 1024
+    """Disk quota: the most the sandbox's /work may hold (a size-capped tmpfs; it counts toward memory too)."""
 
 
 @dataclass
@@ -75,6 +84,10 @@ class ExecResult:
             parts.append("The command timed out and was killed (with every process it started).")
         elif self.limit == "output":
             parts.append("The command produced too much output and was killed (with every process it started).")
+        elif self.limit == "disk":
+            parts.append("The sandbox's disk quota is full (No space left on device): delete files to free space.")
+        elif self.limit == "input":
+            parts.append("The command was not run: it cannot be passed to a process as given.")
         elif self.limit:
             parts.append(f"The command was stopped: {self.limit}.")
         if self.exit_code in (137, -9) and self.limit is None:
@@ -93,7 +106,16 @@ class ExecResult:
 
 
 def clean_relpath(path: str) -> str:
-    """``path`` (absolute under /work or relative to it) as a normalised relative path; raises if it escapes."""
+    """``path`` (absolute under /work or relative to it) as a normalised relative path; raises
+    ``SandboxPathError`` if it escapes or cannot name a file (a NUL byte, a lone surrogate, not text)."""
+    if not isinstance(path, str):
+        raise SandboxPathError(f"a path must be text, got {type(path).__name__}")
+    if "\0" in path:
+        raise SandboxPathError(f"{path!r} contains a NUL byte, which no file name can hold")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SandboxPathError(f"{path!r} is not valid UTF-8 text (a lone surrogate)") from None
     p = PurePosixPath(path.strip())
     if p.is_absolute():
         try:
@@ -113,6 +135,33 @@ def clean_relpath(path: str) -> str:
     return "/".join(parts)
 
 
+def to_bytes(data: bytes | str) -> bytes:
+    """File content as bytes; text that is not valid UTF-8 (lone surrogates) has those characters replaced."""
+    return data if isinstance(data, bytes) else data.encode("utf-8", errors="replace")
+
+
+def argv_problem(argv: list[str], env: dict[str, str]) -> str | None:
+    """Why ``argv``/``env`` cannot be handed to ``execve`` (a NUL byte, a lone surrogate, too long), or ``None``."""
+    total = 0
+    for what, items in (("the command", argv), ("an environment variable", [f"{k}={v}" for k, v in env.items()])):
+        for a in items:
+            if not isinstance(a, str):
+                return f"{what} holds a {type(a).__name__}, not text"
+            if "\0" in a:
+                return f"{what} contains a NUL byte, which no process argument can hold"
+            try:
+                n = len(a.encode("utf-8"))
+            except UnicodeEncodeError:
+                return f"{what} is not valid UTF-8 text (a lone surrogate)"
+            if n > MAX_ARG_BYTES:
+                return (f"{what} is {n} bytes; one argument can hold at most {MAX_ARG_BYTES} bytes: write a script "
+                        "file and run that instead")
+            total += n + 1
+    if total > MAX_ARGV_BYTES:
+        return f"the command line is {total} bytes, over the {MAX_ARGV_BYTES}-byte cap: write a script file instead"
+    return None
+
+
 def cap_bytes(data: bytes, limit: int) -> tuple[str, bool]:
     """``data`` decoded (invalid UTF-8 replaced), cut to ``limit`` bytes; True when cut."""
     cut = len(data) > limit
@@ -123,6 +172,8 @@ class Sandbox(ABC):
     """An isolated, writable copy of a repository snapshot. Use as ``async with``; ``destroy`` is idempotent."""
 
     backend: str = ""
+    disk_quota_mb: int | None = None
+    """The enforced size limit of /work in MB (``None`` where this backend cannot enforce one)."""
 
     def __init__(self, snapshot: Path, limits: Limits):
         self.snapshot = Path(snapshot)
@@ -151,7 +202,15 @@ class Sandbox(ABC):
             return ExecResult(exit_code=-1, stdout="", stderr="", duration_s=0.0, limit="sandbox lifetime",
                               notes=[f"The sandbox's lifetime of {self.limits.lifetime_s:g} s is over."])
         argv = ["/bin/bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        return await self._exec(argv, self._timeout(timeout), dict(env or {}), output_bytes or self.limits.output_bytes)
+        env = dict(env or {})
+        problem = argv_problem(argv, env)
+        if problem:
+            return ExecResult(exit_code=126, stdout="", stderr="", duration_s=0.0, limit="input", notes=[problem + "."])
+        res = await self._exec(argv, self._timeout(timeout), env, output_bytes or self.limits.output_bytes)
+        if res.limit is None and "No space left on device" in res.stderr[-20000:] and self.disk_quota_mb:
+            res.limit = "disk"
+            res.notes.append(f"The disk quota of this sandbox is {self.disk_quota_mb} MB for /work.")
+        return res
 
     @abstractmethod
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:

@@ -3,7 +3,7 @@
 Each task gets its own image (a tiny base skeleton plus the repository at ``/task``), built locally without a
 registry. A sandbox is a container with no network, a read-only root, every capability dropped,
 ``no-new-privileges``, memory/pids/cpu limits, the host's ``/usr`` mounted read-only (the system Python and
-tools) and a size-capped tmpfs at ``/work`` that starts as a copy of ``/task``. Its PID 1 is a shell whose
+tools) and a tmpfs of ``Limits.disk_mb`` at ``/work`` that starts as a copy of ``/task``. Its PID 1 is a shell whose
 ``SIGUSR1`` trap runs ``kill -9 -1``: a timeout or an output overflow kills every other process in the
 container without forking (so it works even under a fork bomb) while ``/work`` survives. Every command also
 ends with ``kill -9 -1``, so, as with bwrap, no process outlives the command that started it.
@@ -36,6 +36,7 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxPathError,
     cap_bytes,
     clean_relpath,
+    to_bytes,
 )
 from rubricgym.envs.swe.sandbox.bwrap import BASE_ENV, SANDBOX_UID
 from rubricgym.envs.swe.sandbox.runtime import runtime_dir
@@ -63,7 +64,7 @@ flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if mode == "w" el
 with os.fdopen(os.open(path, flags, 0o644), "wb") as f:
     f.write(base64.b64decode(chunk))
 """
-_CHUNK = 96 * 1024
+_CHUNK = 64 * 1024  # base64 of it stays well under the kernel's 128 KB per argument
 
 
 def _skeleton_tar(uid: int) -> bytes:
@@ -123,6 +124,7 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, snapshot: Path, limits: Limits, client: Any, container: Any, uid: int):
         super().__init__(snapshot, limits)
+        self.disk_quota_mb = limits.disk_mb
         self.client = client
         self.container = container
         self.uid = uid
@@ -195,7 +197,7 @@ class DockerSandbox(Sandbox):
         rel = clean_relpath(path)
         if not rel:
             raise SandboxPathError("give a file path, not the repository root")
-        raw = data.encode() if isinstance(data, str) else data
+        raw = to_bytes(data)
         chunks = [raw[i: i + _CHUNK] for i in range(0, len(raw), _CHUNK)] or [b""]
         for i, chunk in enumerate(chunks):
             res = await self.exec(["/usr/bin/python3", "-c", _WRITER, f"{WORKDIR}/{rel}", "w" if i == 0 else "a",
@@ -309,8 +311,8 @@ class DockerBackend(SandboxBackend):
             user=f"{self.uid}:{self.uid}", network_mode="none", read_only=True, cap_drop=["ALL"],
             security_opt=["no-new-privileges"], mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m", pids_limit=limits.pids, nano_cpus=int(limits.cpus * 1e9),
-            mounts=[Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.file_mb * 1024 * 1024),
-                    Mount("/tmp", None, type="tmpfs", tmpfs_size=256 * 1024 * 1024)],
+            mounts=[Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.disk_mb * 1024 * 1024),
+                    Mount("/tmp", None, type="tmpfs", tmpfs_size=min(256, limits.disk_mb) * 1024 * 1024)],
             volumes={"/usr": {"bind": "/usr", "mode": "ro"}, str(runtime): {"bind": RUNTIME_DIR, "mode": "ro"}},
             working_dir=WORKDIR, environment=BASE_ENV, labels={"rubricgym.sandbox": "swe"},
         )

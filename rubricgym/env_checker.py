@@ -1,13 +1,17 @@
 """``rubricgym check ENV_ID``: an env checker for LLM envs.
 
 Beyond Gymnasium's ``check_env`` it checks what LLM envs get wrong: tool schemas, a fuzz of random and malformed
-actions (nothing may raise; each must get an explanatory observation), Unicode round trips, seeded determinism
-of ``reset``, truncation at ``max_steps``, and the env's named checks and default rubric.
+actions (nothing may raise; each must get an explanatory observation), well-formed calls of every tool with
+hostile argument values (NUL bytes, lone surrogates, 100k-character strings, path traversal, regex
+metacharacters, wrong types) that must reach the tool and come back as observations, Unicode round trips, seeded
+determinism of ``reset``, distinct task ids, truncation at ``max_steps``, and the env's named checks and default
+rubric.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import traceback
 import warnings
@@ -19,7 +23,8 @@ import numpy as np
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
 from rubricgym.core.rubric import Rubric
-from rubricgym.core.types import Trajectory
+from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
+from rubricgym.rewards.gaming import audit_totals
 
 CheckRow = tuple[str, bool, str]
 
@@ -78,9 +83,11 @@ def _run(name: str, fn: Callable[[], str]) -> CheckRow:
         return (name, False, f"{type(e).__name__}: {e} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
 
 
-def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
-    """Run every check on env ``env_id`` and return the table of results."""
+def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dict | None = None) -> CheckReport:
+    """Run every check on env ``env_id`` (built with ``env_kwargs``) and return the table of results."""
     env_spec = spec(env_id)
+    if env_kwargs:
+        env_spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **env_kwargs})
     rows: list[CheckRow] = []
     rng = np.random.default_rng(seed)
 
@@ -90,6 +97,8 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0) -> CheckReport:
     rows.append(_run("gymnasium check_env", lambda: _gym_check(env_spec)))
     rows.append(_run("tool schemas", lambda: _tool_schemas(env_spec.make())))
     rows.append(_run(f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)))
+    rows.append(_run("hostile argument values in every tool", lambda: _fuzz_arguments(env_spec)))
+    rows.append(_run("distinct task ids", lambda: _task_ids(env_spec, seed)))
     rows.append(_run("unicode round trip", lambda: _unicode(env_spec)))
     rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
     rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
@@ -156,6 +165,70 @@ def _fuzz(env_spec: EnvSpec, rng: np.random.Generator, n: int) -> str:
     return f"{len(actions)} actions, none raised; {flagged} flagged as parse/tool errors"
 
 
+HOSTILE_STRINGS = ["a\0b", "\ud83d", "x" * 100_000, "../../../../etc/passwd", "/etc/passwd", "(.*)[\\", "%s%n{}",
+                   "", " ", "-rf", "\u202e\u200b"]
+HOSTILE_VALUES: list[object] = [None, True, -1, 10**30, 1.5, [], {}, ["a\0"], {"k": "\ud800"}]
+
+
+def _example_args(spec_: ToolSpec) -> dict[str, object]:
+    """A well-formed argument set for a tool: each required argument's schema example, else a value of its type."""
+    by_type = {"string": "x", "integer": 1, "number": 1.0, "boolean": False, "array": [], "object": {}}
+    out: dict[str, object] = {}
+    props = spec_.parameters.get("properties", {})
+    for name in spec_.parameters.get("required", []):
+        schema = props.get(name, {})
+        if schema.get("examples"):
+            out[name] = schema["examples"][0]
+        elif schema.get("enum"):
+            out[name] = schema["enum"][0]
+        else:
+            kinds = json_type(schema) if "type" in schema else ["string"]
+            out[name] = by_type.get(next((k for k in kinds if k != "null"), "string"), "x")
+    return out
+
+
+def _fuzz_arguments(env_spec: EnvSpec) -> str:
+    """Call every tool with one argument at a time set to a hostile value; nothing may raise."""
+    env = env_spec.make(max_steps=10_000)
+    env.reset(seed=0)
+    reached = sent = 0
+    for t in env.tools():
+        base = _example_args(t)
+        props = list(t.parameters.get("properties", {})) or [None]
+        for prop in props:
+            for value in ([*HOSTILE_STRINGS, *HOSTILE_VALUES] if prop is not None else [None]):
+                args = dict(base) if prop is None else {**base, prop: value}
+                msg = Message(role="assistant", content="", tool_calls=[ToolCall(name=t.name, arguments=args)])
+                try:
+                    obs = env.step_typed(msg)
+                except Exception as e:
+                    raise AssertionError(f"{t.name}({prop}={str(value)[:30]!r}) raised {type(e).__name__}: {e}") from e
+                sent += 1
+                text = obs.messages[-1].content if obs.messages else ""
+                if not isinstance(text, str) or not text.strip():
+                    raise AssertionError(f"{t.name}({prop}={str(value)[:30]!r}) got an empty observation")
+                step = env.trajectory().steps[-1]
+                reached += step.action.parse_error is None
+                step.model_dump_json()  # recorded text must be valid Unicode
+                if obs.done or obs.truncated:
+                    env.reset(seed=sent)
+    env.close()
+    return f"{sent} calls of {len(env.tools())} tools, none raised; {reached} reached tool code"
+
+
+def _task_ids(env_spec: EnvSpec, seed: int) -> str:
+    """Generated tasks that share an id must be the same task (a fixed pool drawn again), never two tasks."""
+    env = env_spec.make()
+    tasks = [env.sample_task(np.random.default_rng([seed, i])) for i in range(40)]
+    env.close()
+    first: dict[str, Task] = {}
+    clashes = sorted({t.id for t in tasks if first.setdefault(t.id, t) != t})
+    if clashes:
+        raise AssertionError(f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. "
+                             f"{clashes[0]!r}): derive the id from everything that makes a task differ")
+    return f"40 generated tasks: {len(first)} distinct, no id names two different tasks"
+
+
 def _unicode(env_spec: EnvSpec) -> str:
     env = env_spec.make()
     env.reset(seed=1)
@@ -215,7 +288,6 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
 
 def _gaming(env_spec: EnvSpec, seed: int) -> str:
     """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
-    from rubricgym.rewards.gaming import audit_totals  # the checker is a tool over every layer, core included
 
     report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed))
     if not report.criteria:

@@ -1,0 +1,295 @@
+"""``BrowserEnv``: the part every browser env shares: a session on the pool, the browser tools, observations.
+
+Tools are ``@tool`` methods that run on the pool's loop: the Gymnasium face blocks on them, and
+``astep_typed`` runs the step in a pool worker thread so the caller's event loop keeps serving other episodes.
+A subclass says where the episode's page is (``open_episode``), how to read its state (``read_state``) and what
+a step earned (``judge_step``); ``answer`` and ``done`` are its too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import weakref
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+from urllib.parse import urljoin
+
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.tools import tool
+from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
+from rubricgym.envs.gui.pool import BrowserPool
+from rubricgym.envs.gui.session import ActionFailed, Session, Site
+
+STAGES = ("navigate", "act", "finish")
+
+
+MAX_URL_CHARS = 2048
+
+class BrowserEnv(RubricEnv):
+    """A browser episode on the shared pool: ARIA-snapshot observations, browser actions as tools."""
+
+    stages = STAGES
+    default_max_steps = 15
+    max_observation_chars = 12_000
+
+    def __init__(self, *, screenshot: bool = False, action_timeout: float = 5.0, episode_timeout: float = 600.0,
+                 pool: BrowserPool | None = None, max_steps: int | None = None, render_mode: str | None = None):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        self._max_steps_arg = max_steps
+        self.screenshot = screenshot
+        self.action_timeout = action_timeout
+        self.episode_timeout = episode_timeout
+        self._pool = pool
+        self.session: Session | None = None
+        self._started = 0.0
+        self._changed_last = False
+        self.answer_sheet: dict[str, str] = {}
+        self.scope: str | None = None
+        """The URL prefix ``navigate`` may open (a subclass sets it per episode); ``None``: the site's origin."""
+
+    @property
+    def pool(self) -> BrowserPool:
+        if self._pool is None:
+            self._pool = BrowserPool.shared()
+        return self._pool
+
+    # ---- hooks --------------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def site(self, task: Task) -> Site:
+        """Where ``task``'s pages come from."""
+
+    @abstractmethod
+    async def open_episode(self, session: Session, task: Task) -> None:
+        """Open ``task``'s start page in ``session`` and put it in the task's initial state (pool loop)."""
+
+    @abstractmethod
+    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
+        """After an action (or a failed one): ``(reward, whether the state changed, step info)``."""
+
+    # ---- episode --------------------------------------------------------------------------------------------
+
+    def begin(self, task: Task) -> None:
+        self.pool.run(self._begin_episode(task))
+
+    async def _begin_episode(self, task: Task) -> None:
+        if self.session is None or self.session.pool is not self.pool:
+            self.session = Session(self.pool, self.site(task), action_timeout=self.action_timeout)
+        else:
+            self.session.site = self.site(task)
+        self.session.restore = _restorer(self)
+        self.session.blocked.clear()
+        self.answer_sheet = {}
+        self._started = time.monotonic()
+        await self.open_episode(self.session, task)
+        page = await self.page_text()
+        self._task = task.model_copy(update={"prompt": f"{await self.episode_prompt(task)}\n\n{page}"})
+
+    async def restore_page(self, session: Session) -> None:  # noqa: B027 - optional hook
+        """Put a re-opened page (after a crash or hang) back in the episode's last state; default: leave it fresh."""
+
+    async def episode_prompt(self, task: Task) -> str:
+        """The task text shown above the first page (a subclass may read it from the page)."""
+        return task.prompt
+
+    async def page_text(self) -> str:
+        """URL, title and the ARIA snapshot with element refs."""
+        s = self.session
+        snapshot = await s.snapshot()
+        title = await s.guarded("title", lambda p: p.title(), retry=True)
+        return f"URL: {s.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"
+
+    def __del__(self) -> None:
+        """An env dropped without ``close`` (rollouts make one per episode) still gives its page back."""
+        session, pool = getattr(self, "session", None), getattr(self, "_pool", None)
+        if session is not None and pool is not None and not pool._closed:
+            with contextlib.suppress(Exception):
+                pool.submit(session.close())
+
+    def close(self) -> None:
+        if self.session is not None and self._pool is not None and not self._pool._closed:
+            self.pool.run(self.session.close(), timeout=30)
+        self.session = None
+        super().close()
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """``step_typed`` in a worker thread: the browser work runs on the pool loop, this loop stays free."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool.executor, self.step_typed, action)
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        if call is None:
+            return self._stage or "navigate"
+        if call.name in ("answer", "done"):
+            return "finish"
+        return "act" if self._changed_last else "navigate"
+
+    # ---- running a tool -------------------------------------------------------------------------------------
+
+    def _browse(self, name: str, **args: Any) -> ToolOutput:
+        return self.pool.run(self._abrowse(name, args))
+
+    async def _abrowse(self, name: str, args: dict[str, Any]) -> ToolOutput:
+        if self.session is None:
+            return ToolOutput(text="No page is open: call reset() to start an episode.", error="no episode")
+        if time.monotonic() - self._started > self.episode_timeout:
+            reward, _, info = await self.judge_step(self.session, name)
+            return ToolOutput(text=f"The episode's time limit ({self.episode_timeout:g}s) is up.", done=True,
+                              reward=reward, info={**info, "tool": name, "timeout": True})
+        error = None
+        if name not in ("answer", "done"):
+            try:
+                await self.session.act(name, **args)
+                head = _did(name, args)
+            except ActionFailed as e:
+                error = str(e)
+                head = f"Error: {error}. Current page:"
+        elif name == "answer":
+            fields = args["fields"].items()
+            self.answer_sheet.update({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in fields})
+            head = "Answer sheet: " + json.dumps(self.answer_sheet, ensure_ascii=False) + ". Call done() when finished."
+        else:
+            head = ""
+        reward, changed, info = await self.judge_step(self.session, name)
+        self._changed_last = changed
+        if name == "done":
+            return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
+        if info.get("episode_over"):  # the page itself says the episode is over
+            return ToolOutput(text=f"{head}\nThe page reports that the episode is over.", done=True, error=error,
+                              reward=reward, info={**info, "tool": name})
+        if name == "answer":
+            return ToolOutput(text=head, reward=reward, info={**info, "tool": name})
+        try:
+            text = f"{head}\n{await self.page_text()}"
+            if self.screenshot:
+                info["screenshot_jpeg_b64"] = await self.session.screenshot()
+        except ActionFailed as e:
+            error = error or str(e)
+            text = f"{head}\nThe page cannot be read right now ({e})."
+        return ToolOutput(text=text, error=error, reward=reward, info={**info, "tool": name})
+
+    # ---- tools ---------------------------------------------------------------------------------------------
+
+    @tool(examples={"ref": "e12"})
+    def click(self, ref: str) -> ToolOutput:
+        """Click an element of the page.
+
+        Args:
+            ref: the element's ref from the page snapshot, e.g. e12 for [ref=e12]
+        """
+        return self._browse("click", ref=ref)
+
+    @tool(examples={"ref": "e7", "text": "Groceries"})
+    def fill(self, ref: str, text: str) -> ToolOutput:
+        """Replace the text of an input field or text area.
+
+        Args:
+            ref: the field's ref from the page snapshot
+            text: the new content of the field
+        """
+        return self._browse("fill", ref=ref, text=text)
+
+    @tool(examples={"text": "hello"})
+    def type(self, text: str) -> ToolOutput:
+        """Type text with the keyboard into the focused element.
+
+        Args:
+            text: the characters to type
+        """
+        return self._browse("type", text=text)
+
+    @tool(examples={"key": "Enter"})
+    def press(self, key: str) -> ToolOutput:
+        """Press a key or chord on the focused element (Enter, Tab, Escape, ArrowDown, Control+A, ...).
+
+        Args:
+            key: a Playwright key name
+        """
+        return self._browse("press", key=key)
+
+    @tool(examples={"ref": "e9", "option": "Work"})
+    def select(self, ref: str, option: str) -> ToolOutput:
+        """Choose an option of a drop-down (combobox) by its label.
+
+        Args:
+            ref: the combobox's ref
+            option: the option's label as shown in the snapshot
+        """
+        return self._browse("select", ref=ref, option=option)
+
+    @tool(examples={"direction": "down"})
+    def scroll(self, direction: Literal["up", "down", "left", "right"]) -> ToolOutput:
+        """Scroll the page.
+
+        Args:
+            direction: up, down, left or right
+        """
+        return self._browse("scroll", direction=direction)
+
+    @tool(examples={"ref": "e4"})
+    def hover(self, ref: str) -> ToolOutput:
+        """Move the mouse over an element.
+
+        Args:
+            ref: the element's ref
+        """
+        return self._browse("hover", ref=ref)
+
+    @tool
+    def go_back(self) -> ToolOutput:
+        """Go back to the previous page (the browser's back button)."""
+        return self._browse("go_back")
+
+    @tool(examples={"url": "#/inbox"})
+    def navigate(self, url: str) -> ToolOutput:
+        """Open a URL of this app (other sites are blocked); relative URLs resolve against the current page.
+
+        Args:
+            url: an absolute URL on the app's origin, or a relative one such as #/inbox
+        """
+        if len(url) > MAX_URL_CHARS or "\0" in url:
+            raise ToolError(f"the URL must be at most {MAX_URL_CHARS} characters with no NUL byte")
+        scope = self.scope or (self.session.site.origin + "/" if self.session is not None else "")
+        here = self.session.url if self.session is not None else ""
+        target = urljoin(here if here.startswith(scope) else scope, url.strip())
+        if not target.startswith(scope):
+            raise ToolError(f"only pages under {scope} can be opened; {target!r} is outside")
+        return self._browse("navigate", url=target)
+
+    @tool(examples={"fields": {"phone": "+1 555 123 4567"}})
+    def answer(self, fields: dict) -> ToolOutput:
+        """Write the information the task asks for on the answer sheet (call done() afterwards).
+
+        Args:
+            fields: answer field name -> value, e.g. {"phone": "+1 555 123 4567"}
+        """
+        if not fields:
+            raise ToolError('fields is empty; pass the requested fields, e.g. {"count": "3"}')
+        return self._browse("answer", fields=fields)
+
+    @tool
+    def done(self) -> ToolOutput:
+        """Declare the task complete; this ends the episode."""
+        return self._browse("done")
+
+
+def _restorer(env: BrowserEnv) -> Callable[[Session], Awaitable[None]]:
+    """``env.restore_page`` without a strong reference (the pool keeps sessions; envs must stay collectable)."""
+    ref = weakref.ref(env)
+
+    async def restore(session: Session) -> None:
+        live = ref()
+        if live is not None:
+            await live.restore_page(session)
+
+    return restore
+
+
+def _did(name: str, args: dict[str, Any]) -> str:
+    detail = {"click": "Clicked {ref}.", "fill": "Filled {ref}.", "type": "Typed the text.", "press": "Pressed {key}.",
+              "select": "Selected {option!r} in {ref}.", "scroll": "Scrolled {direction}.", "hover": "Hovering {ref}.",
+              "go_back": "Went back.", "navigate": "Opened {url}."}[name]
+    return detail.format(**args)

@@ -1,0 +1,190 @@
+"""Bring your own web tasks: any page in a local folder or on a loopback URL becomes an env from a small spec.
+
+The spec (YAML or ``WebTaskSpec(...)`` in Python) says how to reset the page with a seed, read the
+instruction, the reward and whether the episode is over: JavaScript functions over the page's own globals, so
+community task suites that compute their reward in JS (MiniWoB++-style) plug in without code. Optional goal
+predicates over a JS ``state`` function give progress and success as in ``gui-v0``.
+
+    spec = WebTaskSpec.load("my_tasks/spec.yaml")
+    register_web_tasks(spec)          # registers web-<name>-v0: rubricgym run web-<name>-v0 --agent random ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rubricgym.core.registry import EnvSpec, register
+from rubricgym.core.types import Task
+from rubricgym.envs.gui import checks
+from rubricgym.envs.gui.browser_env import BrowserEnv
+from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
+from rubricgym.envs.gui.session import Session, Site
+
+EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
+FAKE_ORIGIN = "http://{name}.web.rubricgym.test"
+
+
+class WebTaskSpec(BaseModel):
+    """How to turn a web page into tasks (every JS field is a function expression evaluated in the page)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    url: str
+    """A path under ``root`` (served on a private origin), or an absolute loopback URL (``http://127.0.0.1:...``)."""
+    root: Path | None = None
+    reset: str = "seed => {}"
+    instruction: str = "() => document.title"
+    reward: str = "() => 0"
+    done: str = "() => false"
+    state: str | None = None
+    goals: list[Goal] = Field(default_factory=list)
+    expected_changes: list[str] = Field(default_factory=lambda: ["*"])
+    success_threshold: float = 1.0
+    max_steps: int = Field(default=15, ge=1)
+    seeds: int = Field(default=1000, ge=1)
+    test_every: int = Field(default=5, ge=2)
+    """Seeds divisible by this are the held-out test split."""
+
+    @model_validator(mode="after")
+    def _where(self) -> WebTaskSpec:
+        if self.root is None and not self.url.startswith(("http://127.0.0.1", "http://localhost")):
+            raise ValueError("give `root` (a folder to serve) or a loopback `url` (http://127.0.0.1:PORT/...)")
+        if self.goals and self.state is None:
+            raise ValueError("`goals` are predicates over the page state: give a `state` JS function too")
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> WebTaskSpec:
+        """A spec from YAML; a relative ``root`` is relative to the spec file."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            spec = cls.model_validate(data)
+        except (OSError, yaml.YAMLError) as e:
+            raise ValueError(f"cannot read web task spec {path}: {e}") from None
+        except ValidationError as e:
+            raise ValueError(f"web task spec {path} is invalid:\n{e}") from None
+        if spec.root is not None and not spec.root.is_absolute():
+            spec.root = (path.parent / spec.root).resolve()
+        if spec.root is not None and not (spec.root / spec.url).is_file():
+            raise ValueError(f"web task spec {path}: url {spec.url!r} is not a file under root {spec.root}")
+        return spec
+
+    def site(self) -> Site:
+        if self.root is not None:
+            return Site(FAKE_ORIGIN.format(name=self.name), self.root)
+        parts = self.url.split("/")
+        return Site("/".join(parts[:3]))
+
+    def start_url(self) -> str:
+        return f"{self.site().origin}/{self.url.lstrip('/')}" if self.root is not None else self.url
+
+
+class WebTaskEnv(BrowserEnv):
+    """Tasks of one ``WebTaskSpec`` (a spec, a dict or a YAML path); the env id is ``web-<name>-v0``."""
+
+    check_set = checks.ALL
+    rubric_file = Path(__file__).with_name("rubric.yaml")
+    scripted_agents = {"random": "rubricgym.envs.gui.agents:RandomClicker"}
+
+    def __init__(self, spec: WebTaskSpec | dict[str, Any] | str | Path = EXAMPLE_SPEC, **kwargs: Any):
+        super().__init__(**kwargs)
+        if isinstance(spec, str | Path):
+            spec = WebTaskSpec.load(spec)
+        self.web_spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.model_validate(spec)
+        self.env_id = f"web-{self.web_spec.name}-v0"
+        self._site = self.web_spec.site()
+        self._instruction = ""
+        self._reward = 0.0
+        self._over = False
+        self._initial: Any = None
+        self._last: Any = None
+        self._progress = 0.0
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        if split not in ("train", "test"):
+            raise ValueError(f"{self.env_id} has the splits 'train' and 'test', not {split!r}")
+        every = self.web_spec.test_every
+        seeds = [s for s in range(self.web_spec.seeds) if (s % every == 0) == (split == "test")] or [0]
+        seed = seeds[int(rng.integers(len(seeds)))]
+        return Task(id=f"{self.web_spec.name}-{seed}", env_id=self.env_id, split=split,
+                    prompt="Complete the task on the web page.", params={"page_seed": seed})
+
+    def site(self, task: Task) -> Site:
+        return self._site
+
+    def begin(self, task: Task) -> None:
+        self.max_steps = self._max_steps_arg or self.web_spec.max_steps
+        super().begin(task)
+
+    async def open_episode(self, session: Session, task: Task) -> None:
+        self.scope = self._site.origin + "/"
+        await session.open(self.web_spec.start_url())
+        await self._reset_page(session, task)
+        self._instruction = str(await session.evaluate(f"({self.web_spec.instruction})()"))
+        self._reward, self._over = 0.0, False
+        self._initial = self._last = await self._state(session)
+        self._progress = self._goal_progress(self._initial)
+
+    async def _reset_page(self, session: Session, task: Task) -> None:
+        await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
+
+    async def restore_page(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
+        seed = int(self._task.params.get("page_seed", 0))
+        await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
+
+    async def episode_prompt(self, task: Task) -> str:
+        return f"Task: {self._instruction}\n{task.prompt} Call done() when it is complete."
+
+    async def _state(self, session: Session) -> Any:
+        return await session.evaluate(f"({self.web_spec.state})()") if self.web_spec.state else None
+
+    def _goal_progress(self, state: Any) -> float:
+        if self.web_spec.goals:
+            return progress(check_goals(self.web_spec.goals, state or {}, self.answer_sheet))
+        return min(1.0, max(0.0, self._reward))
+
+    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
+        from rubricgym.envs.gui.session import ActionFailed
+
+        try:
+            self._reward = float(await session.evaluate(f"({self.web_spec.reward})()"))
+            self._over = bool(await session.evaluate(f"({self.web_spec.done})()"))
+            state = await self._state(session)
+        except (ActionFailed, TypeError, ValueError):
+            state = self._last
+        info: dict[str, Any] = {"page_reward": self._reward, "prev_progress": self._progress}
+        changed = self.web_spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
+        if self.web_spec.goals:
+            info["goals"] = check_goals(self.web_spec.goals, state or {}, self.answer_sheet)
+        if self.web_spec.state is not None:
+            info["unexpected"] = unexpected_changes(self._last or {}, state or {}, self.web_spec.expected_changes)
+        self._last, self._progress = state, self._goal_progress(state)
+        info.update(progress=self._progress, episode_over=self._over, changed=changed)
+        return self._reward, changed, info
+
+    def summary(self) -> dict[str, Any]:
+        if not self._records:
+            return {}
+        last = self._records[-1]
+        spec = self.web_spec
+        success = (self._progress >= 1.0 - 1e-9) if spec.goals else self._reward >= spec.success_threshold
+        claimed = last.out.done and last.call is not None and last.call.name == "done"
+        side = (unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
+                if self.web_spec.state else [])
+        return {"spec": self.web_spec.name, "page_reward": self._reward, "success": success, "progress": self._progress,
+                "false_completion": bool(claimed and not success),
+                "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
+                "side_effects": side, "answer_sheet": dict(self.answer_sheet)}
+
+
+def register_web_tasks(spec: WebTaskSpec | str | Path, *, replace: bool = True) -> EnvSpec:
+    """Register ``web-<name>-v0`` for a spec (then ``rubricgym.make`` / ``rubricgym run`` know it)."""
+    spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.load(spec)
+    return register(f"web-{spec.name}-v0", WebTaskEnv, kwargs={"spec": spec}, replace=replace,
+                    description=f"Web tasks of the page {spec.url} (bring-your-own spec {spec.name!r}).")

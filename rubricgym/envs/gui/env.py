@@ -1,0 +1,138 @@
+"""``gui-v0``: everyday tasks in bundled web apps (notes, mail, calendar, contacts, settings, shop) in Chromium.
+
+Each task comes from a parameterised template (``templates/``): the app starts in a seeded state, the agent
+operates it through browser tools on ARIA-snapshot observations, and every reward is read from the app's own
+state (``state()`` in its JS): goal predicates give success and dense progress (passed / total goals, the
+reward of every step), the state diff minus the template's expected changes gives unexpected side effects,
+``done`` on an unfinished task is a false completion and running out of steps is an overdue termination.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rubricgym.core.types import Task
+from rubricgym.envs.gui import checks
+from rubricgym.envs.gui.browser_env import BrowserEnv
+from rubricgym.envs.gui.data import APPS, initial_state
+from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
+from rubricgym.envs.gui.session import ActionFailed, Session, Site
+from rubricgym.envs.gui.templates import TEMPLATES
+
+APP_ROOT = Path(__file__).with_name("apps")
+APP_ORIGIN = "http://apps.rubricgym.test"
+ENV_ID = "gui-v0"
+
+
+class GuiEnv(BrowserEnv):
+    """Bundled-app tasks. ``templates`` / ``apps`` / ``levels`` narrow the templates tasks are drawn from.
+
+    ``split="train"`` draws from the training templates, ``"test"`` from the held-out ones (never seen in
+    training). ``screenshot=True`` adds a base64 JPEG of the page to every step's ``info``.
+    """
+
+    env_id = ENV_ID
+    check_set = checks.ALL
+    rubric_file = Path(__file__).with_name("rubric.yaml")
+    scripted_agents = {"oracle": "rubricgym.envs.gui.agents:Oracle",
+                       "random": "rubricgym.envs.gui.agents:RandomClicker"}
+
+    def __init__(self, templates: list[str] | None = None, apps: list[str] | None = None,
+                 levels: list[int] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        unknown = sorted(set(templates or []) - set(TEMPLATES)) + sorted(set(apps or []) - set(APPS))
+        if unknown:
+            raise ValueError(f"unknown template(s)/app(s) {unknown}; templates: {sorted(TEMPLATES)}; apps: {APPS}")
+        self.template_ids = [t.id for t in TEMPLATES.values()
+                             if (templates is None or t.id in templates) and (apps is None or t.app in apps)
+                             and (levels is None or t.level in levels)]
+        if not self.template_ids:
+            raise ValueError("no template matches the given templates/apps/levels")
+        self._site = Site(APP_ORIGIN, APP_ROOT)
+        self._goals: list[Goal] = []
+        self._expected: list[str] = []
+        self._initial: dict[str, Any] = {}
+        self._last: dict[str, Any] = {}
+        self._progress = 0.0
+
+    # ---- tasks ----------------------------------------------------------------------------------------------
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        pool = [t for t in self.template_ids if TEMPLATES[t].split == split]
+        if split not in ("train", "test"):
+            raise ValueError(f"gui-v0 has the splits 'train' and 'test' (held-out templates), not {split!r}")
+        if not pool:  # a narrowed env may hold templates of one split only
+            pool = self.template_ids
+        tmpl = TEMPLATES[pool[int(rng.integers(len(pool)))]]
+        data_seed = int(rng.integers(2**31))
+        state = initial_state(tmpl.app, data_seed)
+        spec = tmpl.draw(rng, state)
+        sheet = ", ".join(repr(f) + ": ..." for f in spec.answer_fields)
+        fields = (f" Put the answer on the answer sheet with answer({{{sheet}}})"
+                  " before calling done()." if spec.answer_fields else "")
+        prompt = (f"Task: {spec.instruction}\nYou are operating the {tmpl.app.capitalize()} app in a web browser."
+                  f"{fields}"
+                  " Call done() when the task is complete.")
+        return Task(
+            id=f"{tmpl.id}-{data_seed}", env_id=self.env_id, split=split, prompt=prompt,
+            params={"template": tmpl.id, "app": tmpl.app, "level": tmpl.level, "data_seed": data_seed,
+                    "max_steps": tmpl.max_steps or max(8, 2 * len(spec.plan) + 4), "answer_fields": spec.answer_fields,
+                    "state": state},
+            hidden={"goals": [g.model_dump() for g in spec.goals], "expected_changes": spec.expected_changes,
+                    "plan": spec.plan})
+
+    # ---- episode ----------------------------------------------------------------------------------------------
+
+    def site(self, task: Task) -> Site:
+        return self._site
+
+    def begin(self, task: Task) -> None:
+        self.max_steps = self._max_steps_arg or int(task.params.get("max_steps", self.default_max_steps))
+        self._goals = [Goal.model_validate(g) for g in task.hidden.get("goals", [])]
+        self._expected = list(task.hidden.get("expected_changes", []))
+        super().begin(task)
+
+    async def open_episode(self, session: Session, task: Task) -> None:
+        app = task.params["app"]
+        if app not in APPS:
+            raise ValueError(f"task {task.id!r}: unknown app {app!r}; bundled apps: {', '.join(APPS)}")
+        self.scope = f"{APP_ORIGIN}/{app}/"
+        await session.open(self.scope + "index.html")
+        await session.evaluate("s => load(s)", task.params["state"])
+        self._initial = self._last = await session.evaluate("() => state()")
+        self._progress = progress(check_goals(self._goals, self._initial, {}))
+
+    async def restore_page(self, session: Session) -> None:
+        await session.page.evaluate("s => load(s)", self._last)
+
+    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
+        try:
+            state = await session.evaluate("() => state()")
+        except ActionFailed:  # the page is not the app (went back past it): the app's state is where it was
+            state = self._last
+        rows = check_goals(self._goals, state, self.answer_sheet)
+        now = progress(rows)
+        changed = bool(changed_paths(self._last, state))
+        info: dict[str, Any] = {"progress": now, "prev_progress": self._progress, "goals": rows, "changed": changed,
+                                "unexpected": unexpected_changes(self._last, state, self._expected)}
+        self._last, self._progress = state, now
+        return now, changed, info
+
+    def summary(self) -> dict[str, Any]:
+        if not self._records or self._task is None:
+            return {}
+        last = self._records[-1]
+        success = bool(self._goals) and self._progress >= 1.0 - 1e-9
+        claimed = last.out.done and last.call is not None and last.call.name == "done"
+        return {
+            "template": self._task.params.get("template"), "app": self._task.params.get("app"),
+            "level": self._task.params.get("level"), "success": success, "progress": self._progress,
+            "false_completion": bool(claimed and not success),
+            "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
+            "side_effects": unexpected_changes(self._initial, self._last, self._expected),
+            "answer_sheet": dict(self.answer_sheet),
+            "invalid_steps": sum(1 for r in self._records if r.parse_error or r.out.error),
+        }

@@ -1,0 +1,245 @@
+"""The browser pool: one Playwright-driven Chromium per process, one context + page per episode.
+
+Playwright objects belong to the event loop that made them, while envs are stepped from plain threads
+(Gymnasium), from ``asyncio.run`` in a helper thread, or from a trainer's event loop. So the pool owns a private
+event loop in a daemon thread and every browser operation runs there: ``pool.run(coro)`` blocks (the Gymnasium
+face) and ``await pool.arun(coro)`` awaits from any other loop (rollouts). Many episodes share the one browser;
+an episode is a ``Session`` (a browser context with its own storage, routes and page).
+
+Failures: a crashed browser (``disconnected``) or page (``crash``) and a hung one (an action past its timeout
+whose page no longer answers a probe) are detected; the browser is killed and relaunched and every session
+re-opens its page on the new browser from the app state it last read, so other episodes go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import re
+import shutil
+import signal
+import threading
+import uuid
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CHROMIUM_ENV = "RUBRICGYM_CHROMIUM"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+# --no-sandbox: Chromium's own sandbox needs user namespaces that containers and root lack; every page is ours.
+# Site isolation off + a renderer-process limit: episodes' pages (each on its own private origin) share a few
+# renderer processes, ~14 MB per extra episode instead of ~60 MB for a context with a process of its own.
+CHROMIUM_ARGS = ("--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-extensions",
+                 "--no-first-run", "--mute-audio", "--disable-background-networking", "--disable-sync",
+                 "--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process")
+
+
+class BrowserUnavailable(RuntimeError):
+    """Chromium or Playwright is missing; the message says how to install it."""
+
+
+def find_chromium(path: str | None = None) -> str:
+    """The Chromium executable to drive: ``path``, ``$RUBRICGYM_CHROMIUM``, ``/usr/bin/chromium`` or on PATH."""
+    for cand in (path, os.environ.get(CHROMIUM_ENV), DEFAULT_CHROMIUM, shutil.which("chromium"),
+                 shutil.which("chromium-browser")):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    raise BrowserUnavailable(
+        "Chromium not found (looked at $RUBRICGYM_CHROMIUM, /usr/bin/chromium and PATH). Install Debian's "
+        "browser with `sudo apt-get install chromium` (or `make apt`), or point RUBRICGYM_CHROMIUM at a Chromium "
+        "binary. `playwright install` is not needed: rubricgym drives the system Chromium.")
+
+
+def _playwright() -> Any:
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError as e:
+        raise BrowserUnavailable("the GUI env needs Playwright for Python: pip install 'rubricgym[gui]'") from e
+    return async_playwright
+
+
+def browser_available() -> str | None:
+    """``None`` when Chromium and Playwright are both installed, else why not (for test skips)."""
+    try:
+        find_chromium()
+        _playwright()
+    except BrowserUnavailable as e:
+        return str(e)
+    return None
+
+
+class BrowserPool:
+    """One Chromium, launched lazily, shared by every session of this pool; relaunched after a crash or hang."""
+
+    _shared: BrowserPool | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self, executable: str | None = None, *, launch_timeout: float = 60.0,
+                 renderer_processes: int | None = None):
+        self.executable = find_chromium(executable)
+        self._async_playwright = _playwright()
+        self.launch_timeout = launch_timeout
+        self.renderer_processes = renderer_processes or max(2, os.cpu_count() or 2)
+        self.owners: dict[Any, Any] = {}  # page -> its Session (routes and popups are decided per page)
+        self._context: Any = None
+        self._serial = 0
+        self.token = uuid.uuid4().hex[:16]  # marks our Chromium processes on their command line (for kill)
+        self.generation = 0  # bumped at every (re)launch; a session on an older generation re-opens its page
+        self.launches = 0
+        self._pw: Any = None
+        self._browser: Any = None
+        self._launching: asyncio.Lock | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rubricgym-browser", daemon=True)
+        self._thread.start()
+        self._closed = False
+        # threads that run whole env steps for async callers (each blocks on this loop, so many may wait at once)
+        self.executor = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="rubricgym-step")
+
+    @classmethod
+    def shared(cls) -> BrowserPool:
+        """The process-wide pool every GUI env uses unless given its own (one browser per process)."""
+        with cls._shared_lock:
+            if cls._shared is None or cls._shared._closed:
+                cls._shared = cls()
+            return cls._shared
+
+    # ---- running coroutines on the pool's loop ---------------------------------------------------------
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the browser pool is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the pool's loop and wait for it (from synchronous code; never from the pool loop)."""
+        return self.submit(coro).result(timeout)
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` running on the pool's loop, from any event loop."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+    # ---- the browser ------------------------------------------------------------------------------------
+
+    async def browser(self) -> Any:
+        """The live browser, launched or relaunched as needed (pool loop only)."""
+        if self._browser is not None and self._browser.is_connected():
+            return self._browser
+        self._launching = self._launching or asyncio.Lock()
+        async with self._launching:
+            if self._browser is not None and self._browser.is_connected():
+                return self._browser
+            await self._discard()
+            if self._pw is None:
+                self._pw = await self._async_playwright().start()
+            self._browser = await self._pw.chromium.launch(
+                executable_path=self.executable,
+                args=[*CHROMIUM_ARGS, f"--renderer-process-limit={self.renderer_processes}",
+                      f"--rubricgym-pool={self.token}"],
+                timeout=self.launch_timeout * 1000)
+            self.generation += 1
+            self.launches += 1
+            return self._browser
+
+    async def shared_context(self) -> Any:
+        """The context of every file-served session (pool loop): no downloads, no service workers, routes by page."""
+        browser = await self.browser()
+        if self._context is None:
+            self._context = await browser.new_context(accept_downloads=False, service_workers="block")
+            await self._context.route("**/*", self._route)
+            await self._context.route_web_socket(re.compile(".*"), self._route_ws)
+            self._context.on("page", lambda page: asyncio.ensure_future(self.refuse_popup(page, None)))
+        return self._context
+
+    def private_origin(self, session: Any) -> str:
+        """A fresh origin on a registrable domain of its own: storage, cookies and site are the session's alone."""
+        self._serial += 1
+        host = session.site.origin.split("://", 1)[1].split(":")[0].replace(".", "-")
+        return f"http://{host}-{self.token[:6]}{self._serial}.test"
+
+    async def _route(self, route: Any) -> None:
+        try:
+            owner = self.owners.get(route.request.frame.page)
+        except Exception:  # noqa: BLE001 - a request without a page (a worker): nobody's
+            owner = None
+        if owner is None:
+            await route.abort("blockedbyclient")
+        else:
+            await owner.route(route)
+
+    async def _route_ws(self, ws: Any) -> None:
+        owner = next((s for s in self.owners.values() if ws.url.split("//", 1)[-1].startswith(
+            s.origin.split("//", 1)[-1] + "/")), None)
+        if owner is None:
+            await ws.close()
+        else:
+            await owner.route_ws(ws)
+
+    async def refuse_popup(self, page: Any, session: Any) -> None:
+        """Close ``page`` if it is a popup (``window.open``, ``target=_blank``); sessions open pages themselves."""
+        opener = await page.opener()
+        if opener is not None:
+            owner = self.owners.get(opener, session)
+            if owner is not None:
+                owner.blocked.append("popup")
+            with contextlib.suppress(Exception):
+                await page.close()
+
+    async def relaunch(self, reason: str) -> None:
+        """Kill the browser (crashed or hung) so that the next use launches a fresh one."""
+        await self._discard()
+
+    async def _discard(self) -> None:
+        browser, self._browser = self._browser, None
+        self._context = None
+        self.owners.clear()
+        self.kill_processes()
+        if browser is not None:
+            with contextlib.suppress(Exception):  # it is dead or dying; the processes were killed above
+                await asyncio.wait_for(browser.close(), 5)
+
+    def processes(self) -> list[int]:
+        """Pids of this pool's Chromium processes (the browser and its renderers and helpers)."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"--rubricgym-pool={self.token}".encode() in cmd:
+                pids.append(int(entry.name))
+        return pids
+
+    def kill_processes(self) -> None:
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        """Close the browser and stop the loop thread."""
+        if self._closed:
+            return
+
+        async def shutdown() -> None:
+            await self._discard()
+            if self._pw is not None:
+                pw, self._pw = self._pw, None
+                with contextlib.suppress(Exception):  # the driver may already be gone
+                    await asyncio.wait_for(pw.stop(), 10)
+
+        try:
+            self.run(shutdown(), timeout=30)
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self.executor.shutdown(wait=False)

@@ -1,0 +1,40 @@
+"""``rubricgym serve`` and ``rubricgym export``, added to the main app by ``register(app)``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from rubricgym.server.cli import serve_cmd
+
+console = Console()
+err = Console(stderr=True)
+
+
+def export_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `rubricgym run`")],
+    out: Annotated[Path, typer.Argument(help="output file (parquet, sft, preferences) or directory (hf)")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet | hf | sft | preferences")] = "parquet",
+    min_score: Annotated[float, typer.Option(help="sft: keep a task's best trajectory scoring at least this")] = 0.5,
+    min_margin: Annotated[float, typer.Option(help="preferences: keep pairs whose scores differ by more")] = 0.0,
+) -> None:
+    """Export a run's trajectories: Parquet, a HF datasets dir, SFT chats, or preference pairs (JSONL)."""
+    from rubricgym.interop.export import ExportError, export
+
+    if fmt not in ("parquet", "hf", "sft", "preferences"):
+        err.print(f"[bold red]error:[/] unknown --format {fmt!r}; use parquet, hf, sft or preferences")
+        raise typer.Exit(2)
+    try:
+        n = export(run_dir, fmt, out, min_score=min_score, min_margin=min_margin)  # type: ignore[arg-type]
+    except ExportError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {n} {fmt} rows to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)
+    app.command("export")(export_cmd)

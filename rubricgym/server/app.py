@@ -1,0 +1,338 @@
+"""The FastAPI app of ``rubricgym serve``: OpenEnv's routes over any registered env, many sessions at once.
+
+``WS /ws`` is the session protocol (one connection = one env instance, created on connect and closed on
+disconnect). ``POST /reset`` opens an HTTP session (its ``session_id`` comes back beside the observation) that
+``POST /step``, ``GET /state`` and ``POST /close`` continue; OpenEnv's reference server builds a fresh env per
+HTTP request instead, which cannot continue an episode. ``GET /health`` (unauthenticated, for providers that
+poll it), ``GET /schema`` and ``GET /metadata`` describe the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request, WebSocket
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from rubricgym.core.env import RubricEnv
+from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, schema
+from rubricgym.server.session import Session
+
+WS_POLICY_VIOLATION = 1008
+WS_GOING_AWAY = 1001
+
+
+class ServerConfig(BaseModel):
+    """What ``rubricgym serve`` was asked for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    max_sessions: int = Field(default=256, ge=1)
+    idle_timeout_s: float = Field(default=600.0, gt=0)
+    token: str | None = None
+    max_message_bytes: int = Field(default=1 << 20, ge=1024)
+
+
+class EnvServer:
+    """Sessions of one env: capacity, idle reaping, and closing every env on shutdown."""
+
+    def __init__(self, config: ServerConfig, factory: Callable[[], RubricEnv] | None = None):
+        from rubricgym.core.registry import make, spec
+
+        self.config = config
+        self.spec = spec(config.env_id)  # fail at start, with close matches, not on the first connection
+        self.factory = factory or (lambda: make(config.env_id, **config.env_kwargs))
+        self.sessions: dict[str, Session] = {}
+        self.stopping = False
+        self._opening = 0
+        self._reaper: asyncio.Task[None] | None = None
+        self._probe = self.factory()  # built now so bad env kwargs fail at start; answers /metadata, never stepped
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    async def open(self, kind: str) -> Session:
+        if self.stopping:
+            raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down", status=503)
+        if self.active >= self.config.max_sessions:
+            raise ProtocolError(
+                ErrorCode.CAPACITY_REACHED,
+                f"the server is at capacity ({self.config.max_sessions} sessions); retry later or raise "
+                "--max-sessions",
+                status=503,
+                active_sessions=len(self.sessions),
+                max_sessions=self.config.max_sessions,
+            )
+        self._opening += 1  # counted while its env is built, so capacity holds under a burst of connections
+        try:
+            env = await asyncio.to_thread(self.factory)
+        except Exception as e:
+            raise ProtocolError(ErrorCode.FACTORY_ERROR, f"cannot build env {self.config.env_id!r}: {e}") from e
+        finally:
+            self._opening -= 1
+        session = Session(env, kind)
+        self.sessions[session.id] = session
+        return session
+
+    async def close(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        await session.close()
+
+    async def reap(self) -> None:
+        """Close sessions idle longer than ``idle_timeout_s`` (a step in progress is never reaped)."""
+        timeout = self.config.idle_timeout_s
+        while True:
+            await asyncio.sleep(min(timeout / 4, 5.0))
+            now = time.monotonic()
+            for s in list(self.sessions.values()):
+                if not s.busy and now - s.last_active > timeout:
+                    if s.on_reap is not None:
+                        with contextlib.suppress(Exception):  # the socket may already be half gone
+                            await s.on_reap()
+                    await self.close(s)
+
+    async def start(self) -> None:
+        self._reaper = asyncio.create_task(self.reap())
+
+    async def shutdown(self) -> None:
+        self.stopping = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for s in list(self.sessions.values()):
+            if s.on_reap is not None:
+                with contextlib.suppress(Exception):
+                    await s.on_reap(ErrorCode.SHUTTING_DOWN)
+            await self.close(s)
+        await asyncio.to_thread(self._probe.close)
+
+    # ---- descriptions -------------------------------------------------------------------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        from rubricgym import __version__
+
+        cls, probe = type(self._probe), self._probe
+        return {
+            "name": self.spec.id,
+            "env_id": self.spec.id,
+            "description": self.spec.description,
+            "version": __version__,
+            "stages": list(cls.stages),
+            "max_steps": probe.max_steps,
+            "tools": _tools(probe),
+            "checks": sorted(cls.checks()),
+            "agents": sorted(cls.agents()),
+            "nondeterministic": self.spec.nondeterministic,
+            "default_rubric": cls.default_rubric(),
+            "active_sessions": self.active,
+            "max_sessions": self.config.max_sessions,
+        }
+
+    @property
+    def active(self) -> int:
+        return len(self.sessions) + self._opening
+
+    def authorized(self, header: str | None) -> bool:
+        token = self.config.token
+        if token is None:
+            return True
+        given = (header or "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _tools(env: RubricEnv) -> list[dict[str, Any]]:
+    """The env's tools before any episode ([] for an env whose tools only exist once a task is drawn)."""
+    try:
+        return [t.model_dump() for t in env.tools()]
+    except Exception:
+        return []
+
+
+def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = None) -> FastAPI:
+    """The app serving ``config.env_id`` (``factory`` overrides how each session's env is built)."""
+    server = EnvServer(config, factory)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await server.start()
+        try:
+            yield
+        finally:
+            await server.shutdown()
+
+    app = FastAPI(title=f"rubricgym: {config.env_id}", lifespan=lifespan)
+    app.state.server = server
+
+    def auth(request: Request) -> None:
+        if not server.authorized(request.headers.get("authorization")):
+            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    async def body(request: Request, model: type[BaseModel]) -> Any:
+        raw = await request.body()
+        if len(raw) > config.max_message_bytes:
+            raise HTTPException(413, f"request body over {config.max_message_bytes} bytes")
+        try:
+            return model.model_validate_json(raw or b"{}")
+        except ValidationError as e:
+            raise HTTPException(422, json.loads(e.json(include_url=False))) from None
+
+    def http_session(session_id: str | None) -> Session:
+        if session_id is None:
+            raise HTTPException(
+                400, "HTTP steps continue a session: pass the session_id that POST /reset returned (or use WS /ws)"
+            )
+        session = server.sessions.get(session_id)
+        if session is None:
+            raise HTTPException(404, f"no session {session_id!r} (closed, reaped after idling, or never opened)")
+        session.last_active = time.monotonic()
+        return session
+
+    @app.exception_handler(ProtocolError)
+    async def protocol_error(_: Request, e: ProtocolError) -> JSONResponse:
+        return JSONResponse({"detail": e.message, "code": e.code.value, **e.extra}, status_code=e.status)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "healthy", "env_id": config.env_id, "active_sessions": server.active}
+
+    @app.get("/schema", dependencies=[Depends(auth)])
+    async def get_schema() -> dict[str, Any]:
+        return schema()
+
+    @app.get("/metadata", dependencies=[Depends(auth)])
+    async def metadata() -> dict[str, Any]:
+        return server.metadata()
+
+    @app.post("/reset", dependencies=[Depends(auth)])
+    async def reset(request: Request) -> dict[str, Any]:
+        req: HTTPReset = await body(request, HTTPReset)
+        session = http_session(req.session_id) if req.session_id else await server.open("http")
+        async with session.lock:
+            try:
+                out = await session.reset(req.model_dump(exclude={"session_id"}))
+            except ProtocolError:
+                if req.session_id is None:
+                    await server.close(session)
+                raise
+        return {**out, "session_id": session.id}
+
+    @app.post("/step", dependencies=[Depends(auth)])
+    async def step(request: Request) -> dict[str, Any]:
+        req: HTTPStep = await body(request, HTTPStep)
+        session = http_session(req.session_id)
+        async with session.lock:
+            session.busy = True
+            try:
+                out = await session.step(req.action.model_dump())
+            finally:
+                session.busy = False
+        return {**out, "session_id": session.id}
+
+    @app.get("/state", dependencies=[Depends(auth)])
+    async def state(session_id: str | None = None) -> dict[str, Any]:
+        return http_session(session_id).state()
+
+    @app.post("/close", dependencies=[Depends(auth)])
+    async def close(request: Request) -> dict[str, Any]:
+        req: _CloseRequest = await body(request, _CloseRequest)
+        await server.close(http_session(req.session_id))
+        return {"closed": req.session_id}
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        if not server.authorized(websocket.headers.get("authorization")):
+            await websocket.close(code=WS_POLICY_VIOLATION, reason="missing or wrong bearer token")
+            return
+        await websocket.accept()
+        try:
+            session = await server.open("ws")
+        except ProtocolError as e:
+            await websocket.send_text(dumps(e.reply()))
+            await websocket.close(code=WS_GOING_AWAY if e.code is ErrorCode.CAPACITY_REACHED else 1011)
+            return
+
+        async def reap(code: ErrorCode = ErrorCode.IDLE_TIMEOUT) -> None:
+            if websocket.client_state is WebSocketState.CONNECTED:
+                message = "session idle too long; reconnect" if code is ErrorCode.IDLE_TIMEOUT else "server stopping"
+                await websocket.send_text(dumps(ProtocolError(code, message).reply()))
+                await websocket.close(code=WS_GOING_AWAY, reason=code.value)
+
+        session.on_reap = reap
+        try:
+            await serve_session(websocket, session, config.max_message_bytes)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the client left (possibly mid-step) or the reaper closed the socket
+        finally:
+            await server.close(session)
+            if websocket.client_state is WebSocketState.CONNECTED:
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                    await websocket.close()
+
+    return app
+
+
+class _CloseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+
+
+async def serve_session(websocket: WebSocket, session: Session, max_bytes: int) -> None:
+    """The message loop of one WebSocket session; every bad message gets an ``error`` reply, never a drop."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        raw = message.get("text")
+        if raw is None:
+            raw = message.get("bytes") or b""
+        session.last_active = time.monotonic()
+        session.busy = True
+        try:
+            reply = await handle(session, raw, max_bytes)
+        except ProtocolError as e:
+            reply = e.reply()
+        except Exception as e:  # an env bug: report it on this session, keep serving
+            reply = ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(e).__name__}: {e}").reply()
+        finally:
+            session.busy = False
+        if reply is None:
+            return
+        await websocket.send_text(dumps(reply))
+
+
+async def handle(session: Session, raw: str | bytes, max_bytes: int) -> dict[str, Any] | None:
+    """The reply to one raw message (``None`` for ``close``)."""
+    if len(raw) > max_bytes:
+        raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"message of {len(raw)} bytes is over the {max_bytes} limit")
+    try:
+        msg = json.loads(raw)
+    except ValueError as e:
+        raise ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {e}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, 'a message is a JSON object {"type": ..., "data": ...}')
+    kind, data = msg.get("type"), msg.get("data")
+    if kind == "step":
+        return {"type": "observation", "data": await session.step(data)}
+    if kind == "reset":
+        return {"type": "observation", "data": await session.reset(data)}
+    if kind == "state":
+        return {"type": "state", "data": session.state()}
+    if kind == "close":
+        return None
+    if kind == "trajectory":
+        return {"type": "trajectory", "data": session.trajectory()}
+    if kind == "tasks":
+        return {"type": "tasks", "data": await session.tasks(data)}
+    raise ProtocolError(
+        ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}; use reset, step, state, close, trajectory or tasks"
+    )

@@ -1,0 +1,77 @@
+"""``rubricgym serve ENV_ID``: serve an env over OpenEnv's protocol (added to the main app by ``register(app)``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True)
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def serve_cmd(
+    env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
+    host: Annotated[str, typer.Option(help="interface to listen on (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port (0 picks a free one)")] = 8000,
+    max_sessions: Annotated[int, typer.Option(help="concurrent sessions before CAPACITY_REACHED")] = 256,
+    idle_timeout: Annotated[float, typer.Option(help="seconds a session may idle before it is closed")] = 600.0,
+    token: Annotated[
+        str | None, typer.Option(help="require 'Authorization: Bearer TOKEN' (default: $RUBRICGYM_TOKEN)")
+    ] = None,
+    max_message_bytes: Annotated[int, typer.Option(help="largest message a client may send")] = 1 << 20,
+    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit")] = None,
+    docker: Annotated[
+        str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Serve ENV_ID over WebSocket /ws and HTTP (OpenEnv's protocol) until Ctrl-C."""
+    from pydantic import ValidationError
+
+    from rubricgym.server.app import ServerConfig
+
+    token = token or os.environ.get("RUBRICGYM_TOKEN")
+    try:
+        config = ServerConfig(
+            env_id=env_id,
+            env_kwargs={"max_steps": max_steps} if max_steps else {},
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout,
+            token=token,
+            max_message_bytes=max_message_bytes,
+        )
+    except ValidationError as e:
+        _fail(str(e))
+    if docker:
+        from rubricgym.server.docker import DockerProvider, ProviderError
+
+        try:
+            DockerProvider(docker).serve_forever(config)
+        except ProviderError as e:
+            _fail(str(e))
+        return
+    if host not in LOOPBACK and token is None:
+        err.print(f"[yellow]warning:[/] listening on {host} without --token: anyone who can reach it can run episodes")
+    from rubricgym.server.run import serve
+
+    try:
+        serve(config, log_level=log_level)
+    except KeyboardInterrupt:
+        return  # uvicorn re-raises Ctrl-C after its graceful shutdown (every env already closed)
+    except KeyError as e:
+        _fail(str(e.args[0]))
+    except (ValueError, TypeError) as e:
+        _fail(f"cannot build {env_id}: {e}")
+    except OSError as e:
+        _fail(f"cannot listen on {host}:{port}: {e}")
+

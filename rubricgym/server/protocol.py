@@ -1,0 +1,128 @@
+"""The wire protocol of ``rubricgym serve``: OpenEnv's message envelope with rubricgym's explicit fields.
+
+OpenEnv (openenv-core 0.3.0) clients send ``{"type": "reset"|"step"|"state"|"close", "data": ...}`` over
+``WS /ws`` and read ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}``; errors
+are ``{"type": "error", "data": {"message", "code"}}`` and never drop the socket. OpenEnv drops an observation's
+``metadata`` on the wire, so rubricgym's observation carries everything explicitly: ``text`` (what a text agent
+reads), ``messages`` (the chat messages this turn added: system + task at reset, assistant + reply after a
+step), ``tools``, ``stage``, ``truncated`` and ``info``. ``done`` is ``terminated or truncated``.
+
+Two message types extend the protocol for ``RemoteEnv``: ``trajectory`` (the episode record, so checks and
+rubrics score a remote episode exactly like a local one) and ``tasks`` (the env's seeded task set).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubricgym.core.types import Action, Message, State, ToolCall, ToolSpec
+
+
+class ErrorCode(StrEnum):
+    """Codes of ``error`` replies; OpenEnv's own codes first, then rubricgym's."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    NOT_RESET = "NOT_RESET"
+    EPISODE_OVER = "EPISODE_OVER"
+    MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
+    IDLE_TIMEOUT = "IDLE_TIMEOUT"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+
+
+class ProtocolError(Exception):
+    """A request the server refuses; becomes an ``error`` reply (WS) or a 4xx response (HTTP)."""
+
+    def __init__(self, code: ErrorCode, message: str, status: int = 400, **extra: Any):
+        super().__init__(message)
+        self.code, self.message, self.status, self.extra = code, message, status, extra
+
+    def reply(self) -> dict[str, Any]:
+        return {"type": "error", "data": {"message": self.message, "code": self.code.value, **self.extra}}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WireAction(_Strict):
+    """A step's action: model text (tool calls inside it are parsed), or a structured tool call."""
+
+    text: str = ""
+    tool_call: ToolCall | None = None
+
+    def to_action(self) -> Action | str:
+        if self.tool_call is None:
+            return self.text
+        return Action(text=self.text, tool_call=self.tool_call, structured=True)
+
+
+class ResetData(_Strict):
+    """``reset`` arguments: a seed (the task is drawn with it) and/or a task (``task`` or ``options.task``)."""
+
+    seed: int | None = Field(default=None, ge=0)
+    episode_id: str | None = None
+    """Accepted for OpenEnv clients; rubricgym names episodes itself (``state().episode_id``)."""
+    options: dict[str, Any] | None = None
+    task: dict[str, Any] | None = None
+
+    def the_task(self) -> dict[str, Any] | None:
+        if self.task is not None:
+            return self.task
+        return (self.options or {}).get("task")
+
+
+class TasksData(_Strict):
+    """``tasks`` arguments: ``env.task_set(n, seed, split)``."""
+
+    n: int = Field(ge=1, le=100_000)
+    seed: int = 0
+    split: str = "train"
+
+
+class WireObservation(_Strict):
+    """The observation fields on the wire (inside ``{"observation": ..., "reward": ..., "done": ...}``)."""
+
+    text: str
+    messages: list[Message]
+    tools: list[ToolSpec]
+    stage: str | None = None
+    truncated: bool = False
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class HTTPReset(ResetData):
+    """``POST /reset`` body: ``ResetData`` plus an optional session to reset (else a new one is opened)."""
+
+    session_id: str | None = None
+
+
+class HTTPStep(_Strict):
+    """``POST /step`` body, OpenEnv's shape plus the ``session_id`` that ``POST /reset`` returned."""
+
+    action: WireAction
+    session_id: str | None = None
+    timeout_s: float | None = None
+    request_id: str | None = None
+
+
+def schema() -> dict[str, Any]:
+    """``GET /schema``: JSON schemas of the action, the observation and the state."""
+    return {
+        "action": WireAction.model_json_schema(),
+        "observation": WireObservation.model_json_schema(),
+        "state": State.model_json_schema(),
+    }
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON, ASCII-escaped: text an agent sent with lone surrogates still makes a valid UTF-8 frame."""
+    return json.dumps(obj, separators=(",", ":"))

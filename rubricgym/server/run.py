@@ -1,0 +1,102 @@
+"""Run the env server: ``serve`` blocks (the CLI), ``ServerThread`` runs one in the background (tests, notebooks).
+
+Both bind the listening socket themselves so ``port=0`` picks a free port and the URL printed is the real one.
+uvicorn's own frame limit is set to ``4 x max_message_bytes``: messages up to the app's limit are answered, larger
+ones up to that bound get a ``MESSAGE_TOO_LARGE`` error reply, and only beyond it is the socket closed (1009).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any
+
+import uvicorn
+
+from rubricgym.server.app import ServerConfig, create_app
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_server(config: ServerConfig, app: Any = None, log_level: str = "warning") -> uvicorn.Server:
+    app = app if app is not None else create_app(config)
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level=log_level,
+            ws_max_size=4 * config.max_message_bytes,
+            ws_ping_interval=None,  # liveness is the idle reaper's job; pings would keep dead clients "active"
+            ws_per_message_deflate=False,  # small JSON messages: compressing costs more latency than it saves
+            timeout_graceful_shutdown=10,
+            lifespan="on",
+        )
+    )
+
+
+def url_of(sock: socket.socket, scheme: str = "ws") -> str:
+    host, port = sock.getsockname()[:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}"
+
+
+def serve(config: ServerConfig, *, log_level: str = "info", announce: bool = True) -> None:
+    """Serve ``config.env_id`` until Ctrl-C / SIGTERM; every session's env is closed on the way out."""
+    sock = bind(config.host, config.port)
+    server = uvicorn_server(config, log_level=log_level)
+    if announce:
+        print(f"serving {config.env_id} at {url_of(sock)} (WS /ws; HTTP {url_of(sock, 'http')})", flush=True)
+    server.run(sockets=[sock])
+
+
+class ServerThread:
+    """A server on a background thread: ``with ServerThread(ServerConfig(env_id=..., port=0)) as s: s.url``."""
+
+    def __init__(self, config: ServerConfig, app: Any = None):
+        self.config = config
+        self.sock = bind(config.host, config.port)
+        self.server = uvicorn_server(config, app)
+        self.app = self.server.config.app
+        self.thread = threading.Thread(target=self._run, name="rubricgym-server", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    @property
+    def url(self) -> str:
+        return url_of(self.sock)
+
+    @property
+    def http_url(self) -> str:
+        return url_of(self.sock, "http")
+
+    def start(self, timeout_s: float = 30.0) -> ServerThread:
+        self.thread.start()
+        for _ in range(int(timeout_s / 0.01)):
+            if self.server.started or not self.thread.is_alive():
+                break
+            threading.Event().wait(0.01)
+        if not self.server.started:
+            self.stop()
+            raise RuntimeError(f"the env server for {self.config.env_id} did not start within {timeout_s:.0f}s")
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread.is_alive():
+            self.thread.join(30)
+        self.sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
