@@ -83,7 +83,9 @@ def build_samples(
             current = Sample(rollout)
             samples.append(current)
             current.extend(turn.prompt_ids, False, t, stage)
-        current.extend(turn.completion_ids, True, t, stage, turn.logprobs)
+        # a greedy turn's behaviour policy is deterministic: its sampler log-probs are unknown (NaN), not trained on
+        lps = [float("nan")] * len(turn.logprobs) if getattr(turn, "greedy", False) else turn.logprobs
+        current.extend(turn.completion_ids, True, t, stage, lps)
     return samples
 
 
@@ -118,6 +120,12 @@ class Batch:
     loss_mask: object
     advantages: object
     sampled_logprobs: object
+
+    def to(self, device: object) -> Batch:
+        """Move every tensor to ``device`` in place (a no-op on the CPU)."""
+        for name in ("input_ids", "attention_mask", "loss_mask", "advantages", "sampled_logprobs"):
+            setattr(self, name, getattr(self, name).to(device))  # type: ignore[attr-defined]
+        return self
 
 
 def collate(samples: Sequence[Sample], pad_id: int) -> Batch:
