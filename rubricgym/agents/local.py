@@ -132,12 +132,12 @@ class LocalAgent(BaseAgent):
                 transformers.utils.logging.disable_progress_bar()
                 if self.threads:
                     torch.set_num_threads(self.threads)
-                path = model_path(self.model)
+                path = model_path(self.model or DEFAULT_MODEL)
                 tok = AutoTokenizer.from_pretrained(path)
                 tok.padding_side = "left"
                 if tok.pad_token_id is None:
                     tok.pad_token = tok.eos_token
-                lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+                lm: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
                 device = self.device
                 if device == "auto":
                     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -183,7 +183,7 @@ class _SelectedLogprobs(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, h, weight, targets, temperature, with_entropy):  # type: ignore[override]
+    def forward(ctx, h, weight, targets, temperature, with_entropy):
         lses, picked, ents = [], [], []
         w = weight.float()
         for hc, tc in zip(h.split(LOGPROB_CHUNK), targets.split(LOGPROB_CHUNK), strict=True):
@@ -204,7 +204,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         return out, ent
 
     @staticmethod
-    def backward(ctx, grad, _grad_ent):  # type: ignore[override]
+    def backward(ctx, grad, _grad_ent):
         h, weight, targets, lse = ctx.saved_tensors
         t = ctx.temperature
         w = weight.float()

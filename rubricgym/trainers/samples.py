@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -22,6 +22,9 @@ class TurnLike(Protocol):
     completion_ids: list[int]
     logprobs: list[float]
 
+
+if TYPE_CHECKING:  # torch is imported lazily at run time (the CLI starts without it)
+    import torch
 
 @dataclass
 class Sample:
@@ -115,16 +118,16 @@ def assign_advantages(
 class Batch:
     """Right-padded tensors for a list of samples (``torch`` tensors, shape (B, T))."""
 
-    input_ids: object
-    attention_mask: object
-    loss_mask: object
-    advantages: object
-    sampled_logprobs: object
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    advantages: torch.Tensor
+    sampled_logprobs: torch.Tensor
 
-    def to(self, device: object) -> Batch:
+    def to(self, device: torch.device | str) -> Batch:
         """Move every tensor to ``device`` in place (a no-op on the CPU)."""
         for name in ("input_ids", "attention_mask", "loss_mask", "advantages", "sampled_logprobs"):
-            setattr(self, name, getattr(self, name).to(device))  # type: ignore[attr-defined]
+            setattr(self, name, getattr(self, name).to(device))
         return self
 
 

@@ -94,7 +94,7 @@ class Trainer:
             max_grad_norm=o.max_grad_norm, temperature=g.temperature if g.temperature > 0 else 1.0,
             bf16_autocast=cfg.model.bf16_autocast, off_policy=lo.off_policy, tis_cap=lo.tis_cap,
         )
-        self.backend = None
+        self.backend: Any = None  # a VLLMBackend or RayBackend: collect / push_weights / close
         if g.backend == "vllm":
             from rubricgym.trainers.vllm_backend import VLLMBackend
 

@@ -46,7 +46,8 @@ class UpdateSettings:
 
 def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
     body = getattr(model, getattr(model, "base_model_prefix", "model"), None)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    get_head = getattr(model, "get_output_embeddings", None)  # a transformers method, not an nn.Module one
+    head = get_head() if get_head is not None else None
     if body is None or head is None:
         raise TypeError(f"{type(model).__name__} is not a causal LM with a base model and an output embedding")
     return body, head
@@ -80,7 +81,7 @@ def generated_logprobs(
         from transformers import DynamicCache
 
         # the rows' common prompt runs once; its keys/values (still in the autograd graph) serve every row
-        cache = DynamicCache(config=model.config)
+        cache = DynamicCache(config=getattr(model, "config", None))
         body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
         cache.batch_repeat_interleave(input_ids.shape[0])
         pos = torch.arange(prefix, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
@@ -98,7 +99,9 @@ def generated_logprobs(
         picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
     else:  # fused, chunked: no (tokens x vocab) tensor is kept for backward
-        picked, ent = selected_logprobs(h, head.weight, targets, temperature, with_entropy)
+        weight = head.weight
+        assert isinstance(weight, torch.Tensor)
+        picked, ent = selected_logprobs(h, weight, targets, temperature, with_entropy)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
     out[:, 1:][select] = picked
     if ent is not None:
