@@ -34,7 +34,9 @@ def mixed_rubric(toy_rubric: dict) -> Rubric:
 
 def assert_plumbing(verdicts):
     for v in verdicts:
-        if v.ok:
+        if v.status == "n/a":  # the judge may answer N/A (criterion-v2 prompt): no score, no error
+            assert v.score is None and v.met is None and v.error is None
+        elif v.ok:
             assert 0.0 <= v.score <= 1.0 and isinstance(v.met, bool)
         else:
             assert v.score is None and v.met is None and v.error

@@ -25,6 +25,8 @@ REF = re.compile(r"\[ref=(e\d+)\]")
 Restore = Callable[["Session"], Awaitable[None]]
 
 
+SETTLE_JS = "() => new Promise(r => { requestAnimationFrame(() => setTimeout(r, 0)); setTimeout(r, 100); })"
+
 class ActionFailed(Exception):
     """A browser action could not be done; the message is written for the agent."""
 
@@ -328,7 +330,14 @@ class Session:
             run = lambda p: p.goto(self.actual(args["url"]), timeout=ms)  # noqa: E731
         else:
             raise ActionFailed(f"unknown action {name!r}")
-        await self.guarded(name, run)
+
+        async def run_and_settle(page: Any) -> None:
+            await run(page)
+            # let the page react before it is observed: a hash route renders on 'hashchange', a task queued after
+            # the click returns; one animation frame plus one macrotask drains it
+            await page.evaluate(SETTLE_JS)
+
+        await self.guarded(name, run_and_settle)
 
 
 def _first_line(e: Exception) -> str:
