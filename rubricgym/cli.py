@@ -7,7 +7,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -26,7 +26,7 @@ console = Console()
 err = Console(stderr=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
 
@@ -40,7 +40,7 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
     from rubricgym.core.registry import list_envs
 
     specs = list_envs()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in specs:
         cls = s.load()
         rows.append(
@@ -83,9 +83,12 @@ def resolve_agent(
     from rubricgym.core.registry import env_agents
     from rubricgym.rewards.search import wrap_agent
 
-    kw = {"base_url": base_url, "model": model, "seed": seed, "temperature": temperature, "native_tools": native_tools}
+    def inner_agent(inner: str) -> Agent:
+        return resolve_agent(env_id, inner, base_url=base_url, model=model, seed=seed, temperature=temperature,
+                             native_tools=native_tools)
+
     try:
-        if (wrapped := wrap_agent(env_id, name, lambda inner: resolve_agent(env_id, inner, **kw), seed)) is not None:
+        if (wrapped := wrap_agent(env_id, name, inner_agent, seed)) is not None:
             return wrapped
     except ValueError as e:
         fail(str(e))

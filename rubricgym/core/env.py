@@ -108,7 +108,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
-    env_id: ClassVar[str] = ""
+    env_id: str = ""  # set on the class; an instance may name itself (the bring-your-own web env does)
     stages: ClassVar[tuple[str, ...]] = ()
     default_max_steps: ClassVar[int] = 10
     max_observation_chars: ClassVar[int] = 8000

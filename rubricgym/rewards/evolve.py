@@ -64,7 +64,7 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
     async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
                     rubric: Rubric) -> list[Criterion]:
         used = rubric.referenced_checks()
-        out = []
+        out: list[Criterion] = []
         for name, chk in sorted(checks.items()):
             if len(out) >= n or name in used or chk.scope != "trajectory":
                 continue

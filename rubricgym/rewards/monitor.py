@@ -195,11 +195,12 @@ class HackingMonitor:
         fired = []
         for i, a in enumerate(self.config.alarms):
             v = values.get(f"monitor/{a.metric}")
-            hit = isinstance(v, float | int) and (
-                (a.above is not None and v > a.above) or (a.below is not None and v < a.below))
+            above = isinstance(v, float | int) and a.above is not None and v > a.above
+            below = isinstance(v, float | int) and a.below is not None and v < a.below
+            hit = above or below
             self.streak[i] = self.streak.get(i, 0) + 1 if hit else 0
             if hit and self.streak[i] >= a.patience:
-                bound = f"> {a.above:g}" if a.above is not None and v > a.above else f"< {a.below:g}"
+                bound = f"> {a.above:g}" if above else f"< {a.below:g}"
                 msg = f"step {step}: {a.action} {a.metric} = {v:.3f} {bound}"
                 fired.append(msg)
                 self.alarms.append(msg)
@@ -215,4 +216,4 @@ class HackingMonitor:
     async def aclose(self) -> None:
         for r in self.reference:
             if hasattr(r, "aclose"):
-                await r.aclose()  # type: ignore[attr-defined]
+                await r.aclose()

@@ -50,7 +50,7 @@ class NoisyAgent(BaseAgent):
     def episode(self, task: Task, seed: int | None) -> Agent:
         s = self.seed if seed is None else seed
         return NoisyAgent(self.base.episode(task, seed), self.noise.episode(task, None if s is None else s + 7919),
-                          self.p, s)  # type: ignore[return-value]
+                          self.p, s)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         own = await self.base.act(messages, tools)
@@ -89,7 +89,7 @@ class PRMGuidedAgent(BaseAgent):
                             seed=None if seed is None else seed * 1_000_003 + (self.seed or 0))
         ep.task, ep.episode_seed = task, seed
         ep.view = None if self.replay_policy else self.policy.episode(task, seed)
-        return ep  # type: ignore[return-value]
+        return ep
 
     async def _candidate(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         if not self.replay_policy:

@@ -135,6 +135,7 @@ class WebTaskEnv(BrowserEnv):
         await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
 
     async def restore_page(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
+        assert self._task is not None, "restore_page() runs inside an episode"
         seed = int(self._task.params.get("page_seed", 0))
         await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
 
