@@ -27,6 +27,7 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.audit import MASTER_KEYS, exploitation_rate
 from rubricgym.rewards.judges import Judge
+from rubricgym.rewards.llm_judge import LLMJudge
 
 GapFn = Callable[[Sequence[Trajectory], str], Awaitable[float | None]]
 """Scores samples without and with ``rubric_text`` in context and returns the self-internalisation gap."""
@@ -138,8 +139,6 @@ class HackingMonitor:
 
     @staticmethod
     def _endpoints(endpoints: Sequence[Endpoint]) -> list[Judge]:
-        from rubricgym.rewards.llm_judge import LLMJudge
-
         return [LLMJudge(base_url=e.base_url, model=e.model, judge_all=True, id=f"ref:{e.model}") for e in endpoints]
 
     def due(self, step: int) -> bool:

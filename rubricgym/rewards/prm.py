@@ -157,9 +157,10 @@ class ProcessRewardModel:
             v = Verdict.failed("__rubric__", "method rar_implicit needs an LLM judge (it scores the whole rubric)")
         else:
             v = await judge.judge_rubric(self.rubric, traj)
-        return self._empty(traj, total=v.score, verdicts=[v], n_errors=0 if v.ok else 1)
+        return self._breakdown(traj, total=v.score, verdicts=[v], n_errors=0 if v.ok else 1)
 
-    def _empty(self, traj: Trajectory, **fields: Any) -> Breakdown:
+    def _breakdown(self, traj: Trajectory, **fields: Any) -> Breakdown:
+        """A ``Breakdown`` of ``traj`` naming this rubric (id, version, hash, method), with ``fields`` as scored."""
         r = self.rubric
         return Breakdown(
             trajectory_id=traj.id,
@@ -235,7 +236,7 @@ class ProcessRewardModel:
                 chain = agg.carr_rubric_reward([c.entities or [] for c in statements], supported, a.answer_entity)
                 per_criterion["__chain__"] = chain
                 total = agg.c_grpo_reward(signal, chain, a.alpha)
-        return self._empty(
+        return self._breakdown(
             traj,
             total=total,
             outcome=outcome,

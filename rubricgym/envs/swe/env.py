@@ -23,6 +23,7 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.swe import checks
+from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
@@ -76,8 +77,6 @@ class SweEnv(SweTools, RubricEnv):
 
     def instances(self) -> list[SweInstance]:
         if not self._instances:
-            from rubricgym.envs.swe.builtin import builtin_instances
-
             self._instances = builtin_instances()
         return self._instances
 
