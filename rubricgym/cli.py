@@ -336,6 +336,7 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from rubricgym.arena.cli import register as register_arena
     from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
@@ -345,6 +346,7 @@ def _register_subcommands() -> None:
     register_rewards(app)
     register_trainers(app)
     register_swe(app)
+    register_arena(app)
 
 
 _register_subcommands()

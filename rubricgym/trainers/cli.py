@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from rubricgym.trainers.config import ConfigError, TrainConfig, load_config
-        from rubricgym.trainers.trainer import Trainer
+        from rubricgym.trainers.suite_trainer import make_trainer
 
         console = Console()
         try:
@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         except ConfigError as e:
             console.print(f"[bold red]error:[/] {e}")
             raise typer.Exit(2) from None
-        summary = Trainer(cfg, console=console).run(resume=resume)
+        summary = make_trainer(cfg, console=console).run(resume=resume)
         for line in summary["lines"]:
             console.print(line)
         console.print(f"report: {summary['html']}")

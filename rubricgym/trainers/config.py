@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.arena.curriculum import CurriculumConfig
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
 
@@ -61,6 +62,27 @@ class EnvConfig(_Strict):
     task_seed: int = 0
     rubric: str | dict[str, Any] | None = None
     """A rubric file or dict; None uses the env's ``default_rubric()``."""
+    suite: str | None = None
+    """Train on a suite (a built-in name or a suite YAML) instead of ``id``: each step draws tasks across its
+    entries (``curriculum``), training tasks come from each entry's env and kwargs (split ``train``,
+    ``train_tasks`` per entry) and the held-out evaluation is the suite's own tasks, per entry and overall."""
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+
+    @model_validator(mode="after")
+    def _suite(self) -> EnvConfig:
+        if self.suite is None:
+            return self
+        defaults: dict[str, Any] = {"id": "toy-calculator-v0", "kwargs": {}, "rubric": None}
+        clash = [k for k, v in defaults.items() if getattr(self, k) != v]
+        if clash:
+            raise ValueError(f"env.suite replaces {', '.join(sorted(clash))}: set those in the suite's entries")
+        from rubricgym.arena.suite import SuiteError, load_suite
+
+        try:
+            load_suite(self.suite)
+        except SuiteError as e:
+            raise ValueError(str(e)) from None
+        return self
 
 
 class AdvantageConfig(_Strict):
@@ -131,6 +153,10 @@ class TrainConfig(_Strict):
             raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
         if self.generation.backend == "vllm" and self.ray:
             raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
+        if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
+            raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        if self.env.suite is not None and (self.monitor is not None or self.rubric_buffer is not None):
+            raise ValueError("monitor and rubric_buffer follow one rubric: they are not available with env.suite yet")
         return self
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:

@@ -155,10 +155,15 @@ class Trainer:
             policy.params = replace(saved, temperature=temperature)
         policy.bf16_autocast = autocast and not full_precision
         try:
-            return await collect_groups(self.cfg.env.id, policy, tasks, group_size, seeds,
-                                        env_kwargs=self.cfg.env.kwargs, anchor_greedy=greedy_anchor)
+            return await self.collect(tasks, seeds, group_size, greedy_anchor)
         finally:
             policy.params, policy.bf16_autocast = saved, autocast
+
+    async def collect(self, tasks: list[Task], seeds: list[int], group_size: int,
+                      greedy_anchor: bool) -> list[list[Trajectory]]:
+        """Groups of rollouts of ``tasks`` by the local policy (a suite trainer routes each task to its entry)."""
+        return await collect_groups(self.cfg.env.id, self.policy, tasks, group_size, seeds,
+                                    env_kwargs=self.cfg.env.kwargs, anchor_greedy=greedy_anchor)
 
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg

@@ -1,0 +1,221 @@
+"""``rubricgym suites``, ``suite show``, ``eval`` and ``arena``: added to the main app by ``register(app)``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _suite(name: str):  # noqa: ANN202
+    from rubricgym.arena.suite import SuiteError, load_suite
+
+    try:
+        return load_suite(name)
+    except SuiteError as e:
+        _fail(str(e))
+
+
+def _ci(ci, fmt: str = ".3f") -> str:  # noqa: ANN001
+    return "–" if not ci else f"[{format(ci[0], fmt)}, {format(ci[1], fmt)}]"
+
+
+def register(app: typer.Typer) -> None:
+    suite_app = typer.Typer(help="Env suites: named, versioned lists of envs with their tasks.", no_args_is_help=True)
+    app.add_typer(suite_app, name="suite")
+
+    @app.command("suites")
+    def suites(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
+        """List the built-in suites (YAML files in rubricgym/arena/suites/)."""
+        from rubricgym.arena.suite import builtin_suites, load_suite
+
+        rows: list[dict[str, Any]] = []
+        for name in builtin_suites():
+            s = load_suite(name, check_envs=False)
+            rows.append(
+                {
+                    "name": s.name,
+                    "version": s.version,
+                    "entries": [e.name for e in s.entries],
+                    "description": s.description,
+                }
+            )
+        if as_json:
+            print(json.dumps(rows, indent=2))
+            return
+        table = Table(title="rubricgym suites")
+        for col in ("name", "version", "entries", "description"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["name"], r["version"], ", ".join(r["entries"]), r["description"])
+        console.print(table)
+
+    @suite_app.command("show")
+    def suite_show(
+        name: Annotated[str, typer.Argument(help="a built-in suite name or a suite YAML file")],
+        as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    ) -> None:
+        """Print a suite's entries: env, kwargs, split, tasks, weight, rubric."""
+        s = _suite(name)
+        if as_json:
+            print(json.dumps(s.model_dump(mode="json"), indent=2))
+            return
+        table = Table(title=f"suite {s.name} v{s.version}: {s.description}")
+        for col in ("entry", "env", "kwargs", "split", "tasks", "seed", "weight", "rubric"):
+            table.add_column(col)
+        for e in s.entries:
+            table.add_row(
+                e.name,
+                e.env,
+                json.dumps(e.kwargs),
+                e.split,
+                str(e.tasks),
+                str(e.seed),
+                f"{e.weight:g}",
+                "env default" if e.rubric is None else str(e.rubric)[:40],
+            )
+        console.print(table)
+
+    @app.command("eval")
+    def eval_cmd(
+        suite: Annotated[str, typer.Option("--suite", help="built-in suite name or suite YAML file")],
+        out: Annotated[Path, typer.Option("--out", help="output dir (resumed if it exists)")],
+        agent: Annotated[str, typer.Option(help="a scripted agent name, local, openai or checkpoint:PATH")] = "oracle",
+        base_url: Annotated[str | None, typer.Option(help="endpoint for --agent openai")] = None,
+        model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
+        concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
+        judge: Annotated[str | None, typer.Option(help="OpenAI-compatible LLM judge for judge criteria")] = None,
+        judge_model: Annotated[str | None, typer.Option(help="model name at --judge")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    ) -> None:
+        """Evaluate one agent on every entry of a suite: per-entry and overall reward with bootstrap CIs."""
+        from rubricgym.arena.agents import AgentFactory, AgentsFileError, preflight, spec_from_cli
+        from rubricgym.arena.evaluate import REPORT_HTML, evaluate_suite, rubric_judges
+
+        s = _suite(suite)
+        try:
+            spec = spec_from_cli(agent, base_url, model)
+            asyncio.run(preflight([spec], [e.env for e in s.entries], "--agent"))
+        except AgentsFileError as e:
+            _fail(str(e))
+        judges = rubric_judges(judge, judge_model, (), out / "judge_cache.sqlite")
+        report = asyncio.run(
+            evaluate_suite(
+                s, AgentFactory([spec]), spec.name, out, judges=judges, concurrency=concurrency, progress=not as_json
+            )
+        )
+        if as_json:
+            print(json.dumps(report.model_dump(mode="json", exclude={"rows"}), indent=2))
+        else:
+            table = Table(title=f"{agent} on suite {s.name} v{s.version}")
+            for col in ("entry", "scored", "rubric reward", "95% CI", "solved", "95% CI", "steps", "judge errors"):
+                table.add_column(col, justify="left" if col == "entry" else "right")
+            for row in report.entries:
+                table.add_row(
+                    row.entry,
+                    f"{row.scored}/{row.tasks}",
+                    f"{row.reward:.3f}" if row.reward is not None else "–",
+                    _ci(row.reward_ci),
+                    f"{row.success:.1%}" if row.success is not None else "–",
+                    _ci(row.success_ci, ".1%"),
+                    f"{row.steps:.1f}" if row.steps is not None else "–",
+                    str(row.judge_errors),
+                )
+            table.add_row(
+                "overall",
+                "",
+                f"{report.reward:.3f}" if report.reward is not None else "–",
+                _ci(report.reward_ci),
+                f"{report.success:.1%}" if report.success is not None else "–",
+                _ci(report.success_ci, ".1%"),
+                "",
+                str(report.judge_errors),
+                style="bold",
+            )
+            console.print(table)
+            console.print(f"report: {out / REPORT_HTML}")
+        failed = sum(len(e.failed_tasks) for e in report.entries)
+        if failed:
+            _fail(f"{failed} episode(s) failed; finished work is kept, run again to retry them", code=1)
+
+    @app.command("arena")
+    def arena_cmd(
+        suite: Annotated[str, typer.Option("--suite", help="built-in suite name or suite YAML file")],
+        agents: Annotated[Path, typer.Option("--agents", help="agents YAML file")],
+        out: Annotated[Path, typer.Option("--out", help="output dir (resumed and extended if it exists)")],
+        topology: Annotated[
+            str, typer.Option(help="round_robin | swiss | anchor | single_elimination | double_elimination")
+        ] = "round_robin",
+        judge_mode: Annotated[str, typer.Option(help="rubric (env checks; --judge for judge criteria) | llm")] = (
+            "rubric"
+        ),
+        judge: Annotated[str | None, typer.Option(help="OpenAI-compatible judge endpoint")] = None,
+        judge_model: Annotated[str | None, typer.Option(help="model name at --judge")] = None,
+        panel: Annotated[list[str] | None, typer.Option(help="panel member URL=MODEL (repeat)")] = None,
+        concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
+        resamples: Annotated[int, typer.Option(help="bootstrap resamples over tasks")] = 300,
+    ) -> None:
+        """Rank agents on a suite: pairwise judged matches, Bradley-Terry + bootstrap CIs, Elo, HTML report."""
+        from rubricgym.arena.agents import AgentsFileError, load_agents
+        from rubricgym.arena.arena import ARENA_HTML, ARENA_JSON, run_arena
+
+        s = _suite(suite)
+        try:
+            specs = load_agents(agents)
+            rep = asyncio.run(
+                run_arena(
+                    s,
+                    specs,
+                    out,
+                    topology=topology,
+                    judge_mode=judge_mode,
+                    judge_url=judge,
+                    judge_model=judge_model,
+                    panel=panel or (),
+                    concurrency=concurrency,
+                    resamples=resamples,
+                    source=str(agents),
+                )
+            )
+        except (AgentsFileError, ValueError) as e:
+            _fail(str(e))
+        table = Table(title=f"arena: suite {s.name} · {topology} · {rep['games']} games")
+        for col in ("#", "agent", "kind", "Bradley-Terry", "95% CI", "Elo", "W-T-L"):
+            table.add_column(col, justify="left" if col in ("agent", "kind") else "right")
+        for k, a in enumerate(rep["agents"]):
+            table.add_row(
+                str(k + 1),
+                a["name"],
+                a["kind"],
+                f"{a['rating']:.0f}",
+                f"[{a['ci'][0]:.0f}, {a['ci'][1]:.0f}]",
+                f"{a['elo']:.0f}",
+                f"{a['wins']}-{a['ties']}-{a['losses']}",
+            )
+        console.print(table)
+        bias = rep["position_bias"]
+        console.print(
+            f"judge calls {rep['judge_calls']} (cached {rep['cached_verdicts']}), position bias "
+            f"{'–' if bias is None else f'{bias:+.3f}'}, unjudged {len(rep['unjudged'])}"
+        )
+        console.print(f"{out / ARENA_JSON} · {out / ARENA_HTML}")
+        if rep["unjudged"]:
+            first = rep["unjudged"][0]
+            err.print(
+                f"[yellow]{len(rep['unjudged'])} game(s) unjudged (not scored), e.g. {first['a']} v "
+                f"{first['b']} on {first['entry']}/{first['task_id']}: {first['error']}",
+                highlight=False,
+            )

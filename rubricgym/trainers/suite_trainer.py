@@ -1,0 +1,304 @@
+"""Training against a suite (``env: {suite: NAME}``): tasks drawn across entries, metrics per entry and overall.
+
+``SuiteTrainer`` is the ``Trainer`` with its data, scoring and rollouts routed per entry:
+- each step's task slots are assigned to entries by a ``SuiteSampler`` (suite weights, or SEC's bandit over
+  mean |advantage| updated by TD(0), see ``rubricgym.arena.curriculum``); each entry streams its own training
+  tasks (its env and kwargs, split ``train``, an epoch-shuffled order like the single-env trainer);
+- rollouts of an entry's tasks run in that entry's env with its kwargs, all entries' groups in flight together;
+- each trajectory is scored by its entry's rubric (and, for the tournament estimator, ranked by its entry's
+  pairwise judge); advantages stay within a task's group. The stage estimator needs entries with equal stages;
+- metrics: ``env/<entry>/reward|success|tasks`` and ``curriculum/<entry>/p|q|gain`` per step,
+  ``curriculum.jsonl`` (the bandit's values, restored on resume), held-out evaluation on the suite's own tasks
+  per entry (``kind: eval_env``) and overall, ``plots/per_env.png`` and per-entry lines in the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from rubricgym.arena.curriculum import SuiteSampler, mean_abs_advantage
+from rubricgym.arena.suite import Suite, load_suite
+from rubricgym.core.registry import spec
+from rubricgym.core.types import Task, Trajectory
+from rubricgym.trainers.advantages import grpo_advantages
+from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.estimate import reward_of
+from rubricgym.trainers.evaluation import EvalResult, paired_difference
+from rubricgym.trainers.policy import collect_groups
+from rubricgym.trainers.report import write_html
+from rubricgym.trainers.trainer import Trainer, unique_tasks
+
+CURRICULUM_LOG = "curriculum.jsonl"
+
+
+class _Routed:
+    """A process reward model / pairwise judge per entry behind the one interface the trainer calls;
+    ``rubric.hash`` (logged per step as the rubric version) covers every entry's rubric."""
+
+    def __init__(self, by_entry: dict[str, Any], entry_of: dict[str, str]):
+        self.by_entry, self.entry_of = by_entry, entry_of
+        hashes = "|".join(f"{n}:{getattr(getattr(m, 'rubric', None), 'hash', '')}" for n, m in by_entry.items())
+        self.rubric = SimpleNamespace(hash=hashlib.sha256(hashes.encode()).hexdigest()[:16])
+
+    async def score_many(self, trajs: list[Trajectory], concurrency: int = 8) -> list[Any]:
+        groups: dict[str, list[int]] = defaultdict(list)
+        for k, t in enumerate(trajs):
+            groups[self.entry_of[t.task.id]].append(k)
+        out: list[Any] = [None] * len(trajs)
+        for name, idx in groups.items():
+            for k, b in zip(
+                idx, await self.by_entry[name].score_many([trajs[k] for k in idx], concurrency), strict=True
+            ):
+                out[k] = b
+        return out
+
+    async def compare(self, a: Trajectory, b: Trajectory) -> Any:
+        return await self.by_entry[self.entry_of[a.task.id]].compare(a, b)
+
+
+def _entry_tasks(suite: Suite, build: Any, what: str) -> dict[str, list[Task]]:
+    """Tasks per entry; a task id in two entries would make routing ambiguous, so it is an error."""
+    out: dict[str, list[Task]] = {}
+    owner: dict[str, str] = {}
+    for e in suite.entries:
+        out[e.name] = list(build(e))
+        for t in out[e.name]:
+            if owner.setdefault(t.id, e.name) != e.name:
+                raise ValueError(
+                    f"suite {suite.name}: {what} task {t.id!r} is in entries {owner[t.id]!r} and "
+                    f"{e.name!r}; give one of them another seed or kwargs"
+                )
+    return out
+
+
+class SuiteTrainer(Trainer):
+    """``Trainer`` over a suite's entries; see the module docstring."""
+
+    def __init__(self, cfg: TrainConfig, *, console: Any = None):
+        super().__init__(cfg, console=console)
+        assert cfg.env.suite is not None
+        self.suite = suite = load_suite(cfg.env.suite)
+        self.entries = {e.name: e for e in suite.entries}
+        stage_sets = [tuple(spec(e.env).load().stages) for e in suite.entries]
+        if cfg.advantage.estimator == "stage" and len(set(stage_sets)) > 1:
+            raise ValueError(
+                f"the stage estimator needs entries with the same stages; suite {suite.name} has "
+                f"{sorted(set(stage_sets))}"
+            )
+        self.stages = list(dict.fromkeys(s for stages in stage_sets for s in stages)) or ["act"]
+        seed = cfg.env.task_seed
+        self.entry_train = _entry_tasks(
+            suite, lambda e: unique_tasks(e.env, cfg.env.train_tasks, seed + e.seed, "train", e.kwargs), "training"
+        )
+        self.entry_eval = _entry_tasks(suite, lambda e: suite.tasks(e.name), "held-out")
+        self.entry_of = {
+            t.id: name for tasks in (self.entry_train, self.entry_eval) for name, ts in tasks.items() for t in ts
+        }
+        self.eval_tasks = [t for ts in self.entry_eval.values() for t in ts]  # type: ignore[assignment]
+        from rubricgym.rewards.pairwise import PairwiseJudge
+        from rubricgym.rewards.prm import ProcessRewardModel
+
+        rubrics = {e.name: e.load_rubric(suite.base_dir) for e in suite.entries}
+        key = cfg.advantage.reward_key
+        self.prm = _Routed({n: ProcessRewardModel(r, name=key) for n, r in rubrics.items()}, self.entry_of)  # type: ignore[assignment]
+        if self.pairwise is not None:
+            self.pairwise = _Routed(
+                {n: PairwiseJudge.from_rubric(r, path_weight=cfg.advantage.path_weight) for n, r in rubrics.items()},
+                self.entry_of,
+            )  # type: ignore[assignment]
+        self.sampler = SuiteSampler(suite.weights, cfg.env.curriculum, seed=cfg.seed)
+        self._last_groups: list[list[Trajectory]] = []
+
+    # ---- data and rollouts ----------------------------------------------------------------------------------
+
+    def tasks_at(self, cursor: int, n: int) -> list[Task]:
+        """Slot k of the step at stream position ``cursor`` draws an entry, then that entry's next task (each
+        entry's epoch is a seeded shuffle of its training tasks)."""
+        out = []
+        names = list(self.entries)
+        for k, name in enumerate(self.sampler.draw(cursor, n)):
+            tasks = self.entry_train[name]
+            epoch, i = divmod(cursor + k, len(tasks))
+            order = np.random.default_rng([self.cfg.seed, epoch, names.index(name)]).permutation(len(tasks))
+            out.append(tasks[int(order[i])])
+        return out
+
+    async def collect(
+        self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool
+    ) -> list[list[Trajectory]]:
+        by_entry: dict[str, list[int]] = defaultdict(list)
+        for k, t in enumerate(tasks):
+            by_entry[self.entry_of[t.id]].append(k)
+        names = list(by_entry)
+        results = await asyncio.gather(
+            *(
+                collect_groups(
+                    self.entries[name].env,
+                    self.policy,
+                    [tasks[k] for k in by_entry[name]],
+                    group_size,
+                    [seeds[k] for k in by_entry[name]],
+                    env_kwargs=self.entries[name].kwargs,
+                    anchor_greedy=greedy_anchor,
+                )
+                for name in names
+            )
+        )
+        groups: list[list[Trajectory]] = [[] for _ in tasks]
+        for name, got in zip(names, results, strict=True):
+            for k, group in zip(by_entry[name], got, strict=True):
+                groups[k] = group
+        self._last_groups = groups
+        return groups
+
+    # ---- the step: the base step, then per-entry metrics and the curriculum update -----------------------------
+
+    async def train_step(self, step: int) -> dict[str, Any]:
+        p = self.sampler.probabilities()
+        record = await super().train_step(step)
+        key = self.cfg.advantage.reward_key
+        rewards: dict[str, list[float]] = defaultdict(list)
+        success: dict[str, list[float]] = defaultdict(list)
+        advantages: dict[str, list[float]] = defaultdict(list)
+        for group in self._last_groups:
+            name = self.entry_of[group[0].task.id]
+            r = np.array([reward_of(t, key) for t in group])
+            a = grpo_advantages(r[None, :], self.cfg.advantage.scale)[0]
+            advantages[name] += [float(x) for x, y in zip(a, r, strict=True) if math.isfinite(y)]
+            rewards[name] += [float(x) for x in r if math.isfinite(x)]
+            success[name] += [float(t.outcome.reward) for t in group]
+        gains = {name: mean_abs_advantage(advantages[name]) for name in advantages}
+        q = self.sampler.update(gains)
+        for name in self.entries:
+            record[f"env/{name}/tasks"] = len(success.get(name, [])) // self.cfg.group_size
+            record[f"env/{name}/reward"] = float(np.mean(rewards[name])) if rewards.get(name) else None
+            record[f"env/{name}/success"] = float(np.mean(success[name])) if success.get(name) else None
+            record[f"curriculum/{name}/p"] = p[name]
+            record[f"curriculum/{name}/q"] = q[name]
+            record[f"curriculum/{name}/gain"] = gains.get(name)
+        with open(self.run_dir / CURRICULUM_LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step + 1, "q": q}) + "\n")
+        return record
+
+    def resume(self) -> bool:
+        if not super().resume():
+            return False
+        path = self.run_dir / CURRICULUM_LOG
+        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+        at = [rec["q"] for rec in lines if rec["step"] == self.state.step]
+        if at:
+            self.sampler.load_state_dict(at[-1])
+        return True
+
+    # ---- evaluation per entry -----------------------------------------------------------------------------------
+
+    def per_entry(self, result: EvalResult) -> dict[str, EvalResult]:
+        """Split an overall held-out result into one per entry (same task order)."""
+        out = {}
+        for name in self.entries:
+            idx = [k for k, tid in enumerate(result.task_ids) if self.entry_of.get(tid) == name]
+            if idx:
+                out[name] = EvalResult.of(
+                    f"{result.tag}/{name}",
+                    result.step,
+                    [result.task_ids[k] for k in idx],
+                    [result.rewards[k] for k in idx],
+                    [result.success[k] for k in idx],
+                )
+        return out
+
+    def _log_eval(self, result: EvalResult) -> None:
+        super()._log_eval(result)
+        for name, r in self.per_entry(result).items():
+            self.metrics.write(
+                {
+                    "kind": "eval_env",
+                    "step": result.step,
+                    "tag": result.tag,
+                    "entry": name,
+                    "eval_mean": r.mean,
+                    "eval_ci_low": r.ci[0],
+                    "eval_ci_high": r.ci[1],
+                    "eval_success": r.success_mean,
+                }
+            )
+
+    def finish(self, final: EvalResult) -> dict[str, Any]:
+        summary = super().finish(final)
+        assert self.base_eval is not None
+        base, trained = self.per_entry(self.base_eval), self.per_entry(final)
+        lines, per_env = list(summary["lines"]), {}
+        for name in self.entries:
+            if name in base and name in trained:
+                diff, ci = paired_difference(trained[name], base[name])
+                per_env[name] = {
+                    "base": base[name].mean,
+                    "trained": trained[name].mean,
+                    "gain": diff,
+                    "gain_ci": list(ci),
+                    "weight": self.suite.weights[name],
+                }
+                lines.append(
+                    f"  {name}: {base[name].mean:.3f} -> {trained[name].mean:.3f} "
+                    f"(gain {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}])"
+                )
+        records = self.metrics.read()
+        plots = sorted((self.run_dir / "plots").glob("*.png")) if self.cfg.plots else []
+        if self.cfg.plots:
+            plots.append(per_env_plot(records, list(self.entries), self.run_dir / "plots" / "per_env.png"))
+        write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, sorted(set(plots)), lines)
+        summary.update(lines=lines, per_env=per_env, suite=self.suite.name)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        return summary
+
+
+def per_env_plot(records: list[dict[str, Any]], entries: list[str], path: Path) -> Path:
+    """Training reward per entry with held-out points, and the curriculum's draw probabilities."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r for r in records if r.get("kind") == "train"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.2), dpi=100)
+    for name in entries:
+        pts = [(r["step"], r[f"env/{name}/reward"]) for r in steps if r.get(f"env/{name}/reward") is not None]
+        line = ax.plot(*zip(*pts, strict=True), marker=".", label=name) if pts else None
+        ev = [
+            (r["step"], r["eval_mean"])
+            for r in records
+            if r.get("kind") == "eval_env" and r["entry"] == name and r.get("eval_mean") is not None
+        ]
+        if ev:
+            ax.plot(
+                *zip(*ev, strict=True), "s--", color=line[0].get_color() if line else None, label=f"{name} held-out"
+            )
+        probs = [(r["step"], r[f"curriculum/{name}/p"]) for r in steps if f"curriculum/{name}/p" in r]
+        if probs:
+            bx.plot(*zip(*probs, strict=True), marker=".", label=name)
+    ax.set_title("Rubric reward per entry")
+    bx.set_title("Curriculum: P(entry)")
+    for a in (ax, bx):
+        a.set_xlabel("step")
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def make_trainer(cfg: TrainConfig, *, console: Any = None) -> Trainer:
+    """A ``SuiteTrainer`` when the config names a suite, else the single-env ``Trainer``."""
+    return SuiteTrainer(cfg, console=console) if cfg.env.suite is not None else Trainer(cfg, console=console)
