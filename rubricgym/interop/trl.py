@@ -191,7 +191,7 @@ def task_dataset(env_id: str, n: int, *, seed: int = 0, instructions: str | None
 
     TRL appends ``reset``'s task prompt to the (empty) user message; the system message says to use the tools.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: only this export/import path needs it (keeps CLI start-up light)
 
     system = instructions or "Solve the task by calling the tools; finish with the tool that gives the answer."
     return Dataset.from_list(
