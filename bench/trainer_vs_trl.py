@@ -3,7 +3,9 @@
 Each side runs in its own subprocess (so peak RSS is its own): ``STEPS`` GRPO steps of one group of 8
 completions (max 192 new tokens after a ~60-token prompt), beta 0, clip 0.2/0.28, token-mean loss, lr 1e-6,
 fp32 on CPU with the same thread count (``--bf16``: both sides in bf16 mixed precision, ours
-``bf16_autocast``, TRL ``bf16=True``). Prints tokens/s (prompt + completion tokens processed per second of step
+``bf16_autocast``, TRL ``bf16=True``), gradient checkpointing off on both sides (TRL's ``GRPOConfig`` turns it
+on by default, which is what made TRL's peak RSS ~1.1 GB lower than ours in earlier runs; ``--checkpointing``
+turns it on for both). Prints tokens/s (prompt + completion tokens processed per second of step
 time, generation included) and peak RSS for both, and the ratios. Target: >= 1.3x TRL's throughput at no more
 memory.
 
@@ -40,7 +42,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(steps: int, threads: int, bf16: bool) -> dict:
+def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
     import asyncio
 
     import torch
@@ -54,6 +56,8 @@ def run_ours(steps: int, threads: int, bf16: bool) -> dict:
     torch.set_num_threads(threads)
     policy = TrainingPolicy(temperature=1.0, max_new_tokens=MAX_NEW, max_batch=8, bf16_autocast=bf16).load()
     model, tok = policy.model_obj, policy.tokenizer
+    if checkpointing:
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     settings = UpdateSettings(micro_batch=8, temperature=1.0, bf16_autocast=bf16)
     tokens, busy = 0, 0.0
@@ -80,7 +84,7 @@ def run_ours(steps: int, threads: int, bf16: bool) -> dict:
     return {"tokens_per_s": tokens / busy, "peak_rss_mb": peak_rss_mb()}
 
 
-def run_trl(steps: int, threads: int, bf16: bool) -> dict:
+def run_trl(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -114,6 +118,7 @@ def run_trl(steps: int, threads: int, bf16: bool) -> dict:
         max_completion_length=MAX_NEW, learning_rate=1e-6, beta=0.0, epsilon=0.2, epsilon_high=0.28,
         loss_type="dapo", temperature=1.0, use_cpu=True, bf16=bf16, report_to=[], logging_steps=1,
         save_strategy="no", gradient_accumulation_steps=1, dataloader_num_workers=0, seed=0,
+        gradient_checkpointing=checkpointing,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=data,
                           processing_class=tok, callbacks=[Timer()])
@@ -131,22 +136,25 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--side", choices=["ours", "trl"])
     ap.add_argument("--bf16", action="store_true", help="both sides in bf16 mixed precision")
+    ap.add_argument("--checkpointing", action="store_true", help="gradient checkpointing on both sides")
     a = ap.parse_args()
+    flags = (["--bf16"] if a.bf16 else []) + (["--checkpointing"] if a.checkpointing else [])
     if a.side:
-        out = (run_ours if a.side == "ours" else run_trl)(a.steps, a.threads, a.bf16)
+        out = (run_ours if a.side == "ours" else run_trl)(a.steps, a.threads, a.bf16, a.checkpointing)
         print("RESULT " + json.dumps(out), flush=True)
         return
     results = {}
     for side in ("ours", "trl"):
         p = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(a.steps),
-                            "--threads", str(a.threads)] + (["--bf16"] if a.bf16 else []), capture_output=True,
+                            "--threads", str(a.threads)] + flags, capture_output=True,
                            text=True)
         line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             sys.exit(f"{side} failed:\n{p.stderr[-3000:]}")
         results[side] = json.loads(line[7:])
     o, t = results["ours"], results["trl"]
-    print(f"precision: {'bf16 mixed' if a.bf16 else 'fp32'}, {a.threads} threads, {a.steps} steps (first is warm-up)")
+    print(f"precision: {'bf16 mixed' if a.bf16 else 'fp32'}, gradient checkpointing "
+          f"{'on' if a.checkpointing else 'off'}, {a.threads} threads, {a.steps} steps (first is warm-up)")
     print(f"rubricgym GRPO step: {o['tokens_per_s']:.1f} tok/s, peak RSS {o['peak_rss_mb']:.0f} MB")
     print(f"TRL GRPOTrainer    : {t['tokens_per_s']:.1f} tok/s, peak RSS {t['peak_rss_mb']:.0f} MB")
     print(f"throughput ratio (ours / TRL): {o['tokens_per_s'] / t['tokens_per_s']:.2f}x ; "

@@ -1,10 +1,11 @@
 """``LocalAgent``: a transformers causal LM on the CPU (by default the embedded SmolLM2-135M-Instruct).
 
-Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one left-padded
-``generate`` call, which is ~4x the throughput of one-at-a-time on CPU. Generation stops at ``stop`` strings
-(default: the end of a tool call), so the model does not ramble past its action. Each episode view records a
-``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly what was
-generated. A seeded agent seeds each batch from its first request, so samples are reproducible only with
+Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one ``decode.sample``
+call, which is ~4x the throughput of one-at-a-time on CPU; the batch's common prompt prefix and each distinct
+prompt are prefilled once, and finished rows leave the batch (``rubricgym/agents/decode.py``). Generation stops
+at ``stop`` strings (default: the end of a tool call), so the model does not ramble past its action. Each episode
+view records a ``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly
+what was generated. A seeded agent seeds each batch from its first request, so samples are reproducible only with
 ``max_batch=1`` or identical batches. ``bf16_autocast`` runs an fp32 model's generation under
 ``torch.autocast(bfloat16)`` (faster on CPUs with AVX512-BF16/AMX; sampled log-probs are then bf16-accurate).
 """
@@ -31,6 +32,9 @@ class Turn:
     completion_ids: list[int]
     logprobs: list[float]
     text: str
+    greedy: bool = False
+    """Decoded at temperature 0: ``logprobs`` are then the temperature-1 log-probs of the argmax tokens, not
+    the (deterministic) behaviour policy's, so importance corrections treat them as unknown."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class LocalAgent(BaseAgent):
         stop: tuple[str, ...] = ("</tool_call>",),
         threads: int | None = None,
         bf16_autocast: bool = False,
+        share_prefix: bool = True,
+        device: str = "cpu",
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -105,6 +111,8 @@ class LocalAgent(BaseAgent):
         self.stop = tuple(stop)
         self.threads = threads
         self.bf16_autocast = bf16_autocast
+        self.share_prefix = share_prefix
+        self.device = device
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -124,13 +132,16 @@ class LocalAgent(BaseAgent):
                 transformers.utils.logging.disable_progress_bar()
                 if self.threads:
                     torch.set_num_threads(self.threads)
-                path = model_path(self.model)
+                path = model_path(self.model or DEFAULT_MODEL)
                 tok = AutoTokenizer.from_pretrained(path)
                 tok.padding_side = "left"
                 if tok.pad_token_id is None:
                     tok.pad_token = tok.eos_token
-                lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
-                lm.eval()
+                lm: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+                device = self.device
+                if device == "auto":
+                    device = "cuda" if torch.cuda.is_available() else "cpu"
+                lm.to(device).eval()
                 self._shared.tokenizer, self._shared.model = tok, lm
         return self
 
@@ -200,99 +211,36 @@ class LocalAgent(BaseAgent):
     def _generate_batch(self, prompts: list[list[int]], params: GenParams, seed: int | None) -> list[Turn]:
         import torch
 
+        from rubricgym.agents.decode import sample
+
         shared = self._shared
         tok, lm = shared.tokenizer, shared.model
-        width = max(len(p) for p in prompts)
-        pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        sample = params.temperature > 0
-        recorder = _LogprobRecorder(params.temperature if sample else 1.0, params.top_p if sample else 1.0)
-        kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": params.max_new_tokens,
-                                  "logits_processor": [recorder]}
-        if sample:  # temperature and top-p are applied by the recorder itself, so it sees the sampled distribution
-            kwargs.update(temperature=1.0, top_p=1.0, top_k=0)
-        if self.stop:
-            kwargs.update(stop_strings=list(self.stop), tokenizer=tok)
+        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        tails = [""] * len(prompts)
+        longest = max((len(s) for s in self.stop), default=0)
+
+        def is_end(row: int, tokens: list[int]) -> bool:
+            """Up to the first end-of-turn token or completed stop string (incremental per-token decode)."""
+            if tokens[-1] in eos:
+                return True
+            if not self.stop:
+                return False
+            tails[row] = (tails[row] + tok.decode([tokens[-1]]))[-(longest + 32):]
+            return any(s in tails[row] for s in self.stop)
+
         autocast = (torch.autocast(lm.device.type, dtype=torch.bfloat16) if self.bf16_autocast
                     else contextlib.nullcontext())
-        with shared.lock, torch.inference_mode(), autocast:
-            if seed is not None:
-                torch.manual_seed(seed)
-            out = lm.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                pad_token_id=pad,
-                return_dict_in_generate=True,
-                **kwargs,
-            )
-            scores = recorder.finish(out.sequences)
+        with shared.lock, autocast:
+            gen = None if seed is None else torch.Generator(lm.device).manual_seed(seed)
+            rows = sample(lm, prompts, max_new_tokens=params.max_new_tokens, temperature=params.temperature,
+                          top_p=params.top_p, pad_id=tok.pad_token_id, is_end=is_end, generator=gen,
+                          share_prefix=self.share_prefix)
         turns = []
-        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
-        for i, prompt in enumerate(prompts):
-            gen = out.sequences[i, width:].tolist()
-            lps = scores[i].tolist()
-            n = self._cut(gen, eos)
-            completion, logprobs = gen[:n], lps[:n]
-            text = tok.decode([t for t in completion if t not in eos], skip_special_tokens=True)
-            turns.append(Turn(prompt_ids=list(prompt), completion_ids=completion, logprobs=logprobs, text=text))
+        for prompt, row in zip(prompts, rows, strict=True):
+            text = tok.decode([t for t in row.tokens if t not in eos], skip_special_tokens=True)
+            turns.append(Turn(prompt_ids=list(prompt), completion_ids=row.tokens, logprobs=row.logprobs, text=text,
+                              greedy=params.temperature == 0))
         return turns
-
-    def _cut(self, gen: list[int], eos: set[int]) -> int:
-        """Tokens the policy really generated: up to the first end-of-turn token or completed stop string.
-
-        Tokens after that are padding of a finished row in a batch, never sampled, never trained on.
-        """
-        text = ""
-        for j, t in enumerate(gen):
-            if t in eos:
-                return j + 1
-            if self.stop:
-                text += self.tokenizer.decode([t])
-                if any(s in text for s in self.stop):
-                    return j + 1
-        return len(gen)
-
-
-class _LogprobRecorder:
-    """A logits processor that applies temperature and top-p and keeps only the chosen tokens' log-probs.
-
-    Each call sees the tokens sampled so far, so it gathers the previous step's chosen token from the previous
-    step's log-softmax and drops the rest: memory is one (batch, vocab) row per step instead of the
-    (steps, batch, vocab) tensor of ``output_scores`` (~300 MB per 8 x 192-token batch of a 49k vocabulary).
-    """
-
-    def __init__(self, temperature: float, top_p: float):
-        self.temperature, self.top_p = temperature, top_p
-        self.last: Any = None
-        self.picked: list[Any] = []
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.last is not None:
-            self.picked.append(self.last.gather(-1, input_ids[:, -1:]).squeeze(-1))
-        scores = scores.float()
-        if self.temperature != 1.0:
-            scores = scores / self.temperature
-        if self.top_p < 1.0:
-            order = scores.argsort(-1, descending=True)
-            probs = scores.gather(-1, order).softmax(-1)
-            drop_sorted = probs.cumsum(-1) - probs > self.top_p  # keep the smallest prefix reaching top_p
-            scores = scores.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), -float("inf"))
-        self.last = scores.log_softmax(-1)
-        return scores
-
-    def finish(self, sequences: Any) -> Any:
-        """(batch, generated) log-probs of the generated tokens of ``sequences``."""
-        import torch
-
-        if self.last is not None:
-            self.picked.append(self.last.gather(-1, sequences[:, -1:]).squeeze(-1))
-            self.last = None
-        if not self.picked:
-            return torch.zeros((sequences.shape[0], 0))
-        return torch.stack(self.picked, dim=1)
 
 
 def _as_list(x: Any) -> list[int]:

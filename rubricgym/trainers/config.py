@@ -35,6 +35,8 @@ class ModelConfig(_Strict):
     gradient_checkpointing: bool = False
     threads: int | None = Field(None, ge=1)
     """``torch.set_num_threads``; None keeps torch's default."""
+    device: str = "cpu"
+    """Where the policy lives: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (a GPU when torch sees one)."""
 
 
 class GenerationConfig(_Strict):
@@ -109,6 +111,10 @@ class LossConfig(_Strict):
     entropy_coef: float = 0.0
     aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
     ppo_epochs: int = Field(1, ge=1)
+    off_policy: Literal["tis", "sampler", "none"] = "tis"
+    """Sampler/learner mismatch: ``tis`` weights tokens by min(pi_old / mu, tis_cap); ``sampler`` takes the PPO
+    ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/update.py``)."""
+    tis_cap: float | None = Field(2.0, gt=0.0)
 
 
 class OptimConfig(_Strict):

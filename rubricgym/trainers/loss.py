@@ -7,6 +7,11 @@ prompt, env/tool text, padding and on every token of a sample whose verdicts err
   ``[1 - eps_low, 1 + eps_high]`` = [0.8, 1.28] by default (arXiv 2503.14476, used by ArenaRL).
 - KL to a frozen reference with Schulman's k3 estimator ``exp(ref - logp) - (ref - logp) - 1`` (unbiased,
   always >= 0; GRPO, arXiv 2402.03300); ``beta = 0`` needs no reference model.
+- Off-policy correction (samples drawn by another engine, e.g. vLLM in bf16, or by a stale policy): truncated
+  importance sampling (TIS, Yao et al. 2025 "Your efficient RL framework secretly brings you off-policy RL
+  training"): each token's loss is weighted by ``min(pi_old / mu, cap)``, detached, where ``mu`` is the sampler's
+  recorded probability and ``pi_old`` the learner's at the start of the update. The mismatch ``KL(mu || pi_old)``
+  is estimated on the sampled tokens with k3 and logged.
 - Aggregation: ``token-mean`` (every generated token weighs the same, DAPO) or ``seq-mean`` (mean per
   sequence, then over sequences, the original GRPO).
 """
@@ -32,12 +37,39 @@ class LossStats:
     clip_fraction: float
     ratio_mean: float
     tokens: int
+    mismatch_kl: float = 0.0
+    is_weight_mean: float = 1.0
+    is_truncated: float = 0.0
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || reference): ``exp(ref - logp) - (ref - logp) - 1``."""
     d = ref_logp - logp
     return torch.exp(d) - d - 1.0
+
+
+def importance_weights(
+    old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> torch.Tensor:
+    """Detached per-token truncated importance weights ``min(exp(old_logp - sampler_logp), cap)``.
+
+    Tokens whose sampler log-prob is unknown (NaN: a greedy turn, or an engine that returned none) and tokens off
+    ``mask`` get weight 1; ``cap=None`` leaves the weights untruncated (plain importance sampling).
+    """
+    with torch.no_grad():
+        known = torch.isfinite(sampler_logp) & (mask > 0)
+        w = torch.exp(old_logp - torch.where(known, sampler_logp, old_logp))
+        if cap is not None:
+            w = w.clamp(max=cap)
+        return torch.where(known, w, torch.ones_like(w))
+
+
+def mismatch_kl(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> tuple[float, int]:
+    """k3 estimate of ``KL(sampler || learner)`` from the sampled tokens (summed) and the count of known tokens."""
+    with torch.no_grad():
+        known = torch.isfinite(sampler_logp) & (mask > 0)
+        kl = k3_kl(sampler_logp.where(known, old_logp), old_logp)  # d = old - sampler: x ~ sampler
+        return float((kl * known).sum()), int(known.sum())
 
 
 def aggregate(
@@ -75,12 +107,14 @@ def ppo_clip_loss(
     clip_high: float = 0.28,
     aggregation: Aggregation = "token-mean",
     normalizer: float | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss to minimise and its diagnostics.
 
-    Per token: ``max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
-    ``ρ = exp(logp - old_logp)``; ``advantages`` is per token (a sequence-level advantage broadcast, or a
-    stage/step advantage spread over its tokens). ``normalizer``: see ``aggregate``.
+    Per token: ``w max(-A ρ, -A clip(ρ, 1-clip_low, 1+clip_high)) + beta k3 - entropy_coef H`` with
+    ``ρ = exp(logp - old_logp)`` and ``w`` the (detached) ``is_weights`` (1 when None); ``advantages`` is per
+    token (a sequence-level advantage broadcast, or a stage/step advantage spread over its tokens).
+    ``normalizer``: see ``aggregate``.
     """
     if beta > 0 and ref_logp is None:
         raise ValueError("beta > 0 needs the reference log-probs (ref_logp); set beta=0 to train without KL")
@@ -91,6 +125,8 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     policy = aggregate(per_token, mask, aggregation, normalizer)
     loss = policy
     kl_value = torch.zeros((), dtype=logp.dtype)
@@ -111,6 +147,8 @@ def ppo_clip_loss(
             clip_fraction=float(clip_frac), ratio_mean=float((ratio * mask).sum() / n),
             tokens=int(mask.sum()),
         )
+        if is_weights is not None:
+            stats.is_weight_mean = float((is_weights * mask).sum() / n)
     return loss, stats
 
 
@@ -131,3 +169,76 @@ def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
         logits = logits / temperature
     logp = logits.log_softmax(-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+LOGPROB_CHUNK = 512
+"""Rows of the (tokens x vocab) logits alive at once in ``selected_logprobs`` (512 x 49k fp32 = 100 MB)."""
+
+
+class _SelectedLogprobs(torch.autograd.Function):
+    """log softmax(h W^T / T)[target] in row chunks, fp32, recomputing each chunk's logits in backward.
+
+    Saves only ``h``, the targets and one log-sum-exp per row, so no (tokens x vocab) tensor outlives a chunk:
+    the naive path keeps the log-softmax for backward and allocates its gradient (3 x tokens x vocab floats).
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, targets, temperature, with_entropy):
+        lses, picked, ents = [], [], []
+        w = weight.float()
+        for hc, tc in zip(h.split(LOGPROB_CHUNK), targets.split(LOGPROB_CHUNK), strict=True):
+            logits = hc.float() @ w.t()
+            if temperature != 1.0:
+                logits = logits / temperature
+            lse = logits.logsumexp(-1)
+            lses.append(lse)
+            picked.append(logits.gather(-1, tc.unsqueeze(-1)).squeeze(-1) - lse)
+            if with_entropy:  # H = lse - sum(p * logits)
+                ents.append(lse - (torch.exp(logits - lse.unsqueeze(-1)) * logits).sum(-1))
+        lse = torch.cat(lses) if lses else h.new_zeros(0, dtype=torch.float32)
+        ctx.save_for_backward(h, weight, targets, lse)
+        ctx.temperature = temperature
+        out = torch.cat(picked) if picked else lse.clone()
+        ent = torch.cat(ents) if ents else out.new_zeros(out.shape)
+        ctx.mark_non_differentiable(ent)
+        return out, ent
+
+    @staticmethod
+    def backward(ctx, grad, _grad_ent):
+        h, weight, targets, lse = ctx.saved_tensors
+        t = ctx.temperature
+        w = weight.float()
+        grad_h = torch.empty(h.shape, dtype=torch.float32, device=h.device) if ctx.needs_input_grad[0] else None
+        grad_w = torch.zeros_like(w) if ctx.needs_input_grad[1] else None
+        for start in range(0, h.shape[0], LOGPROB_CHUNK):
+            sl = slice(start, start + LOGPROB_CHUNK)
+            hc, g = h[sl].float(), grad[sl].float()
+            logits = hc @ w.t()
+            if t != 1.0:
+                logits = logits / t
+            # d logp[target] / d logits = onehot(target) - softmax ; then the 1/T of the scaling
+            dlogits = torch.exp(logits - lse[sl].unsqueeze(-1)).mul_(-g.unsqueeze(-1))
+            dlogits.scatter_add_(-1, targets[sl].unsqueeze(-1), g.unsqueeze(-1))
+            if t != 1.0:
+                dlogits = dlogits / t
+            if grad_h is not None:
+                grad_h[sl] = dlogits @ w
+            if grad_w is not None:
+                grad_w += dlogits.t() @ hc
+        if grad_h is not None:
+            grad_h = grad_h.to(h.dtype)
+        if grad_w is not None:
+            grad_w = grad_w.to(weight.dtype)
+        return grad_h, grad_w, None, None, None
+
+
+def selected_logprobs(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (N,) of ``targets`` under ``softmax(h @ weight.T / temperature)`` computed in fp32 (also under
+    bf16 autocast: the LM head and the log-softmax are the precision-sensitive ops), and optionally the logged
+    (non-differentiable) entropy of the same distribution, with memory of one row chunk of logits."""
+    with torch.autocast(h.device.type, enabled=False):
+        out, ent = _SelectedLogprobs.apply(h, weight, targets, float(temperature), bool(with_entropy))
+    return out, (ent if with_entropy else None)

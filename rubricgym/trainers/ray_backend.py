@@ -34,7 +34,8 @@ class RolloutWorker:
         from rubricgym.trainers.policy import TrainingPolicy
 
         torch.set_num_threads(threads)
-        self.policy = TrainingPolicy(model, **gen).load()
+        self.policy = TrainingPolicy(model, **gen)
+        self.policy.load()
         self.env_id, self.env_kwargs = env_id, env_kwargs
 
     def set_weights(self, state: dict[str, Any]) -> bool:
@@ -81,7 +82,7 @@ class RayBackend:
         gen = {"temperature": g.temperature, "top_p": g.top_p, "max_new_tokens": g.max_new_tokens,
                "dtype": cfg.model.dtype, "max_batch": g.max_batch, "response_prefix": g.response_prefix}
         actor = ray.remote(num_cpus=1)(RolloutWorker)
-        self.workers = [actor.remote(cfg.model.name, gen, cfg.env.id, cfg.env.kwargs, cfg.model.threads or 1)
+        self.workers: list[Any] = [actor.remote(cfg.model.name, gen, cfg.env.id, cfg.env.kwargs, cfg.model.threads or 1)
                         for _ in range(workers)]
 
     def push_weights(self, model: Any) -> None:
@@ -100,7 +101,8 @@ class RayBackend:
         for w, worker in enumerate(self.workers):
             idx = list(range(w, len(tasks), n))
             if idx:
-                jobs.append((idx, worker.rollout.remote([tasks[i].model_dump(mode="json") for i in idx],
+                jobs.append((idx, worker.rollout.remote(
+[tasks[i].model_dump(mode="json") for i in idx],
                                                         [seeds[i] for i in idx], group_size, greedy_anchor,
                                                         temperature)))
         results = await asyncio.gather(*(asyncio.wrap_future(ref.future()) for _, ref in jobs))

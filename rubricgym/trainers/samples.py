@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -22,6 +22,9 @@ class TurnLike(Protocol):
     completion_ids: list[int]
     logprobs: list[float]
 
+
+if TYPE_CHECKING:  # torch is imported lazily at run time (the CLI starts without it)
+    import torch
 
 @dataclass
 class Sample:
@@ -83,7 +86,9 @@ def build_samples(
             current = Sample(rollout)
             samples.append(current)
             current.extend(turn.prompt_ids, False, t, stage)
-        current.extend(turn.completion_ids, True, t, stage, turn.logprobs)
+        # a greedy turn's behaviour policy is deterministic: its sampler log-probs are unknown (NaN), not trained on
+        lps = [float("nan")] * len(turn.logprobs) if getattr(turn, "greedy", False) else turn.logprobs
+        current.extend(turn.completion_ids, True, t, stage, lps)
     return samples
 
 
@@ -113,11 +118,17 @@ def assign_advantages(
 class Batch:
     """Right-padded tensors for a list of samples (``torch`` tensors, shape (B, T))."""
 
-    input_ids: object
-    attention_mask: object
-    loss_mask: object
-    advantages: object
-    sampled_logprobs: object
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    advantages: torch.Tensor
+    sampled_logprobs: torch.Tensor
+
+    def to(self, device: torch.device | str) -> Batch:
+        """Move every tensor to ``device`` in place (a no-op on the CPU)."""
+        for name in ("input_ids", "attention_mask", "loss_mask", "advantages", "sampled_logprobs"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
 
 
 def collate(samples: Sequence[Sample], pad_id: int) -> Batch:

@@ -76,7 +76,8 @@ class Trainer:
         g = cfg.generation
         self.policy = TrainingPolicy(cfg.model.name, temperature=g.temperature, top_p=g.top_p,
                                      max_new_tokens=g.max_new_tokens, dtype=cfg.model.dtype, max_batch=g.max_batch,
-                                     response_prefix=g.response_prefix, bf16_autocast=cfg.model.bf16_autocast)
+                                     response_prefix=g.response_prefix, bf16_autocast=cfg.model.bf16_autocast,
+                                     device=cfg.model.device)
         self.model = self.policy.model_obj
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:
@@ -91,9 +92,9 @@ class Trainer:
             clip_low=lo.clip_low, clip_high=lo.clip_high, beta=lo.beta, entropy_coef=lo.entropy_coef,
             aggregation=lo.aggregation, ppo_epochs=lo.ppo_epochs, micro_batch=o.micro_batch,
             max_grad_norm=o.max_grad_norm, temperature=g.temperature if g.temperature > 0 else 1.0,
-            bf16_autocast=cfg.model.bf16_autocast,
+            bf16_autocast=cfg.model.bf16_autocast, off_policy=lo.off_policy, tis_cap=lo.tis_cap,
         )
-        self.backend = None
+        self.backend: Any = None  # a VLLMBackend or RayBackend: collect / push_weights / close
         if g.backend == "vllm":
             from rubricgym.trainers.vllm_backend import VLLMBackend
 

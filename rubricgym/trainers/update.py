@@ -1,12 +1,19 @@
 """One policy update: token log-probs of the generated tokens, the PPO-clip loss, backward, clip, AdamW step.
 
 Log-probs are computed only where they are needed: the transformer body runs on the whole sequence, but the
-vocabulary projection and ``log_softmax`` run only on the positions that predict a generated token (the
-full-vocabulary logits of every prompt token are what dominate a naive step's memory and time).
+vocabulary projection and ``log_softmax`` run only on the positions that predict a generated token, fused and in
+row chunks (``loss.selected_logprobs``: no tokens x vocab tensor is kept for backward), always in fp32.
 
 Micro-batches and data-parallel ranks normalise by the *whole* batch's token (or sequence) count, and ranks sum
 their gradients with ``all_reduce``, so gradient accumulation and ``torch.distributed`` training give the
 same gradient as one process on the full batch.
+
+Off-policy samples: each sample carries the sampler's per-token log-probs (``Sample.sampled_logprobs``, NaN
+where unknown). ``off_policy="tis"`` (default) takes the PPO ratio against the learner's log-probs at the start of
+the update (pi_old, the detached first-epoch forward: no extra pass) and weights each token by the truncated
+importance weight ``min(pi_old / mu, tis_cap)``; ``"sampler"`` takes the ratio directly against the sampler's
+log-probs (classic PPO with the sampler as behaviour policy); ``"none"`` ignores the sampler. The mismatch
+``KL(mu || pi_old)`` is logged in every mode. With ``ppo_epochs > 1`` pi_old is stored at the first epoch.
 """
 
 from __future__ import annotations
@@ -17,11 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rubricgym.trainers.loss import ppo_clip_loss
+from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss, selected_logprobs
 from rubricgym.trainers.samples import Sample, collate
-
-ENTROPY_CHUNK = 256
-"""Rows of the (tokens x vocab) log-softmax per step of the logged-only entropy."""
 
 
 @dataclass
@@ -36,11 +40,14 @@ class UpdateSettings:
     max_grad_norm: float | None = 1.0
     temperature: float = 1.0
     bf16_autocast: bool = False
+    off_policy: str = "tis"
+    tis_cap: float | None = 2.0
 
 
 def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
     body = getattr(model, getattr(model, "base_model_prefix", "model"), None)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    get_head = getattr(model, "get_output_embeddings", None)  # a transformers method, not an nn.Module one
+    head = get_head() if get_head is not None else None
     if body is None or head is None:
         raise TypeError(f"{type(model).__name__} is not a causal LM with a base model and an output embedding")
     return body, head
@@ -54,36 +61,62 @@ def generated_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     entropy_grad: bool = False,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of ``input_ids`` under ``model`` at ``temperature``, where ``loss_mask`` is 1.
 
     Entry ``[b, t]`` is log p(token t | tokens < t); positions off the mask (and t = 0) are 0. With
     ``with_entropy`` the per-token entropy of the same distribution comes back too, differentiable only with
-    ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward).
+    ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward). With
+    ``share_prefix`` the rows' common prompt prefix is run once (``shared_prefix_len``) and its KV cache extended
+    by each row (not with gradient checkpointing, which disables the cache).
     """
     body, head = _body_and_head(model)
-    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     select = loss_mask[:, 1:] > 0
-    h = hidden[:, :-1][select]
-    logits = head(h).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp_all = logits.log_softmax(-1)
-    del logits  # (tokens x vocab): only the log-softmax is kept for backward
+    prefix = shared_prefix_len(input_ids, attention_mask, loss_mask) if share_prefix else 0
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    if prefix and not checkpointing:
+        from transformers import DynamicCache
+
+        # the rows' common prompt runs once; its keys/values (still in the autograd graph) serve every row
+        cache = DynamicCache(config=getattr(model, "config", None))
+        body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
+        cache.batch_repeat_interleave(input_ids.shape[0])
+        pos = torch.arange(prefix, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
+        hidden = body(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=pos,
+                      past_key_values=cache, use_cache=True).last_hidden_state
+        h = hidden[:, :-1][select[:, prefix:]]
+    else:
+        hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = hidden[:, :-1][select]
     targets = input_ids[:, 1:][select]
-    picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(head, "bias", None) is not None:
+        with torch.autocast(h.device.type, enabled=False):  # the LM head and log-softmax stay fp32
+            logp_all = (head(h.float()) / temperature).log_softmax(-1)
+        picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    else:  # fused, chunked: no (tokens x vocab) tensor is kept for backward
+        weight = head.weight
+        assert isinstance(weight, torch.Tensor)
+        picked, ent = selected_logprobs(h, weight, targets, temperature, with_entropy)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
     out[:, 1:][select] = picked
-    entropy = None
-    if with_entropy:
-        if entropy_grad and torch.is_grad_enabled():
-            ent = -(logp_all.exp() * logp_all).sum(-1)
-        else:  # logged only: in row chunks, so no second and third (tokens x vocab) tensor is ever alive
-            with torch.no_grad():
-                ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.split(ENTROPY_CHUNK)])
+    if ent is not None:
         entropy = torch.zeros(input_ids.shape, dtype=ent.dtype, device=ent.device)
         entropy[:, 1:][select] = ent
     return out, entropy
+
+
+def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor) -> int:
+    """Tokens every row shares from the start, unpadded and untrained, short enough that no position inside it
+    predicts a trained token (so the prefix needs no LM head); 0 for a single row."""
+    if input_ids.shape[0] < 2:
+        return 0
+    same = (input_ids == input_ids[:1]).all(0) & (attention_mask > 0).all(0) & ~(loss_mask > 0).any(0)
+    return max(int(same.long().cumprod(0).sum()) - 1, 0)
 
 
 def _chunks(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
@@ -119,49 +152,72 @@ def compute_gradients(
 ) -> dict[str, float]:
     """Accumulate the loss's gradient over ``samples`` into ``model``'s ``.grad`` (no optimizer step).
 
-    ``old_logprobs`` maps ``id(sample)`` to the behaviour policy's log-probs; missing ones use the current
-    policy's detached log-probs (exactly on-policy: ratio 1, one update per batch).
+    ``old_logprobs`` maps ``id(sample)`` to the learner's log-probs at the start of the update (pi_old); a sample
+    missing from it uses the current policy's detached log-probs (exactly pi_old at the first epoch), which are
+    then stored in it so that later epochs reuse them.
     """
+    if settings.off_policy not in ("tis", "sampler", "none"):
+        raise ValueError(f"off_policy must be 'tis', 'sampler' or 'none', got {settings.off_policy!r}")
     norm = normalizer(samples, settings.aggregation)
-    totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "tokens": 0.0}
-    device = next(model.parameters()).device.type
-    autocast = (torch.autocast(device, dtype=torch.bfloat16) if settings.bf16_autocast
+    keys = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "tokens", "mismatch_kl", "is_weight_mean",
+            "is_truncated")
+    totals = dict.fromkeys(keys, 0.0)
+    known = 0
+    device = next(model.parameters()).device
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast
                 else contextlib.nullcontext())
-    want_entropy = True
     for chunk in _chunks(samples, settings.micro_batch):
         if not any(s.n_generated for s in chunk):
             continue
         b = collate(chunk, pad_id)
+        b.to(device)
         with autocast:
             logp, entropy = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask,
-                                               settings.temperature, with_entropy=want_entropy,
+                                               settings.temperature, with_entropy=True,
                                                entropy_grad=bool(settings.entropy_coef))
             ref = None
             if ref_model is not None:
                 with torch.no_grad():
                     ref, _ = generated_logprobs(ref_model, b.input_ids, b.attention_mask, b.loss_mask,
                                                 settings.temperature)
+        width = logp.shape[1]
         if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):
-            width = logp.shape[1]
             old = torch.stack([torch.nn.functional.pad(old_logprobs[id(s)], (0, width - len(s))) for s in chunk])
         else:
             old = logp.detach()
+            if old_logprobs is not None:
+                old_logprobs.update({id(s): old[i, : len(s)].clone() for i, s in enumerate(chunk)})
+        sampler = b.sampled_logprobs
+        kl_sum, n_known = mismatch_kl(old, sampler, b.loss_mask)
+        totals["mismatch_kl"] += kl_sum
+        known += n_known
+        weights = None
+        if settings.off_policy == "tis":
+            weights = importance_weights(old, sampler, b.loss_mask, settings.tis_cap)
+            if settings.tis_cap is not None:
+                raw = importance_weights(old, sampler, b.loss_mask, None)
+                totals["is_truncated"] += float(((raw > settings.tis_cap) & (b.loss_mask > 0)).sum())
+        elif settings.off_policy == "sampler":
+            old = torch.where(torch.isfinite(sampler) & (b.loss_mask > 0), sampler, old)
         if entropy is not None and not settings.entropy_coef:
             entropy = entropy.detach()
         loss, stats = ppo_clip_loss(
             logp, old, b.advantages, b.loss_mask, ref_logp=ref, beta=settings.beta, entropy=entropy,
             entropy_coef=settings.entropy_coef, clip_low=settings.clip_low, clip_high=settings.clip_high,
-            aggregation=settings.aggregation, normalizer=norm,  # type: ignore[arg-type]
+            aggregation=settings.aggregation, normalizer=norm, is_weights=weights,  # type: ignore[arg-type]
         )
         loss.backward()
-        totals["loss"] += stats.loss
-        totals["policy_loss"] += stats.policy_loss
-        totals["kl"] += stats.kl
-        totals["entropy"] += stats.entropy
-        totals["clip_fraction"] += stats.clip_fraction * stats.tokens
+        for k in ("loss", "policy_loss", "kl", "entropy"):
+            totals[k] += getattr(stats, k)
+        for k in ("clip_fraction", "is_weight_mean"):
+            totals[k] += getattr(stats, k) * stats.tokens
         totals["tokens"] += stats.tokens
     if totals["tokens"]:
-        totals["clip_fraction"] /= totals["tokens"]
+        for k in ("clip_fraction", "is_weight_mean", "is_truncated"):
+            totals[k] /= totals["tokens"]
+    else:
+        totals["is_weight_mean"] = 1.0
+    totals["mismatch_kl"] = totals["mismatch_kl"] / known if known else 0.0
     return totals
 
 
@@ -174,20 +230,6 @@ def sync_gradients(model: torch.nn.Module) -> None:
             torch.distributed.all_reduce(p.grad)
 
 
-def old_policy_logprobs(
-    model: torch.nn.Module, samples: Sequence[Sample], settings: UpdateSettings, pad_id: int
-) -> dict[int, torch.Tensor]:
-    """The current policy's log-probs of every sample, frozen before several PPO epochs over the batch."""
-    out: dict[int, torch.Tensor] = {}
-    with torch.no_grad():
-        for chunk in _chunks(samples, settings.micro_batch):
-            b = collate(chunk, pad_id)
-            logp, _ = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature)
-            for i, s in enumerate(chunk):
-                out[id(s)] = logp[i, : len(s)].clone()
-    return out
-
-
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -197,9 +239,12 @@ def policy_update(
     pad_id: int,
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
-    """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics."""
+    """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics.
+
+    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass).
+    """
     model.train()
-    old = old_policy_logprobs(model, samples, settings, pad_id) if settings.ppo_epochs > 1 else None
+    old: dict[int, torch.Tensor] | None = {} if settings.ppo_epochs > 1 else None
     stats: dict[str, float] = {}
     for _ in range(settings.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)

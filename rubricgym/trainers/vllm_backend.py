@@ -161,10 +161,10 @@ class VLLMBackend:
         choice = r.json()["choices"][0]
         lp = choice["logprobs"]
         ids = [int(t.split(":", 1)[1]) for t in lp["tokens"]]
-        logprobs = [float(x) if x is not None else 0.0 for x in lp["token_logprobs"]]
+        logprobs = [float(x) if x is not None else float("nan") for x in lp["token_logprobs"]]  # NaN: unknown
         eos = {self.tokenizer.eos_token_id}
         text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
-        return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text)
+        return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text, greedy=temperature == 0)
 
     async def collect(self, trainer: Trainer, tasks: list[Task], seeds: list[int], group_size: int,
                       greedy_anchor: bool, temperature: float | None) -> list[list[Trajectory]]:

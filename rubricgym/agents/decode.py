@@ -1,0 +1,142 @@
+"""Batched sampling for a Hugging Face causal LM with a shared-prefix KV cache and early-exit rows.
+
+Why not ``model.generate``: a GRPO group is G rollouts of one prompt, and the prompts of a step share the system
+prompt and tools. ``sample`` therefore
+
+1. prefills the prompts' **common prefix once** (batch 1, body only: no vocabulary projection),
+2. prefills each **distinct suffix once** (left-padded after the prefix, positions kept contiguous per row),
+3. expands the cache to one row per request (``index_select``: identical prompts share their prefill), and
+4. decodes with the **finished rows dropped** from the batch and cache (``generate`` keeps computing a row that
+   hit its end-of-turn token or stop string until the longest row is done).
+
+Under bf16 autocast only the transformer body runs in bf16: the LM head, the softmax over the vocabulary and the
+sampling stay fp32 (fp32 islands; the final RMSNorm already computes in fp32 and the residual stream of an fp32
+model stays fp32 under autocast), because bf16 logits (~3 significant digits) flip a small model's close calls.
+
+Each step applies temperature and top-p and records the log-prob of the drawn token under exactly that
+distribution (greedy rows: under the temperature-1 distribution), so the trainer gets the sampler's log-probs
+without any (steps x batch x vocab) tensor. Only the current (active rows x vocab) logits ever exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Sampled:
+    """One row's generated tokens (up to and including its end token or stop string) and their log-probs."""
+
+    tokens: list[int]
+    logprobs: list[float]
+
+
+def common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest prefix every prompt shares."""
+    first = prompts[0]
+    n = min(len(p) for p in prompts)
+    for p in prompts[1:]:
+        i = 0
+        while i < n and p[i] == first[i]:
+            i += 1
+        n = i
+    return n
+
+
+def _process(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Temperature and nucleus filtering of (rows, vocab) fp32 logits; returns the log-probs sampled from."""
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    if temperature > 0 and top_p < 1.0:
+        order = logits.argsort(-1, descending=True)
+        probs = logits.gather(-1, order).softmax(-1)
+        drop_sorted = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix reaching top_p
+        logits = logits.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), -float("inf"))
+    return logits.log_softmax(-1)
+
+
+@torch.inference_mode()
+def sample(
+    lm: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    pad_id: int = 0,
+    is_end: Callable[[int, list[int]], bool],
+    generator: torch.Generator | None = None,
+    share_prefix: bool = True,
+) -> list[Sampled]:
+    """Sample a completion for every prompt; ``is_end(row, tokens_so_far)`` says whether row ``row`` is done.
+
+    ``temperature == 0`` decodes greedily. ``share_prefix=False`` prefills every row's whole prompt
+    (left-padded, the reference path the shared one is tested against).
+    """
+    from transformers import DynamicCache
+
+    n = len(prompts)
+    device = next(lm.parameters()).device
+    keys = [tuple(p) for p in prompts]
+    uniq = list(dict.fromkeys(keys)) if share_prefix else keys
+    row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
+    prefix = common_prefix_len(uniq) if share_prefix else 0
+    prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
+    cache = DynamicCache(config=lm.config)
+    body, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
+    weight = head.weight.float()  # fp32 island: a no-op for fp32 weights
+    bias = None if getattr(head, "bias", None) is None else head.bias.float()
+
+    def last_logits(**kw: Any) -> torch.Tensor:
+        """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
+        hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1]
+        with torch.autocast(device.type, enabled=False):
+            return torch.nn.functional.linear(hidden.float(), weight, bias)
+
+    if prefix > 0:
+        ids = torch.tensor([list(uniq[0][:prefix])], device=device)
+        body(input_ids=ids, past_key_values=cache, use_cache=True)
+        if len(uniq) > 1:
+            cache.batch_repeat_interleave(len(uniq))
+    suffixes = [list(u[prefix:]) for u in uniq]
+    width = max(len(s) for s in suffixes)
+    pad = [width - len(s) for s in suffixes]
+    ids = torch.tensor([[pad_id] * p + s for p, s in zip(pad, suffixes, strict=True)], device=device)
+    mask = torch.tensor([[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)],
+                        device=device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
+    logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
+    if share_prefix:
+        cache.batch_select_indices(row_of)
+        logits, mask = logits[row_of], mask[row_of]
+    next_pos = mask.sum(-1, keepdim=True)
+    active = torch.arange(n, device=device)
+    results = [Sampled([], []) for _ in range(n)]
+    for _ in range(max_new_tokens):
+        logp = _process(logits, temperature, top_p)
+        if temperature > 0:
+            tok = torch.multinomial(logp.exp(), 1, generator=generator)
+        else:
+            tok = logp.argmax(-1, keepdim=True)
+        picked = logp.gather(-1, tok).squeeze(-1).tolist()
+        keep = []
+        for j, (r, t, lp) in enumerate(zip(active.tolist(), tok.squeeze(-1).tolist(), picked, strict=True)):
+            res = results[r]
+            res.tokens.append(t)
+            res.logprobs.append(lp)
+            if not is_end(r, res.tokens):
+                keep.append(j)
+        if not keep or len(results[int(active[0])].tokens) >= max_new_tokens:
+            break
+        if len(keep) < len(active):  # drop the finished rows from the batch and the cache
+            idx = torch.tensor(keep, device=device)
+            active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
+            cache.batch_select_indices(idx)
+        mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
+        logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
+        next_pos = next_pos + 1
+    return results
