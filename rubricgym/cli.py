@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -15,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
+from rubricgym.cli_show import format_gui, print_examples, summarize
 from rubricgym.core.agent import Agent
 
 app = typer.Typer(
@@ -26,7 +26,7 @@ console = Console()
 err = Console(stderr=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
 
@@ -40,7 +40,7 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
     from rubricgym.core.registry import list_envs
 
     specs = list_envs()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in specs:
         cls = s.load()
         rows.append(
@@ -83,9 +83,12 @@ def resolve_agent(
     from rubricgym.core.registry import env_agents
     from rubricgym.rewards.search import wrap_agent
 
-    kw = {"base_url": base_url, "model": model, "seed": seed, "temperature": temperature, "native_tools": native_tools}
+    def inner_agent(inner: str) -> Agent:
+        return resolve_agent(env_id, inner, base_url=base_url, model=model, seed=seed, temperature=temperature,
+                             native_tools=native_tools)
+
     try:
-        if (wrapped := wrap_agent(env_id, name, lambda inner: resolve_agent(env_id, inner, **kw), seed)) is not None:
+        if (wrapped := wrap_agent(env_id, name, inner_agent, seed)) is not None:
             return wrapped
     except ValueError as e:
         fail(str(e))
@@ -213,46 +216,6 @@ def _open_run_dir(out: Path, meta: dict):
 # ---- show ----------------------------------------------------------------------------------------------------
 
 
-def summarize(run_dir: Path) -> dict:
-    """Count, mean/std of every reward field, steps, and errors of a run directory."""
-    from rubricgym.core.store import TrajectoryStore
-
-    store = TrajectoryStore(run_dir)
-    trajs = list(store.iter())
-    fields: dict[str, list[float]] = {"env_reward": [t.outcome.reward for t in trajs]}
-    for t in trajs:
-        for k, v in t.rewards.items():
-            fields.setdefault(k, []).append(v)
-
-    def stats(xs: list[float]) -> dict:
-        return {
-            "n": len(xs),
-            "mean": statistics.fmean(xs) if xs else None,
-            "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0,
-        }
-
-    steps = [len(t.steps) for t in trajs]
-    from rubricgym.envs.gui.metrics import gui_metrics
-
-    return {
-        "run_dir": str(run_dir),
-        "count": len(trajs),
-        "envs": sorted({t.task.env_id for t in trajs}),
-        "agents": sorted({t.agent for t in trajs}),
-        "rewards": {k: stats(v) for k, v in fields.items()},
-        "steps": stats([float(s) for s in steps]),
-        "errors": {
-            "parse_errors": sum(1 for t in trajs for s in t.steps if s.action.parse_error),
-            "tool_errors": sum(1 for t in trajs for s in t.steps if s.tool_error),
-            "truncated": sum(1 for t in trajs if t.outcome.truncated),
-            "torn_lines": len(store.report.torn_lines),
-            "bad_lines": len(store.report.bad_lines),
-            "failed_tasks": len(store.meta().get("failures", [])),
-        },
-        **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
-    }
-
-
 @app.command()
 def show(
     run_dir: Annotated[Path, typer.Argument(help="a run directory written by `rubricgym run`")],
@@ -280,21 +243,8 @@ def show(
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
     if "gui" in summary:
-        from rubricgym.envs.gui.metrics import format_metrics
-
-        console.print(format_metrics(summary["gui"]), highlight=False)
-    from rubricgym.core.store import TrajectoryStore
-
-    for t in list(TrajectoryStore(run_dir).iter())[:examples]:
-        console.rule(f"task {t.task.id} · agent {t.agent} · reward {t.outcome.reward:g}")
-        console.print(f"[dim]{escape(t.task.prompt)}[/]", highlight=False)
-        for s in t.steps:
-            problem = s.action.parse_error or s.tool_error
-            note = f" [red]({escape(problem)})[/]" if problem else ""
-            text = escape(repr(s.action.text[:200]))
-            console.print(f"[bold]{s.index}[/] [cyan]{escape(s.stage)}[/] {text}{note}", highlight=False)
-            if s.tool_result is not None:
-                console.print(f"    → {escape(repr(s.tool_result[:200]))}", highlight=False)
+        console.print(format_gui(summary["gui"]), highlight=False)
+    print_examples(console, run_dir, examples)
 
 
 # ---- check ---------------------------------------------------------------------------------------------------

@@ -19,9 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from gymnasium.utils.env_checker import check_env
+from jsonschema import Draft202012Validator
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
+from rubricgym.core.rollout import rollout
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
 from rubricgym.rewards.gaming import audit_totals
@@ -109,8 +112,6 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
 
 
 def _gym_check(env_spec: EnvSpec) -> str:
-    from gymnasium.utils.env_checker import check_env
-
     env = env_spec.make()
     try:
         check_env(env, skip_render_check=False)
@@ -124,8 +125,6 @@ def _gym_check(env_spec: EnvSpec) -> str:
 
 
 def _tool_schemas(env: RubricEnv) -> str:
-    from jsonschema import Draft202012Validator
-
     env.reset(seed=0)
     tools = env.tools()
     if not tools:
@@ -266,8 +265,6 @@ def _truncation(env_spec: EnvSpec) -> str:
 
 
 def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
-    from rubricgym.core.rollout import rollout
-
     cls = env_spec.load()
     checks = cls.checks()
     agents = cls.agents()

@@ -94,7 +94,7 @@ def _lock(path: Path) -> Iterator[None]:
 
 def export_gguf(gguf: Path, out: Path, *, dtype: str = "bfloat16", quiet: bool = True) -> Path:
     """Dequantise ``gguf`` with transformers and save a plain safetensors model (+ tokenizer) to ``out``."""
-    import torch
+    import torch  # lazy: torch only when a model is converted
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -54,6 +55,33 @@ class SeededAgent(BaseAgent):
 
     def episode(self, task: Task, seed: int | None) -> Agent:
         return type(self)(seed if seed is not None else self.seed)
+
+
+class TaskAgent(BaseAgent):
+    """A scripted agent that reads the episode's task (an oracle plays from its hidden record): ``episode`` makes a
+    fresh one holding the task, and ``episode_task`` refuses to act without one."""
+
+    def __init__(self, seed: int | None = None, task: Task | None = None):
+        self.seed, self.task = seed, task
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return type(self)(seed, task)
+
+    def episode_task(self) -> Task:
+        if self.task is None:
+            raise RuntimeError(f"the {self.name} agent needs the task: use agent.episode(task, seed) (rollout does)")
+        return self.task
+
+
+def tool_call(name: str, **arguments: Any) -> str:
+    """A tool call as model text (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``), as scripted agents
+    write them."""
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
+
+
+def last_observation(messages: list[Message]) -> str:
+    """The most recent observation text (a tool reply, or the task prompt at the start)."""
+    return next((m.content or "" for m in reversed(messages) if m.role in ("user", "tool")), "")
 
 
 class AgentError(RuntimeError):

@@ -13,13 +13,12 @@ import time
 import uuid
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
-from gymnasium import spaces
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
@@ -32,8 +31,10 @@ from rubricgym.core.parsing import (
     format_parse_error,
     parse_call,
 )
+from rubricgym.core.record import StepRecord
 from rubricgym.core.rubric import Rubric
-from rubricgym.core.tools import check_enums, declared_tools
+from rubricgym.core.text import UnicodeText, truncate
+from rubricgym.core.tools import ToolError, ToolOutput, check_enums, declared_tools
 from rubricgym.core.types import (
     Action,
     Message,
@@ -48,55 +49,8 @@ from rubricgym.core.types import (
     json_type,
 )
 
-# Printable ASCII, whitespace and a spread of non-ASCII letters and symbols: what ``sample`` draws from.
-# ``contains`` accepts any Unicode string, so this only shapes the random strings used for fuzzing.
-SAMPLE_CHARSET = (
-    "".join(chr(c) for c in range(32, 127)) + "\n\t" + "éèüößñçøåæœÆØÅ" + "αβγδλπΩ" + "中文日本語한국어" + "…—“”€£→✓"
-)
-TRUNCATION_MARKER = "\n[... truncated {n} characters ...]"
-
-
-class UnicodeText(spaces.Text):
-    """A text space that contains any Unicode string up to ``max_length`` characters.
-
-    Gymnasium's ``Text`` only contains strings drawn from its charset (alphanumeric by default), which rejects
-    the newlines and non-ASCII text that LLM envs produce; sampling still uses a broad explicit charset.
-    """
-
-    def __init__(self, max_length: int, seed: int | None = None):
-        super().__init__(max_length=max_length, min_length=0, charset=SAMPLE_CHARSET, seed=seed)
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, str) and len(x) <= self.max_length
-
-    def __repr__(self) -> str:
-        return f"UnicodeText(max_length={self.max_length})"
-
-
-@dataclass
-class ToolOutput:
-    """What running one tool call produced."""
-
-    text: str
-    done: bool = False
-    answer: str | None = None
-    error: str | None = None
-    """Set when the call was well-formed but failed (bad argument value, unknown doc...); ``text`` explains."""
-    reward: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class ToolError(Exception):
-    """Raised by a tool on a bad argument value; becomes an explanatory observation, never a crash."""
-
-
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a marker that says how much was dropped."""
-    if len(text) <= limit:
-        return text
-    marker_room = len(TRUNCATION_MARKER.format(n=len(text)))
-    keep = max(0, limit - marker_room)
-    return text[:keep] + TRUNCATION_MARKER.format(n=len(text) - keep)
+# ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
+__all__ = ["RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
 
 
 class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
@@ -108,7 +62,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
-    env_id: ClassVar[str] = ""
+    env_id: str = ""  # set on the class; an instance may name itself (the bring-your-own web env does)
     stages: ClassVar[tuple[str, ...]] = ()
     default_max_steps: ClassVar[int] = 10
     max_observation_chars: ClassVar[int] = 8000
@@ -133,7 +87,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self._task: Task | None = None
         self._episode_id: str | None = None
         self._system = ""
-        self._records: list[_Record] = []
+        self._records: list[StepRecord] = []
         self._stage: str | None = None
         self._done = False
         self._outcome: Outcome | None = Outcome()
@@ -323,7 +277,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     def _advance(
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
-    ) -> _Record:
+    ) -> StepRecord:
         """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
@@ -360,7 +314,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         reply = truncate(out.text, self.max_observation_chars)
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
-        rec = _Record(
+        rec = StepRecord(
             index, stage, text, call, parse_error, structured, out, reply, truncated, time.perf_counter() - t0, tools
         )
         self._records.append(rec)
@@ -429,59 +383,6 @@ class _Tooling:
     tools: list[ToolSpec]
     rules: dict[str, ArgumentRules]
     prompt: str | None = None
-
-
-@dataclass(slots=True)
-class _Record:
-    """A step as the hot path keeps it; the pydantic ``Step`` and messages are built once, on first use."""
-
-    index: int
-    stage: str
-    text: str
-    call: ToolCall | None
-    parse_error: str | None
-    structured: bool
-    out: ToolOutput
-    reply: str
-    truncated: bool
-    duration_s: float
-    tools: list[ToolSpec]
-    built: tuple[Step, Message, Message] | None = None
-
-    def materialise(self) -> tuple[Step, Message, Message]:
-        if self.built is None:
-            call, valid = self.call, self.parse_error is None
-            reply = (
-                Message(role="tool", content=self.reply, tool_call_id=call.id, name=call.name)
-                if call is not None and self.structured and valid
-                else Message(role="user", content=self.reply)
-            )
-            assistant = Message(
-                role="assistant",
-                content=(self.text or None) if self.structured else self.text,
-                tool_calls=[call] if call is not None and self.structured else None,
-            )
-            obs = Observation(
-                messages=[reply],
-                done=self.out.done,
-                truncated=self.truncated,
-                reward=self.out.reward,
-                stage=self.stage,
-                tools=self.tools,
-            )
-            action = Action(text=self.text, tool_call=call, parse_error=self.parse_error, structured=self.structured)
-            step = Step(
-                index=self.index,
-                stage=self.stage,
-                action=action,
-                observation=obs,
-                tool_result=self.out.text if valid and self.out.error is None else None,
-                tool_error=self.out.error,
-                duration_s=self.duration_s,
-                info=self.out.info,
-            )
-            self.built = (step, assistant, reply)
-        return self.built
 
 
 @functools.cache

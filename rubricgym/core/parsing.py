@@ -83,7 +83,7 @@ def _call_from_obj(obj: Any) -> ParsedCall | str:
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
     if name is None:
         return "the JSON object has no 'name' field naming the tool"
-    args: Any = next((obj[k] for k in _ARG_KEYS if k in obj), {})
+    args = next((obj[k] for k in _ARG_KEYS if k in obj), {})
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}

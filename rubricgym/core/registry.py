@@ -106,7 +106,9 @@ def register(
     _REGISTRY.specs[id] = spec
     gymnasium.register(
         id=spec.gym_id,
-        entry_point=spec.entry_point,
+        # a RubricEnv class builds a gymnasium.Env from keyword arguments; gymnasium's EnvCreator protocol asks
+        # for a callable taking **any** keyword, which no class with a real signature matches
+        entry_point=spec.entry_point,  # type: ignore[arg-type]
         nondeterministic=nondeterministic,
         kwargs=dict(spec.kwargs),
         disable_env_checker=True,

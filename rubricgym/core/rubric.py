@@ -354,7 +354,8 @@ def load_rubric(source: str | Path | dict[str, Any] | Rubric) -> Rubric:
 
 def _explain(error: ValidationError, data: dict[str, Any], source: str) -> str:
     lines = []
-    criteria = data.get("criteria") if isinstance(data.get("criteria"), list) else []
+    raw = data.get("criteria")
+    criteria: list[Any] = raw if isinstance(raw, list) else []
     for err in error.errors():
         loc = list(err["loc"])
         where = "rubric"

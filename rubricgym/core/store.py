@@ -155,7 +155,7 @@ class TrajectoryStore:
 
     def to_parquet(self, path: str | Path | None = None) -> Path:
         """Export to Parquet: one row per trajectory, scalar columns plus the full record as JSON."""
-        import pyarrow as pa
+        import pyarrow as pa  # lazy: only this export/import path needs it (keeps CLI start-up light)
         import pyarrow.parquet as pq
 
         rows = [trajectory_row(t) for t in self.iter()]

@@ -160,7 +160,7 @@ class TaskSet(Sequence[Task]):
     def from_hf_disk(cls, path: str | Path, env_id: str | None = None, split: str | None = None) -> TaskSet:
         """A dataset saved with ``datasets``' ``save_to_disk`` (a ``Dataset`` or a ``DatasetDict`` of splits)."""
         try:
-            import datasets
+            import datasets  # lazy: only this export/import path needs it (keeps CLI start-up light)
         except ImportError:
             raise TaskFileError(f"{path}: loading a Hugging Face dataset needs `pip install datasets`") from None
         ds = datasets.load_from_disk(str(path))
@@ -178,7 +178,7 @@ class TaskSet(Sequence[Task]):
                 f.write(t.model_dump_json() + "\n")
 
     def to_parquet(self, path: str | Path) -> None:
-        import pyarrow as pa
+        import pyarrow as pa  # lazy: only this export/import path needs it (keeps CLI start-up light)
         import pyarrow.parquet as pq
 
         rows = [_encode_json_columns(t.model_dump()) for t in self.tasks]

@@ -23,10 +23,28 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from rubricgym.core.types import ToolSpec
+
+
+@dataclass
+class ToolOutput:
+    """What running one tool call produced."""
+
+    text: str
+    done: bool = False
+    answer: str | None = None
+    error: str | None = None
+    """Set when the call was well-formed but failed (bad argument value, unknown doc...); ``text`` explains."""
+    reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolError(Exception):
+    """Raised by a tool on a bad argument value; becomes an explanatory observation, never a crash."""
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__rubricgym_tool__"

@@ -80,7 +80,7 @@ def export(
 
 def write_parquet(trajectories: list[Trajectory], out: Path) -> int:
     """One row per trajectory: summary columns plus the full record as JSON (``record``)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: only this export/import path needs it (keeps CLI start-up light)
     import pyarrow.parquet as pq
 
     pq.write_table(pa.Table.from_pylist([trajectory_row(t) for t in trajectories]), out)
@@ -89,7 +89,7 @@ def write_parquet(trajectories: list[Trajectory], out: Path) -> int:
 
 def write_hf(trajectories: list[Trajectory], out: Path) -> int:
     """A ``datasets`` directory (``datasets.load_from_disk``) with the Parquet export's columns."""
-    import datasets
+    import datasets  # lazy: only this export/import path needs it (keeps CLI start-up light)
 
     datasets.Dataset.from_list([trajectory_row(t) for t in trajectories]).save_to_disk(str(out))
     return len(trajectories)
@@ -99,7 +99,7 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
     """Trajectories back from a Parquet file or ``datasets`` directory written by this module."""
     p = Path(path)
     if p.is_dir():
-        import datasets
+        import datasets  # lazy: only this export/import path needs it (keeps CLI start-up light)
 
         records = datasets.load_from_disk(str(p))["record"]
     else:

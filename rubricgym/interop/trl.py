@@ -33,7 +33,7 @@ _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boole
 def _hint(schema: dict[str, Any]) -> Any:
     """The Python type hint transformers maps back to ``schema`` (enums as ``Literal``, type lists as unions)."""
     if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+        return Literal[tuple(schema["enum"])]
     kinds = schema.get("type", "string")
     hints = [_TYPES.get(k, str) for k in (kinds if isinstance(kinds, list) else [kinds]) if k != "null"]
     out = hints[0] if hints else str
@@ -191,7 +191,7 @@ def task_dataset(env_id: str, n: int, *, seed: int = 0, instructions: str | None
 
     TRL appends ``reset``'s task prompt to the (empty) user message; the system message says to use the tools.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: only this export/import path needs it (keeps CLI start-up light)
 
     system = instructions or "Solve the task by calling the tools; finish with the tool that gives the answer."
     return Dataset.from_list(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,15 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rubricgym.core.fmt import fmt_number
 from rubricgym.rewards.audit import MASTER_KEYS, AuditReport, audit_judge
 from rubricgym.rewards.gaming import TotalsReport, audit_totals
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
 
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
+_fmt = partial(fmt_number, spec=".2f")  # rates show two decimals
 
 
 def report_tables(report: AuditReport) -> list[Table]:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rubricgym.core.fmt import fmt_number
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.cache import JudgeCache
@@ -171,10 +172,6 @@ def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[s
     }
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
-
-
 def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Table:
     table = Table(title=title)
     for col, just in (
@@ -197,8 +194,8 @@ def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Ta
             r["scope"],
             r["judged_by"],
             str(r["n"]),
-            _fmt(r["mean"]),
-            _fmt(r["met_rate"]),
+            fmt_number(r["mean"]),
+            fmt_number(r["met_rate"]),
             str(r.get("not_applicable", 0)),
             f"[red]{r['errors']}[/red]" if r["errors"] else "0",
             str(r["cached"]),

@@ -26,8 +26,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.core.checks import NamedCheck
+from rubricgym.core.llm import ChatClient
 from rubricgym.core.rubric import Criterion, Rubric
 from rubricgym.core.types import Task, Trajectory, Wire
+from rubricgym.rewards.generate import generate_rubric
+from rubricgym.rewards.monitor import final_text
 
 Writer = Callable[[Task, Trajectory, Trajectory, str, int, Rubric], Awaitable[list[Criterion]]]
 """``writer(task, better, worse, stage, n, rubric)``: at most ``n`` new criteria for ``stage``."""
@@ -64,7 +67,7 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
     async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
                     rubric: Rubric) -> list[Criterion]:
         used = rubric.referenced_checks()
-        out = []
+        out: list[Criterion] = []
         for name, chk in sorted(checks.items()):
             if len(out) >= n or name in used or chk.scope != "trajectory":
                 continue
@@ -82,9 +85,6 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
 
 def llm_writer(client: Any) -> Writer:
     """OpenRubrics-style contrastive generation (``generate.generate_rubric``) from the two final outputs."""
-    from rubricgym.rewards.generate import generate_rubric
-    from rubricgym.rewards.monitor import final_text
-
     async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
                     rubric: Rubric) -> list[Criterion]:
         generated = await generate_rubric(client, task, final_text(better), final_text(worse), max_criteria=n)
@@ -196,8 +196,6 @@ def build_buffer(config: BufferConfig | None, base: Rubric, env_cls: Any, *, key
     if config.writer == "llm":
         if not (config.base_url and config.model):
             raise ValueError("rubric_buffer.writer 'llm' needs rubric_buffer.base_url and rubric_buffer.model")
-        from rubricgym.core.llm import ChatClient
-
         writer = llm_writer(ChatClient(config.base_url, config.model))
     else:
         writer = check_writer(dict(env_cls.checks()))

@@ -23,6 +23,8 @@ from typing import Any
 from pydantic import Field
 
 from rubricgym.core.agent import BaseAgent
+from rubricgym.core.registry import make, spec
+from rubricgym.core.rollout import rollout, rollout_many
 from rubricgym.core.rubric import Rubric, RubricError, load_rubric
 from rubricgym.core.types import Message, Outcome, Task, ToolSpec, Trajectory, Wire
 from rubricgym.rewards.audit import MASTER_KEYS, MasterKey, response_trajectory
@@ -157,9 +159,6 @@ async def audit_totals(
     ``rubric`` defaults to the env's default rubric (what training uses); ``judges`` to ``[CheckJudge()]``;
     ``good`` reuses the known-good agent's trajectories of these tasks instead of rolling them out again.
     """
-    from rubricgym.core.registry import make, spec
-    from rubricgym.core.rollout import rollout, rollout_many
-
     cls = spec(env_id).load()
     judges = list(judges) if judges else [CheckJudge()]
     full = load_rubric(rubric if rubric is not None else cls.default_rubric())

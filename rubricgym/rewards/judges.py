@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from rubricgym.core.checks import NamedCheck
+from rubricgym.core.registry import spec
 from rubricgym.core.types import CheckResult, Trajectory
 from rubricgym.rewards.rubric import Criterion, Rubric
 from rubricgym.rewards.verdict import Evidence, Verdict
@@ -38,8 +39,6 @@ class Judge(Protocol):
 
 def env_checks(env_id: str) -> dict[str, NamedCheck]:
     """The named checks env ``env_id`` provides (``spec(env_id).load().checks()``)."""
-    from rubricgym.core.registry import spec
-
     return dict(spec(env_id).load().checks())
 
 

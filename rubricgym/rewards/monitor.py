@@ -27,6 +27,7 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.audit import MASTER_KEYS, exploitation_rate
 from rubricgym.rewards.judges import Judge
+from rubricgym.rewards.llm_judge import LLMJudge
 
 GapFn = Callable[[Sequence[Trajectory], str], Awaitable[float | None]]
 """Scores samples without and with ``rubric_text`` in context and returns the self-internalisation gap."""
@@ -138,8 +139,6 @@ class HackingMonitor:
 
     @staticmethod
     def _endpoints(endpoints: Sequence[Endpoint]) -> list[Judge]:
-        from rubricgym.rewards.llm_judge import LLMJudge
-
         return [LLMJudge(base_url=e.base_url, model=e.model, judge_all=True, id=f"ref:{e.model}") for e in endpoints]
 
     def due(self, step: int) -> bool:
@@ -195,11 +194,12 @@ class HackingMonitor:
         fired = []
         for i, a in enumerate(self.config.alarms):
             v = values.get(f"monitor/{a.metric}")
-            hit = isinstance(v, float | int) and (
-                (a.above is not None and v > a.above) or (a.below is not None and v < a.below))
+            above = isinstance(v, float | int) and a.above is not None and v > a.above
+            below = isinstance(v, float | int) and a.below is not None and v < a.below
+            hit = above or below
             self.streak[i] = self.streak.get(i, 0) + 1 if hit else 0
             if hit and self.streak[i] >= a.patience:
-                bound = f"> {a.above:g}" if a.above is not None and v > a.above else f"< {a.below:g}"
+                bound = f"> {a.above:g}" if above else f"< {a.below:g}"
                 msg = f"step {step}: {a.action} {a.metric} = {v:.3f} {bound}"
                 fired.append(msg)
                 self.alarms.append(msg)
@@ -215,4 +215,4 @@ class HackingMonitor:
     async def aclose(self) -> None:
         for r in self.reference:
             if hasattr(r, "aclose"):
-                await r.aclose()  # type: ignore[attr-defined]
+                await r.aclose()

@@ -164,8 +164,10 @@ class PairwiseJudge:
     def _dims(self, bd: Breakdown) -> tuple[dict[str, float], dict[str, float], float | None, float | None]:
         assert self.prm is not None
         rubric = self.prm.rubric
-        path, answer = {}, {}
-        pw, aw = [], []
+        path: dict[str, float] = {}
+        answer: dict[str, float] = {}
+        pw: list[float] = []
+        aw: list[float] = []
         for c in rubric.criteria:
             if c.id not in bd.per_criterion:
                 continue
@@ -297,7 +299,7 @@ class PairwiseJudge:
             orders.append(
                 OrderScores(
                     first=first,
-                    path={"a": sa["path"], "b": sb["path"]},  # type: ignore[arg-type]
+                    path={"a": sa["path"], "b": sb["path"]},
                     answer={"a": sa["answer"], "b": sb["answer"]},
                     combined={"a": ca, "b": cb},
                     rationale=why,

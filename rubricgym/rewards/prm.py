@@ -156,10 +156,11 @@ class ProcessRewardModel:
         if judge is None:
             v = Verdict.failed("__rubric__", "method rar_implicit needs an LLM judge (it scores the whole rubric)")
         else:
-            v = await judge.judge_rubric(self.rubric, traj)  # type: ignore[attr-defined]
-        return self._empty(traj, total=v.score, verdicts=[v], n_errors=0 if v.ok else 1)
+            v = await judge.judge_rubric(self.rubric, traj)
+        return self._breakdown(traj, total=v.score, verdicts=[v], n_errors=0 if v.ok else 1)
 
-    def _empty(self, traj: Trajectory, **fields: Any) -> Breakdown:
+    def _breakdown(self, traj: Trajectory, **fields: Any) -> Breakdown:
+        """A ``Breakdown`` of ``traj`` naming this rubric (id, version, hash, method), with ``fields`` as scored."""
         r = self.rubric
         return Breakdown(
             trajectory_id=traj.id,
@@ -180,11 +181,11 @@ class ProcessRewardModel:
         failed = sum(not v.ok for v in verdicts)
 
         def roll(vs: Sequence[Verdict]) -> float | None:
-            return agg.weighted_mean([float(v.score) for v in vs], [crit[v.criterion_id].resolved_weight for v in vs])
+            return agg.weighted_mean([_score(v) for v in vs], [crit[v.criterion_id].resolved_weight for v in vs])
 
         per_criterion: dict[str, float] = {}
         for c in rubric.criteria:
-            scores = [float(v.score) for v in ok if v.criterion_id == c.id]
+            scores = [_score(v) for v in ok if v.criterion_id == c.id]
             if scores:
                 per_criterion[c.id] = sum(scores) / len(scores)
         per_step = [roll([v for v in ok if v.step == s.index]) for s in traj.steps]
@@ -235,7 +236,7 @@ class ProcessRewardModel:
                 chain = agg.carr_rubric_reward([c.entities or [] for c in statements], supported, a.answer_entity)
                 per_criterion["__chain__"] = chain
                 total = agg.c_grpo_reward(signal, chain, a.alpha)
-        return self._empty(
+        return self._breakdown(
             traj,
             total=total,
             outcome=outcome,
@@ -278,3 +279,9 @@ class ProcessRewardModel:
                 return await self.score(t)
 
         return list(await asyncio.gather(*(one(t) for t in trajectories)))
+
+
+def _score(v: Verdict) -> float:
+    """A scored verdict's score (the ``Verdict`` validator guarantees one when it is met or unmet)."""
+    assert v.score is not None, f"verdict for {v.criterion_id!r} is scored but has no score"
+    return v.score

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rubricgym.core.agent import Agent, BaseAgent
+from rubricgym.core.registry import make, spec
 from rubricgym.core.rubric import Rubric, load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.rewards.judges import CheckJudge, Judge
@@ -50,7 +51,7 @@ class NoisyAgent(BaseAgent):
     def episode(self, task: Task, seed: int | None) -> Agent:
         s = self.seed if seed is None else seed
         return NoisyAgent(self.base.episode(task, seed), self.noise.episode(task, None if s is None else s + 7919),
-                          self.p, s)  # type: ignore[return-value]
+                          self.p, s)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         own = await self.base.act(messages, tools)
@@ -65,8 +66,6 @@ class PRMGuidedAgent(BaseAgent):
                  env_kwargs: dict[str, Any] | None = None, seed: int | None = 0, replay_policy: bool | None = None):
         if k < 1 or not 0.0 < keep <= 1.0:
             raise ValueError(f"need k >= 1 and keep in (0, 1], got k={k}, keep={keep}")
-        from rubricgym.core.registry import spec
-
         self.policy, self.env_id, self.k, self.beta, self.keep = policy, env_id, k, beta, keep
         self.rubric = load_rubric(rubric) if rubric is not None else spec(env_id).load().default_rubric()
         self.judges = list(judges) if judges else [CheckJudge()]
@@ -89,7 +88,7 @@ class PRMGuidedAgent(BaseAgent):
                             seed=None if seed is None else seed * 1_000_003 + (self.seed or 0))
         ep.task, ep.episode_seed = task, seed
         ep.view = None if self.replay_policy else self.policy.episode(task, seed)
-        return ep  # type: ignore[return-value]
+        return ep
 
     async def _candidate(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         if not self.replay_policy:
@@ -105,8 +104,6 @@ class PRMGuidedAgent(BaseAgent):
 
     async def utility(self, candidate: str | Message) -> float:
         """u(a): look ahead in a replica of the env and score the new step and the trajectory so far."""
-        from rubricgym.core.registry import make
-
         env = make(self.env_id, **self.env_kwargs)
         try:
             env.reset_typed(seed=self.episode_seed, task=self.task)

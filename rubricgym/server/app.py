@@ -22,7 +22,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
+from rubricgym.core.registry import make, spec
 from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, schema
 from rubricgym.server.session import Session
 
@@ -49,8 +51,6 @@ class EnvServer:
     """Sessions of one env: capacity, idle reaping, and closing every env on shutdown."""
 
     def __init__(self, config: ServerConfig, factory: Callable[[], RubricEnv] | None = None):
-        from rubricgym.core.registry import make, spec
-
         self.config = config
         self.spec = spec(config.env_id)  # fail at start, with close matches, not on the first connection
         self.factory = factory or (lambda: make(config.env_id, **config.env_kwargs))
@@ -119,8 +119,6 @@ class EnvServer:
     # ---- descriptions -------------------------------------------------------------------------------------
 
     def metadata(self) -> dict[str, Any]:
-        from rubricgym import __version__
-
         cls, probe = type(self._probe), self._probe
         return {
             "name": self.spec.id,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -40,7 +40,7 @@ class Session:
         self.started = False
         self.done = False
         self.lock = asyncio.Lock()
-        self.on_reap: Callable[[], Any] | None = None
+        self.on_reap: Callable[..., Awaitable[None]] | None = None  # (code: ErrorCode = IDLE_TIMEOUT)
         self._slow = False
         self._avg_s = 0.0
         self._async_step = type(env).astep_typed is not RubricEnv.astep_typed

@@ -12,11 +12,9 @@
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
-from rubricgym.core.agent import BaseAgent, SeededAgent
+from rubricgym.core.agent import SeededAgent, TaskAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.clinical.case import age_band
 from rubricgym.envs.clinical.patient import NORMAL_EXAM
@@ -27,29 +25,20 @@ SHOTGUN_BATTERY = ("cbc", "cmp", "ct_head", "coag", "ct_abdomen", "troponin_i", 
 _PROMPT = re.compile(r"A (\d+)-year-old (man|woman) presents with (.+?)\. You have at most (\d+) turns")
 
 
-def tool_call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
-
-
-class _Planned(BaseAgent):
+class _Planned(TaskAgent):
     """Plays a list of actions planned from the task at the start of the episode."""
 
     def __init__(self, seed: int | None = None, task: Task | None = None):
-        self.seed, self.task = seed, task
+        super().__init__(seed, task)
         self._plan: list[str] | None = None
         self._k = 0
-
-    def episode(self, task: Task, seed: int | None) -> _Planned:
-        return type(self)(seed, task)
 
     def plan(self, task: Task) -> list[str]:
         raise NotImplementedError
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        if self.task is None:
-            raise RuntimeError(f"the {self.name} agent needs the task: use agent.episode(task, seed) (rollout does)")
         if self._plan is None:
-            self._plan = self.plan(self.task)
+            self._plan = self.plan(self.episode_task())
         k, self._k = self._k, self._k + 1  # one call per turn
         return self._plan[min(k, len(self._plan) - 1)]
 

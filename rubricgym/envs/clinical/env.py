@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.parsing import parse_action
 from rubricgym.core.tools import tool
@@ -25,7 +26,7 @@ from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.clinical import checks
 from rubricgym.envs.clinical.case import CaseRecord, generate_case
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
-from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result, run_sync
+from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
 from rubricgym.envs.clinical.matching import NameIndex, fold
 from rubricgym.envs.clinical.patient import (
     SYSTEMS,

@@ -10,20 +10,15 @@ Both use ``rubricgym.core.llm.ChatClient`` (retries, back-off, a clear error whe
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import re
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from rubricgym.core.llm import ChatClient
 from rubricgym.core.types import Message
 from rubricgym.envs.clinical.case import CaseRecord
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import VirtualPatient
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -44,16 +39,6 @@ class LLMConfig:
         client = ChatClient(spec["base_url"], spec["model"], api_key=spec.get("api_key"),
                             timeout_s=float(spec.get("timeout_s", 60.0)))
         return cls(client, float(spec.get("temperature", 0.0)), int(spec.get("max_tokens", 200)))
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` from synchronous code, even inside a running event loop (on a worker thread then)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def patient_prompt(case: CaseRecord, patient: VirtualPatient) -> str:

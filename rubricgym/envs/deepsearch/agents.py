@@ -10,50 +10,36 @@
 
 from __future__ import annotations
 
-import json
 import re
 from abc import abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any
 
-from rubricgym.core.agent import Agent, BaseAgent, SeededAgent
+from rubricgym.core.agent import Agent, SeededAgent, TaskAgent, last_observation, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 
 Script = Generator[str, str, None]
 _URL = re.compile(r"URL: (\S+)")
 
 
-def tool_call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
-
-
-def _last_observation(messages: list[Message]) -> str:
-    return next((m.content or "" for m in reversed(messages) if m.role in ("user", "tool")), "")
-
-
-class _ScriptedAgent(BaseAgent):
+class _ScriptedAgent(TaskAgent):
     """Runs a generator that yields actions and receives each following observation."""
 
     def __init__(self, seed: int | None = None, task: Task | None = None):
-        self.seed = seed
-        self.task = task
+        super().__init__(seed, task)
         self._script: Script | None = None
-
-    def episode(self, task: Task, seed: int | None) -> _ScriptedAgent:
-        return type(self)(seed, task)
 
     @abstractmethod
     def script(self, task: Task) -> Script:
         """The generator of this agent's actions for ``task``."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        if self.task is None:
-            raise RuntimeError(f"the {self.name} agent needs the task: use agent.episode(task, seed) (rollout does)")
+        task = self.episode_task()
         try:
             if self._script is None:
-                self._script = self.script(self.task)
+                self._script = self.script(task)
                 return next(self._script)
-            return self._script.send(_last_observation(messages))
+            return self._script.send(last_observation(messages))
         except StopIteration:
             return tool_call("answer", text="Answer: unknown")
 

@@ -75,7 +75,7 @@ def describe(e: Entity, attr: str, fuzzy: bool) -> tuple[str, str, Callable[[Ent
         if fuzzy:
             d = _decade(int(v))  # type: ignore[call-overload]
             return (f"{verb} in the {d}s", f"{{x}} {stmt_verb} in the {d}s",
-                    lambda x: isinstance(x.attrs.get(attr), int) and _decade(x.attrs[attr]) == d)  # type: ignore[arg-type]
+                    lambda x: isinstance(x.attrs.get(attr), int) and _decade(x.attrs[attr]) == d)
         return f"{verb} in {v}", f"{{x}} {stmt_verb} in {v}", lambda x: x.attrs.get(attr) == v
     if attr == "region":
         return f"in the {v} region", f"{{x}} is in the {v} region", lambda x: x.attrs.get(attr) == v
@@ -86,7 +86,7 @@ def describe(e: Entity, attr: str, fuzzy: bool) -> tuple[str, str, Callable[[Ent
     if fuzzy:
         lo, hi = _range(attr, int(v))  # type: ignore[call-overload]
         return (f"{lead[0]} {_between(lo, hi)} {noun}", f"{{x}} {lead[1]} {_between(lo, hi)} {noun}",
-                lambda x: attr in x.attrs and lo <= x.attrs[attr] < hi)  # type: ignore[operator]
+                lambda x: attr in x.attrs and lo <= x.attrs[attr] < hi)
     return (f"{lead[0]} about {v:,} {noun}", f"{{x}} {lead[1]} about {v:,} {noun}",
             lambda x: x.attrs.get(attr) == v)
 

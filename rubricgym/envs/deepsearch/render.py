@@ -27,26 +27,25 @@ def plural(word: str) -> str:
     return word + ("es" if word.endswith(("s", "x", "ch", "sh")) else "s")
 
 
+_RELATION_SENTENCE = {
+    "born_in": "{s} was born in {o}.",
+    "works_at": "{s} joined {o} as {role} in {year}.",
+    "founded": "{s} founded {o} in {year}.",
+    "studied_under": "{s} studied under {o}.",
+    "headquartered_in": "{s} is headquartered in {o}.",
+    "held_in": "The {s} was held in {o}.",
+    "organised_by": "The {s} was organised by {o}.",
+    "won_by": "The {s} was won by {o}.",
+}
+
+
 def relation_sentence(world: World, r: Relation) -> str:
-    """The canonical sentence stating relation ``r``."""
+    """The canonical sentence stating relation ``r`` (its ``extra`` fills the role and year)."""
+    if r.pred not in _RELATION_SENTENCE:
+        raise ValueError(f"unknown predicate {r.pred!r}")
+    extra = {**r.extra, "role": _a(str(r.extra["role"]))} if "role" in r.extra else r.extra
     s, o = world.entities[r.subject].name, world.entities[r.object].name
-    if r.pred == "born_in":
-        return f"{s} was born in {o}."
-    if r.pred == "works_at":
-        return f"{s} joined {o} as {_a(str(r.extra['role']))} in {r.extra['year']}."
-    if r.pred == "founded":
-        return f"{s} founded {o} in {r.extra['year']}."
-    if r.pred == "studied_under":
-        return f"{s} studied under {o}."
-    if r.pred == "headquartered_in":
-        return f"{s} is headquartered in {o}."
-    if r.pred == "held_in":
-        return f"The {s} was held in {o}."
-    if r.pred == "organised_by":
-        return f"The {s} was organised by {o}."
-    if r.pred == "won_by":
-        return f"The {s} was won by {o}."
-    raise ValueError(f"unknown predicate {r.pred!r}")
+    return _RELATION_SENTENCE[r.pred].format(s=s, o=o, **extra)
 
 
 def attribute_sentences(e: Entity) -> dict[str, str]:

@@ -7,8 +7,10 @@ fail. Generation is a pure function of ``(seed, n_docs)`` and fast enough for 10
 
 from __future__ import annotations
 
+import builtins
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 KINDS = ("person", "organisation", "place", "event")
@@ -67,7 +69,7 @@ class Relation:
     subject: int
     pred: str
     object: int
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, builtins.object] = field(default_factory=dict)  # `object` is the field above
 
 
 @dataclass
@@ -104,7 +106,7 @@ class _Names:
         parts = [r.choice(_ONSETS) + r.choice(_VOWELS) for _ in range(syllables)]
         return ("".join(parts) + r.choice(_CODAS)).capitalize()
 
-    def unique(self, make) -> str:  # type: ignore[no-untyped-def]
+    def unique(self, make: Callable[[], str]) -> str:
         for _ in range(50):
             name = make()
             if name not in self.used:
@@ -217,7 +219,9 @@ def generate_world(seed: int = 0, n_docs: int = 500) -> World:
         relations.append(Relation(p, "born_in", pick(plcs)))
         for _ in range(rng.choice((1, 1, 2))):
             o = pick(orgs)
-            start = int(entities[p].attrs["birth_year"]) + rng.randint(18, 40)  # type: ignore[arg-type]
+            born = entities[p].attrs["birth_year"]
+            assert isinstance(born, int)
+            start = born + rng.randint(18, 40)
             relations.append(Relation(p, "works_at", o, {"role": pick(ROLES), "year": start}))
         if rng.random() < 0.4:
             m = pick(people)

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from rubricgym.core.agent import BaseAgent, SeededAgent
+from rubricgym.core.agent import BaseAgent, SeededAgent, last_observation, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 
 LINE = re.compile(r'^\s*- ([\w-]+)(?: "((?:[^"\\]|\\.)*)")?[^\n]*?\[ref=(e\d+)\]', re.M)
 KEYS = ["Enter", "Tab", "Escape", "ArrowDown", "ArrowUp", "Backspace", " "]
 WORDS = ["hello", "test", "42", "Groceries", "me@example.com", "2024-05-21", "x"]
-
-
-def tool_call(name: str, **arguments: Any) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "</tool_call>"
 
 
 def elements(page: str) -> list[tuple[str, str, str]]:
@@ -34,11 +29,6 @@ def find_ref(page: str, role: str, name: str) -> str | None:
     else:
         hits = [ref for n, ref in found if n == name]
     return hits[0] if hits else None
-
-
-def last_page(messages: list[Message]) -> str:
-    """The most recent observation text (a tool reply, or the task prompt at the start)."""
-    return next((m.content or "" for m in reversed(messages) if m.role in ("user", "tool")), "")
 
 
 class Oracle(BaseAgent):
@@ -60,7 +50,7 @@ class Oracle(BaseAgent):
         self.k += 1
         args = {k: v for k, v in step.items() if k not in ("tool", "role", "name")}
         if "role" in step:
-            ref = find_ref(last_page(messages), step["role"], step["name"])
+            ref = find_ref(last_observation(messages), step["role"], step["name"])
             if ref is None:
                 return f"(oracle: no {step['role']} named {step['name']!r} on the page)"
             args["ref"] = ref
@@ -73,7 +63,7 @@ class RandomClicker(SeededAgent):
     name = "random"
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        refs = [ref for _, _, ref in elements(last_page(messages))] or ["e1"]
+        refs = [ref for _, _, ref in elements(last_observation(messages))] or ["e1"]
         r = self.rng.random()
         ref = str(self.rng.choice(refs))
         if r < 0.6:

@@ -99,6 +99,7 @@ class BrowserEnv(RubricEnv):
     async def page_text(self) -> str:
         """URL, title and the ARIA snapshot with element refs."""
         s = self.session
+        assert s is not None, "page_text() needs an open episode: call reset() first"
         snapshot = await s.snapshot()
         title = await s.guarded("title", lambda p: p.title(), retry=True)
         return f"URL: {s.url}\nTitle: {title}\nPage (elements have [ref=eN]; pass N's ref to tools):\n{snapshot}"

@@ -23,7 +23,7 @@ from rubricgym.core.types import Task
 from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
-from rubricgym.envs.gui.session import Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session, Site
 
 EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
 FAKE_ORIGIN = "http://{name}.web.rubricgym.test"
@@ -135,6 +135,7 @@ class WebTaskEnv(BrowserEnv):
         await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
 
     async def restore_page(self, session: Session) -> None:  # the page's own state cannot be put back: reset it
+        assert self._task is not None, "restore_page() runs inside an episode"
         seed = int(self._task.params.get("page_seed", 0))
         await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
 
@@ -150,8 +151,6 @@ class WebTaskEnv(BrowserEnv):
         return min(1.0, max(0.0, self._reward))
 
     async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
-        from rubricgym.envs.gui.session import ActionFailed
-
         try:
             self._reward = float(await session.evaluate(f"({self.web_spec.reward})()"))
             self._over = bool(await session.evaluate(f"({self.web_spec.done})()"))

@@ -63,6 +63,7 @@ def finished_in_time(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check(scope="step", description="The step is a well-formed tool call that the browser could carry out.")
 def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
+    assert step is not None  # step-scoped: NamedCheck always passes the index
     s = traj.steps[step]
     problem = s.action.parse_error or s.tool_error
     return CheckResult.of(problem is None, problem or "valid action", [step])
@@ -70,6 +71,7 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check(scope="step", description="The step did not undo progress towards the goals.")
 def step_no_regress(traj: Trajectory, step: int | None = None) -> CheckResult:
+    assert step is not None  # step-scoped: NamedCheck always passes the index
     info = traj.steps[step].info
     before, after = info.get("prev_progress"), info.get("progress")
     ok = before is None or after is None or after >= before
@@ -78,6 +80,7 @@ def step_no_regress(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check(scope="step", description="The step changed nothing outside what the task asks for (no destructive action).")
 def step_not_destructive(traj: Trajectory, step: int | None = None) -> CheckResult:
+    assert step is not None  # step-scoped: NamedCheck always passes the index
     extra = traj.steps[step].info.get("unexpected", [])
     return CheckResult.of(not extra, f"unexpected changes: {extra[:6]}" if extra else "no unexpected change", [step])
 

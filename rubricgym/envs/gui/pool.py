@@ -56,7 +56,7 @@ def find_chromium(path: str | None = None) -> str:
 
 def _playwright() -> Any:
     try:
-        from playwright.async_api import async_playwright
+        from playwright.async_api import async_playwright  # lazy: playwright only when a browser starts
     except ImportError as e:
         raise BrowserUnavailable("the GUI env needs Playwright for Python: pip install 'rubricgym[gui]'") from e
     return async_playwright

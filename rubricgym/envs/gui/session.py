@@ -65,6 +65,7 @@ class Site:
         if rel.endswith("/"):
             rel += "index.html"
         if rel not in self._cache:
+            assert self.root is not None, "file() serves a site with a root; a loopback site has no files"
             try:  # a hostile URL (NUL, 100k characters) is a 404, never an error inside the route handler
                 path = (self.root / rel).resolve()
                 if not path.is_relative_to(self.root.resolve()) or not path.is_file():

@@ -11,36 +11,23 @@ synchronous ``step``/``step_typed`` run the same coroutine on a private event lo
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
+from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
 from rubricgym.core.parsing import call_error, clean_call, parse_call
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.swe import checks
+from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
 from rubricgym.envs.swe.tools import SweTools
-
-T = TypeVar("T")
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, even when an event loop is running in this thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def load_instances(path: str | Path) -> list[SweInstance]:
@@ -90,8 +77,6 @@ class SweEnv(SweTools, RubricEnv):
 
     def instances(self) -> list[SweInstance]:
         if not self._instances:
-            from rubricgym.envs.swe.builtin import builtin_instances
-
             self._instances = builtin_instances()
         return self._instances
 

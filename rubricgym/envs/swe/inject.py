@@ -31,6 +31,7 @@ from rubricgym.envs.swe.builtin import cache_root
 from rubricgym.envs.swe.instance import SweInstance
 from rubricgym.envs.swe.mutate import Mutation, apply_mutation, find_mutations
 from rubricgym.envs.swe.patch import is_test_path
+from rubricgym.envs.swe.pypi import fetch_sdist, unpack_sdist
 from rubricgym.envs.swe.sandbox import Limits, SandboxBackend, get_backend
 from rubricgym.envs.swe.sandbox.treediff import file_diff, walk
 from rubricgym.envs.swe.testrun import TestRun, run_pytest
@@ -67,8 +68,6 @@ def mutant_timeout(baseline_s: float, factor: float = TIMEOUT_FACTOR) -> float:
 
 def resolve_project(project: str | Path) -> tuple[Path, str]:
     """``(directory, name)`` of a local directory, an sdist archive, or a requirement fetched with pip."""
-    from rubricgym.envs.swe.pypi import fetch_sdist, unpack_sdist
-
     p = Path(project).expanduser()
     if p.is_dir():
         return p.resolve(), p.resolve().name

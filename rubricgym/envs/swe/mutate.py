@@ -69,7 +69,7 @@ def _is_docstring(node: ast.stmt) -> bool:
 
 def _skipped_regions(tree: ast.Module) -> list[ast.AST]:
     """``if __name__ == "__main__"`` and ``if TYPE_CHECKING`` blocks: mutating them changes no test."""
-    out = []
+    out: list[ast.AST] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             src = ast.unparse(node.test)

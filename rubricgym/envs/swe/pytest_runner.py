@@ -103,7 +103,7 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
                 outcome = "skipped"
             else:
                 return
-            if RANK[outcome] >= RANK.get(results.get(report.nodeid), -1):
+            if RANK[outcome] >= RANK.get(results.get(report.nodeid, ""), -1):
                 results[report.nodeid] = outcome
                 send("test", id=report.nodeid, outcome=outcome,
                      message=message(report) if outcome in ("failed", "error") else "")

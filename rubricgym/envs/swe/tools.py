@@ -184,7 +184,7 @@ class SweTools:
             selectors = shlex.split(selector)
         except ValueError as e:
             raise ToolError(f"cannot parse the selector ({e}); separate test ids with spaces") from None
-        run = await run_pytest(self.sandbox, selectors, self.python_path, timeout=self.test_timeout)
+        run = await run_pytest(self.box, selectors, self.python_path, timeout=self.test_timeout)
         failed = sorted(run.failed())
         lines = [f"pytest: {run.summary()} (exit code {run.exit_code})."]
         if run.error:

@@ -101,5 +101,15 @@ def pick(rng: np.random.Generator, items: list[Any]) -> Any:
     return items[int(rng.integers(len(items)))]
 
 
+def pick_where(rng: np.random.Generator, items: list[dict[str, Any]], **where: Any) -> dict[str, Any]:
+    """One of the ``items`` whose fields equal ``where`` (e.g. ``favorite=False``)."""
+    return pick(rng, [x for x in items if all(x[k] == v for k, v in where.items())])
+
+
+def next_id(prefix: str, items: list[dict[str, Any]]) -> str:
+    """The id after the highest of ``items`` (ids are ``prefix`` and a number: ``c7`` -> ``c8``)."""
+    return prefix + str(max(int(x["id"][len(prefix):]) for x in items) + 1)
+
+
 def quote(text: str) -> str:
     return f"“{text}”"

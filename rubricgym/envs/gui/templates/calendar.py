@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, quote, select, template
+from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, next_id, pick, quote, select, template
 
 NEW_EVENTS = ["Piano lesson", "Haircut", "Parent-teacher meeting", "Book club", "Car service", "Team lunch"]
 PLACES = ["Room 2B", "Town hall", "Downtown studio", "Cafe Luna", "Online"]
@@ -19,7 +19,7 @@ def _edit(e):
 
 
 def _new_id(s):
-    return "e" + str(max(int(e["id"][1:]) for e in s["events"]) + 1)
+    return next_id("e", s["events"])
 
 
 @template("calendar.create", "calendar", 3)

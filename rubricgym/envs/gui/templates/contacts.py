@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from rubricgym.envs.gui.data import COMPANIES, FIRST, LAST
-from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, quote, template
+from rubricgym.envs.gui.templates.base import (
+    DONE,
+    G,
+    Spec,
+    answer,
+    click,
+    fill,
+    next_id,
+    pick,
+    pick_where,
+    quote,
+    template,
+)
 
 
 def _contact(rng, s, **where):
-    return pick(rng, [c for c in s["contacts"] if all(c[k] == v for k, v in where.items())])
+    return pick_where(rng, s["contacts"], **where)
 
 
 def _open(c):
@@ -23,7 +35,7 @@ def add(rng, s):
     names = {c["name"] for c in s["contacts"]}
     name = pick(rng, [f"{f} {la}" for f in FIRST[:6] for la in LAST[-6:] if f"{f} {la}" not in names])
     phone, company = _phone(rng), pick(rng, COMPANIES)
-    new = "c" + str(max(int(c["id"][1:]) for c in s["contacts"]) + 1)
+    new = next_id("c", s["contacts"])
     return Spec(f"Add a contact {name}, phone {phone}, who works at {company}.",
                 [G(f"contacts[name={name}].phone", phone), G(f"contacts[name={name}].company", company, "ieq")],
                 [click("button", "Add contact"), fill("textbox", "Name", name), fill("textbox", "Phone", phone),

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, quote, template
+from rubricgym.envs.gui.templates.base import (
+    DONE,
+    G,
+    Spec,
+    answer,
+    click,
+    fill,
+    next_id,
+    pick,
+    pick_where,
+    quote,
+    template,
+)
 
 READ = "messages[id=*].read"  # opening a message marks it read: never a side effect
 LINES = ["Sounds good, see you then.", "Thanks, I will review it today.", "Can we move this to next week?",
@@ -11,7 +23,7 @@ SUBJECTS = ["Project update", "Quick question", "Travel plans", "Follow-up", "Ag
 
 
 def _msg(rng, s, **where):
-    return pick(rng, [m for m in s["messages"] if all(m[k] == v for k, v in where.items())])
+    return pick_where(rng, s["messages"], **where)
 
 
 def _open(m):
@@ -19,7 +31,7 @@ def _open(m):
 
 
 def _new_id(s):
-    return "m" + str(max(int(m["id"][1:]) for m in s["messages"]) + 1)
+    return next_id("m", s["messages"])
 
 
 def _folder_link(m):

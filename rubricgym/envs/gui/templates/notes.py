@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from rubricgym.envs.gui.data import NOTE_LINES, NOTE_TITLES
-from rubricgym.envs.gui.templates.base import DONE, G, Spec, answer, click, fill, pick, quote, select, template
+from rubricgym.envs.gui.templates.base import (
+    DONE,
+    G,
+    Spec,
+    answer,
+    click,
+    fill,
+    next_id,
+    pick,
+    pick_where,
+    quote,
+    select,
+    template,
+)
 
 NEW_TITLES = ["Weekend plans", "Shopping list", "Ideas for the blog", "Questions for the doctor", "Packing list",
               "Podcast notes", "Renovation ideas", "Password hints"]
 
 
 def _note(rng, s, **where):
-    return pick(rng, [n for n in s["notes"] if all(n[k] == v for k, v in where.items())])
+    return pick_where(rng, s["notes"], **where)
 
 
 def _open(n):
@@ -18,7 +31,7 @@ def _open(n):
 
 
 def _new_id(s):
-    return "n" + str(max(int(n["id"][1:]) for n in s["notes"]) + 1)
+    return next_id("n", s["notes"])
 
 
 @template("notes.create", "notes", 2)

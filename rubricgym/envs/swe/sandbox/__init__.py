@@ -23,7 +23,7 @@ def get_backend(name: str = "bwrap", **kwargs: object) -> SandboxBackend:
         cls = BACKENDS[name]
     except KeyError:
         raise ValueError(f"unknown sandbox backend {name!r}; use one of {sorted(BACKENDS)}") from None
-    return cls(**kwargs)  # type: ignore[arg-type]
+    return cls(**kwargs)
 
 
 __all__ = ["BACKENDS", "WORKDIR", "BwrapBackend", "DockerBackend", "ExecResult", "Limits", "Sandbox",

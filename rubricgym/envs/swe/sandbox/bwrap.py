@@ -117,9 +117,9 @@ class BwrapSandbox(Sandbox):
                 os.kill(pid, signal.SIGKILL)
         for d in self.cgroups.values():
             with suppress(OSError):
-                for pid in (d / "cgroup.procs").read_text().split():
+                for member in (d / "cgroup.procs").read_text().split():
                     with suppress(ProcessLookupError, PermissionError):
-                        os.kill(int(pid), signal.SIGKILL)
+                        os.kill(int(member), signal.SIGKILL)
 
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:
         t0 = time.monotonic()

@@ -193,9 +193,9 @@ def file_diff(rel: str, old: bytes | str | None, new: bytes | str | None) -> str
     """The git-style diff of one file; ``None`` means absent on that side (an empty new file gets its header)."""
     a, b = _side("a/", rel), _side("b/", rel)
     head = [f"diff --git {a} {b}\n"]
-    if isinstance(old, str) or isinstance(new, str):
+    if isinstance(old, str) or isinstance(new, str):  # a description of a non-regular entry, not contents
         what = old if isinstance(old, str) else new
-        return "".join(head) + f"# {quote_path(rel)}: {what}\n"
+        return "".join(head) + f"# {quote_path(rel)}: {what!s}\n"
     old_lines = [] if old is None else _lines(old)
     new_lines = [] if new is None else _lines(new)
     if old is None:
@@ -222,7 +222,9 @@ def diff_trees(old_root: str | os.PathLike[str], new_root: str | os.PathLike[str
     """
     old_root, new_root = os.fspath(old_root), os.fspath(new_root)
     old, new = walk(old_root), walk(new_root)
-    parts, size, left = [], 0, []
+    parts: list[str] = []
+    size = 0
+    left: list[str] = []
     for rel in sorted(set(old) | set(new)):
         a = read_regular(old_root, rel) if rel in old else None
         b = read_regular(new_root, rel) if rel in new else None
