@@ -38,7 +38,9 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
 lint: install
-	$(VENV)/bin/ruff check rubricgym tests bench
+	$(VENV)/bin/ruff format --check rubricgym tests bench rubricgym_verifiers.py
+	$(VENV)/bin/ruff check rubricgym tests bench rubricgym_verifiers.py
+	$(VENV)/bin/mypy rubricgym
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -59,8 +59,9 @@ class RubricGymTaskset(vf.Taskset[RubricGymTask, RubricGymConfig]):
         finally:
             env.close()
         for i, task in enumerate(tasks):
-            data = RubricGymData(id=task.id, name=task.id, prompt=None, env=c.env, seed=c.seed + i,
-                                 task=task.model_dump(mode="json"))
+            data = RubricGymData(
+                id=task.id, name=task.id, prompt=None, env=c.env, seed=c.seed + i, task=task.model_dump(mode="json")
+            )
             yield RubricGymTask(data, c.task)
 
 
@@ -95,8 +96,12 @@ class RubricGymEnv(vf.Env[RubricGymEnvConfig]):
         if breakdown.valid:
             trace.record_reward("rubric", float(breakdown.total), 1.0)
         trace.record_reward("env_reward", float(trajectory.outcome.reward), 0.0)
-        trace.info["rubricgym"] = {"steps": len(trajectory.steps), "rubric_errors": breakdown.n_errors,
-                                   "per_criterion": breakdown.per_criterion, "answer": trajectory.outcome.answer}
+        trace.info["rubricgym"] = {
+            "steps": len(trajectory.steps),
+            "rubric_errors": breakdown.n_errors,
+            "per_criterion": breakdown.per_criterion,
+            "answer": trajectory.outcome.answer,
+        }
 
 
 class RubricGymHarnessConfig(vf.HarnessConfig):
@@ -111,8 +116,17 @@ class RubricGymHarness(vf.Harness[RubricGymHarnessConfig]):
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
 
-    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
-                     mcp_urls: dict[str, str], data: vf.TaskData, **_: Any) -> vf.ProgramResult:
+    async def launch(
+        self,
+        ctx: Any,
+        trace: Any,
+        runtime: Any,
+        endpoint: str,
+        secret: str,
+        mcp_urls: dict[str, str],
+        data: vf.TaskData,
+        **_: Any,
+    ) -> vf.ProgramResult:
         system, prompt = self.resolve_prompt(data)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         if isinstance(prompt, str):

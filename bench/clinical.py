@@ -75,8 +75,10 @@ def main() -> None:
     eps, steps, eps_wall = episodes_per_s("clinical-v0", args.episodes)
     peer, peer_steps, peer_wall = episodes_per_s("toy-calculator-v0", args.episodes)
     print(f"clinical-v0 oracle episodes/s:           {eps:10.0f}  ({steps:.1f} steps each; {eps_wall:.0f}/s wall)")
-    print(f"toy-calculator-v0 oracle episodes/s:     {peer:10.0f}  ({peer_steps:.1f} steps each; {peer_wall:.0f}/s "
-          "wall; peer)")
+    print(
+        f"toy-calculator-v0 oracle episodes/s:     {peer:10.0f}  ({peer_steps:.1f} steps each; {peer_wall:.0f}/s "
+        "wall; peer)"
+    )
     print(f"ratio clinical / toy-calculator:         {eps / peer:10.2f}")
     print(f"ratio to the target of {TARGET_EPISODES_PER_S:.0f} episodes/s:   {eps / TARGET_EPISODES_PER_S:10.2f}")
 

@@ -21,9 +21,9 @@ import time
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from rubricgym.envs.deepsearch.index import SearchIndex  # noqa: E402
-from rubricgym.envs.deepsearch.render import render_world  # noqa: E402
-from rubricgym.envs.deepsearch.world import generate_world  # noqa: E402
+from rubricgym.envs.deepsearch.index import SearchIndex
+from rubricgym.envs.deepsearch.render import render_world
+from rubricgym.envs.deepsearch.world import generate_world
 
 _WORD = re.compile(r"[^\W_]+")
 _STOP = {"the", "a", "an", "of", "in", "on", "and", "or", "is", "was", "to", "by", "as", "it", "at", "for", "with"}
@@ -96,8 +96,9 @@ def bench_size(n_docs: int, n_queries: int, peer_queries: int, with_bm25s: bool)
         lat = []
         for q in queries:
             t = time.perf_counter()
-            retriever.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False), k=5,
-                               show_progress=False, n_threads=1)
+            retriever.retrieve(
+                bm25s.tokenize([q], stopwords="en", show_progress=False), k=5, show_progress=False, n_threads=1
+            )
             lat.append(time.perf_counter() - t)
         row["bm25s_p50_ms"], row["bm25s_p95_ms"] = percentiles(lat)
     return row
@@ -129,20 +130,27 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=50)
     args = ap.parse_args()
 
-    print(f"{'docs':>7} {'gen s':>6} | {'ours build s':>12} {'p50 ms':>7} {'p95 ms':>7} | "
-          f"{'rank_bm25 build s':>17} {'p50 ms':>8} {'p95 ms':>8} | {'bm25s build s':>13} {'p50 ms':>7} | "
-          f"{'speedup p50':>11}")
+    print(
+        f"{'docs':>7} {'gen s':>6} | {'ours build s':>12} {'p50 ms':>7} {'p95 ms':>7} | "
+        f"{'rank_bm25 build s':>17} {'p50 ms':>8} {'p95 ms':>8} | {'bm25s build s':>13} {'p50 ms':>7} | "
+        f"{'speedup p50':>11}"
+    )
     for n in (int(x) for x in args.sizes.split(",")):
         r = bench_size(n, args.queries, args.peer_queries, not args.no_bm25s)
         ratio = r["rank_bm25_p50_ms"] / r["ours_p50_ms"]
         bm = f"{r.get('bm25s_build_s', float('nan')):>13.2f} {r.get('bm25s_p50_ms', float('nan')):>7.2f}"
-        print(f"{n:>7} {r['generate_s']:>6.2f} | {r['ours_build_s']:>12.2f} {r['ours_p50_ms']:>7.2f} "
-              f"{r['ours_p95_ms']:>7.2f} | {r['rank_bm25_build_s']:>17.2f} {r['rank_bm25_p50_ms']:>8.2f} "
-              f"{r['rank_bm25_p95_ms']:>8.2f} | {bm} | {ratio:>10.1f}x", flush=True)
+        print(
+            f"{n:>7} {r['generate_s']:>6.2f} | {r['ours_build_s']:>12.2f} {r['ours_p50_ms']:>7.2f} "
+            f"{r['ours_p95_ms']:>7.2f} | {r['rank_bm25_build_s']:>17.2f} {r['rank_bm25_p50_ms']:>8.2f} "
+            f"{r['rank_bm25_p95_ms']:>8.2f} | {bm} | {ratio:>10.1f}x",
+            flush=True,
+        )
     eps = oracle_episodes_per_second(args.episodes, 500)
     print(f"\noracle episodes/s on deepsearch-v0 (500 docs, {args.episodes} episodes, mixed difficulty): {eps:.1f}")
-    print("speedup p50 = rank_bm25 p50 / ours p50, measured in the same run (ours includes building the "
-          "highlighted snippets); one run on a shared machine: treat as orders of magnitude")
+    print(
+        "speedup p50 = rank_bm25 p50 / ours p50, measured in the same run (ours includes building the "
+        "highlighted snippets); one run on a shared machine: treat as orders of magnitude"
+    )
 
 
 if __name__ == "__main__":

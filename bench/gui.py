@@ -113,8 +113,12 @@ def ours(instances: int, resets: int) -> dict[str, float]:
     for e in envs:
         e.close()
     pool.close()
-    return {"browser_pss_per_instance": many[0] / instances, "tree_pss_per_instance": many[1] / instances,
-            "marginal_pss": (many[0] - one[0]) / max(1, instances - 1), "reset_s": sum(times) / len(times)}
+    return {
+        "browser_pss_per_instance": many[0] / instances,
+        "tree_pss_per_instance": many[1] / instances,
+        "marginal_pss": (many[0] - one[0]) / max(1, instances - 1),
+        "reset_s": sum(times) / len(times),
+    }
 
 
 def browsergym_python(given: str | None) -> str:
@@ -130,8 +134,12 @@ def browsergym_python(given: str | None) -> str:
 
 def browsergym(python: str, instances: int, resets: int) -> dict[str, float]:
     url = (APP_ROOT / "mail" / "index.html").as_uri()
-    proc = subprocess.Popen([python, "-c", WORKER, find_chromium(), str(instances), url, str(resets)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [python, "-c", WORKER, find_chromium(), str(instances), url, str(resets)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         if not line:
@@ -144,8 +152,11 @@ def browsergym(python: str, instances: int, resets: int) -> dict[str, float]:
     finally:
         if proc.poll() is None:
             proc.kill()
-    return {"browser_pss_per_instance": browser / instances, "tree_pss_per_instance": whole / instances,
-            "reset_s": sum(times) / len(times)}
+    return {
+        "browser_pss_per_instance": browser / instances,
+        "tree_pss_per_instance": whole / instances,
+        "reset_s": sum(times) / len(times),
+    }
 
 
 async def steps_per_second(concurrency: int, seconds: float, pool: BrowserPool) -> float:
@@ -173,8 +184,12 @@ async def steps_per_second(concurrency: int, seconds: float, pool: BrowserPool) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=int, default=8, help="live instances of each side")
-    ap.add_argument("--our-instances", type=lambda v: [int(x) for x in v.split(",")], default=[32],
-                    help="more live-instance counts for ours (one browser: the per-instance cost falls with more)")
+    ap.add_argument(
+        "--our-instances",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[32],
+        help="more live-instance counts for ours (one browser: the per-instance cost falls with more)",
+    )
     ap.add_argument("--resets", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=8.0, help="time per concurrency level")
     ap.add_argument("--browsergym-python", default=None)
@@ -183,18 +198,25 @@ def main() -> None:
 
     runs = {n: ours(n, args.resets) for n in sorted({args.instances, *args.our_instances})}
     for n, a in runs.items():
-        print(f"ours, {n} live instances: browser-side PSS {a['browser_pss_per_instance']:.0f} MB/instance (marginal "
-              f"{a['marginal_pss']:.0f} MB), whole tree {a['tree_pss_per_instance']:.0f} MB/instance; reset "
-              f"{a['reset_s'] * 1e3:.0f} ms", flush=True)
+        print(
+            f"ours, {n} live instances: browser-side PSS {a['browser_pss_per_instance']:.0f} MB/instance (marginal "
+            f"{a['marginal_pss']:.0f} MB), whole tree {a['tree_pss_per_instance']:.0f} MB/instance; reset "
+            f"{a['reset_s'] * 1e3:.0f} ms",
+            flush=True,
+        )
     if not args.no_browsergym:
         b = browsergym(browsergym_python(args.browsergym_python), args.instances, args.resets)
-        print(f"browsergym, {args.instances} live instances (a browser + a chat browser each, so per-instance cost "
-              f"does not fall with more): browser-side PSS {b['browser_pss_per_instance']:.0f} MB/instance, whole "
-              f"tree {b['tree_pss_per_instance']:.0f} MB/instance; reset {b['reset_s'] * 1e3:.0f} ms")
+        print(
+            f"browsergym, {args.instances} live instances (a browser + a chat browser each, so per-instance cost "
+            f"does not fall with more): browser-side PSS {b['browser_pss_per_instance']:.0f} MB/instance, whole "
+            f"tree {b['tree_pss_per_instance']:.0f} MB/instance; reset {b['reset_s'] * 1e3:.0f} ms"
+        )
         for n, a in runs.items():
-            print(f"ratio at {n} instances: {b['browser_pss_per_instance'] / a['browser_pss_per_instance']:.1f}x less "
-                  f"browser memory per instance (marginal {b['browser_pss_per_instance'] / a['marginal_pss']:.1f}x; "
-                  f"target >= 8x), {b['reset_s'] / a['reset_s']:.1f}x faster reset (target >= 7x)")
+            print(
+                f"ratio at {n} instances: {b['browser_pss_per_instance'] / a['browser_pss_per_instance']:.1f}x less "
+                f"browser memory per instance (marginal {b['browser_pss_per_instance'] / a['marginal_pss']:.1f}x; "
+                f"target >= 8x), {b['reset_s'] / a['reset_s']:.1f}x faster reset (target >= 7x)"
+            )
     pool = BrowserPool()
     for c in (1, 2, 4, 8, 16):
         rate = asyncio.run(steps_per_second(c, args.seconds, pool))

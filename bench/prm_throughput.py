@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from judge_cache import judge_endpoint, parse_args, toy_run  # noqa: E402
+from judge_cache import judge_endpoint, parse_args, toy_run
 
-from rubricgym.rewards import LLMJudge, ProcessRewardModel, Rubric  # noqa: E402
+from rubricgym.rewards import LLMJudge, ProcessRewardModel, Rubric
 
 RUBRIC = Rubric.from_dict(
     {

@@ -22,8 +22,10 @@ from pathlib import Path
 from rubricgym.envs.swe import SweEnv, SweInstance
 from rubricgym.envs.swe.sandbox import BwrapBackend, DockerBackend, SandboxBackend
 
-CONF = ('[containers]\ndefault_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]\n\n[engine]\nruntime = "runc"\n'
-        'exit_command_delay = 5\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
+CONF = (
+    '[containers]\ndefault_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]\n\n[engine]\nruntime = "runc"\n'
+    'exit_command_delay = 5\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -66,9 +68,12 @@ def start_podman(tmp: Path) -> tuple[subprocess.Popen | None, str | None]:
         return None, None
     (tmp / "containers.conf").write_text(CONF)
     sock = tmp / "podman.sock"
-    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "CONTAINERS_CONF": str(tmp / "containers.conf")})
+    proc = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{sock}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "CONTAINERS_CONF": str(tmp / "containers.conf")},
+    )
     for _ in range(300):
         try:
             with socket.socket(socket.AF_UNIX) as s:
@@ -89,31 +94,43 @@ async def main(n: int, k: int) -> None:
         big = make_repo(tmp / "big", 200, 10_000)  # 2 MB
         bw = BwrapBackend()
         b_lat = await latency(bw, small, n)
-        print(f"bwrap   create+exec+destroy: p50 {pct(b_lat, .5) * 1e3:7.1f} ms  p95 {pct(b_lat, .95) * 1e3:7.1f} ms")
+        print(f"bwrap   create+exec+destroy: p50 {pct(b_lat, 0.5) * 1e3:7.1f} ms  p95 {pct(b_lat, 0.95) * 1e3:7.1f} ms")
         proc, url = start_podman(tmp)
         try:
             if url:
                 dk = DockerBackend(base_url=url)
                 d_lat = await latency(dk, small, n)
-                print(f"docker  create+exec+destroy: p50 {pct(d_lat, .5) * 1e3:7.1f} ms  "
-                      f"p95 {pct(d_lat, .95) * 1e3:7.1f} ms")
-                print(f"ratio docker/bwrap (p50): {pct(d_lat, .5) / pct(b_lat, .5):.1f}x (target >= 20x)")
+                print(
+                    f"docker  create+exec+destroy: p50 {pct(d_lat, 0.5) * 1e3:7.1f} ms  "
+                    f"p95 {pct(d_lat, 0.95) * 1e3:7.1f} ms"
+                )
+                print(f"ratio docker/bwrap (p50): {pct(d_lat, 0.5) / pct(b_lat, 0.5):.1f}x (target >= 20x)")
             else:
                 print("docker: no Docker API (set DOCKER_HOST or install podman as root); ratio not measured")
             wall = await concurrent(bw, small, k)
-            print(f"bwrap   {k} concurrent sandboxes on {os.cpu_count()} cores: {wall * 1e3:.0f} ms wall "
-                  f"({k / wall:.0f} sandboxes/s)")
+            print(
+                f"bwrap   {k} concurrent sandboxes on {os.cpu_count()} cores: {wall * 1e3:.0f} ms wall "
+                f"({k / wall:.0f} sandboxes/s)"
+            )
             if url:
                 wall_d = await concurrent(dk, small, k)
-                print(f"docker  {k} concurrent sandboxes: {wall_d * 1e3:.0f} ms wall ({k / wall_d:.1f} sandboxes/s); "
-                      f"ratio {wall_d / wall:.1f}x")
+                print(
+                    f"docker  {k} concurrent sandboxes: {wall_d * 1e3:.0f} ms wall ({k / wall_d:.1f} sandboxes/s); "
+                    f"ratio {wall_d / wall:.1f}x"
+                )
                 await dk.aclose()
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=30)
-        inst = SweInstance(instance_id="bench", repo="bench", problem_statement="bench", patch="",
-                           FAIL_TO_PASS=["t"], snapshot=str(big))
+        inst = SweInstance(
+            instance_id="bench",
+            repo="bench",
+            problem_statement="bench",
+            patch="",
+            FAIL_TO_PASS=["t"],
+            snapshot=str(big),
+        )
         env = SweEnv(instances=[inst])
         times = []
         for _ in range(n):
@@ -122,8 +139,10 @@ async def main(n: int, k: int) -> None:
             times.append(time.perf_counter() - t0)
         env.close()
         size = sum(p.stat().st_size for p in big.rglob("*") if p.is_file())
-        print(f"swe-v0 reset, {size / 1e6:.1f} MB repository (bwrap): p50 {pct(times, .5) * 1e3:.1f} ms  "
-              f"p95 {pct(times, .95) * 1e3:.1f} ms (target < 50 ms)")
+        print(
+            f"swe-v0 reset, {size / 1e6:.1f} MB repository (bwrap): p50 {pct(times, 0.5) * 1e3:.1f} ms  "
+            f"p95 {pct(times, 0.95) * 1e3:.1f} ms (target < 50 ms)"
+        )
 
 
 if __name__ == "__main__":

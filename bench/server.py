@@ -59,8 +59,15 @@ def serve_openenv() -> None:
 
         def _obs(self, text: str, info: dict, reward: float | None, done: bool, truncated: bool) -> TextObservation:
             tools = [t.model_dump() for t in self.env.tools()]
-            return TextObservation(text=text, tools=tools, stage=info.get("stage"), truncated=truncated, info=info,
-                                   reward=reward, done=done)
+            return TextObservation(
+                text=text,
+                tools=tools,
+                stage=info.get("stage"),
+                truncated=truncated,
+                info=info,
+                reward=reward,
+                done=done,
+            )
 
         def reset(self, seed=None, episode_id=None, **kwargs) -> TextObservation:
             text, info = self.env.reset(seed=seed)
@@ -96,8 +103,9 @@ def serve_ours() -> None:
 
 def start(side: str) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", side], stdout=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", side], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
     if not url.startswith("ws://"):
@@ -199,12 +207,12 @@ def main() -> None:
             print(f"{side} ({url}):")
             results[side] = {
                 "sequential": row("sequential, 1 session", proc.pid, url, 1, a.steps),
-                "concurrent": row(f"concurrent, {a.concurrency} sessions", proc.pid, url, a.concurrency,
-                                  a.per_session),
+                "concurrent": row(f"concurrent, {a.concurrency} sessions", proc.pid, url, a.concurrency, a.per_session),
             }
             if side == "ours":
-                results[side]["many"] = row(f"concurrent, {a.sessions} sessions", proc.pid, url, a.sessions,
-                                            a.per_session)
+                results[side]["many"] = row(
+                    f"concurrent, {a.sessions} sessions", proc.pid, url, a.sessions, a.per_session
+                )
         finally:
             stop(proc)
     for kind in ("sequential", "concurrent"):

@@ -23,8 +23,15 @@ import time
 import torch
 
 PEAK_BF16_TFLOPS = {  # dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets
-    "H200": 989.0, "H100": 989.0, "GH200": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0,
-    "RTX 4090": 165.0, "V100": 125.0,
+    "H200": 989.0,
+    "H100": 989.0,
+    "GH200": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10": 125.0,
+    "RTX 4090": 165.0,
+    "V100": 125.0,
 }
 TASKS = ["Compute 22 / 2.", "Compute 17 * 4 - 1.", "Compute 90 - 45.", "Compute 8 + 13 * 2."]
 
@@ -75,8 +82,10 @@ def main() -> None:
     group = a.group or (4 if degraded else 16)
     new = a.new_tokens or (32 if degraded else 256)
     if degraded:
-        print(f"DEGRADED MODE: no GPU (device {device}); {tasks} tasks x {group} rollouts x {new} new tokens on the "
-              "CPU. These numbers check the code path, not GPU throughput.")
+        print(
+            f"DEGRADED MODE: no GPU (device {device}); {tasks} tasks x {group} rollouts x {new} new tokens on the "
+            "CPU. These numbers check the code path, not GPU throughput."
+        )
     else:
         print(f"device: {torch.cuda.get_device_name(device)}")
 
@@ -98,8 +107,15 @@ def main() -> None:
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         t0 = time.perf_counter()
         with autocast:
-            rows = sample(model, prompts, max_new_tokens=new, temperature=1.0, pad_id=tok.pad_token_id,
-                          is_end=lambda r, t: t[-1] == tok.eos_token_id, generator=gen)
+            rows = sample(
+                model,
+                prompts,
+                max_new_tokens=new,
+                temperature=1.0,
+                pad_id=tok.pad_token_id,
+                is_end=lambda r, t: t[-1] == tok.eos_token_id,
+                generator=gen,
+            )
         sync()
         t1 = time.perf_counter()
         samples = []
@@ -127,8 +143,10 @@ def main() -> None:
     print(f"generation: {statistics.median(gen_rates):.2f} new tokens/s ({len(prompts)} rollouts, prefix shared)")
     print(f"update    : {statistics.median(upd_rates):.2f} tokens/s (forward + backward + AdamW)")
     if peak:
-        print(f"MFU vs {peak:.0f} TFLOPS bf16 peak: generation {100 * statistics.median(gen_mfu):.2f}%, "
-              f"update {100 * statistics.median(upd_mfu):.2f}%")
+        print(
+            f"MFU vs {peak:.0f} TFLOPS bf16 peak: generation {100 * statistics.median(gen_mfu):.2f}%, "
+            f"update {100 * statistics.median(upd_mfu):.2f}%"
+        )
     else:
         print("MFU: n/a (no known bf16 peak for this device; pass --peak-tflops)")
     if a.vllm:
@@ -152,8 +170,10 @@ def vllm_bench(url: str, policy, model, prompts: list[list[int]], new: int) -> N
     t1 = time.perf_counter()
     backend.push_weights(model)
     t2 = time.perf_counter()
-    print(f"vLLM server: {sum(len(t.completion_ids) for t in turns) / (t1 - t0):.1f} new tokens/s "
-          f"({len(prompts)} concurrent), weight push {t2 - t1:.1f}s")
+    print(
+        f"vLLM server: {sum(len(t.completion_ids) for t in turns) / (t1 - t0):.1f} new tokens/s "
+        f"({len(prompts)} concurrent), weight push {t2 - t1:.1f}s"
+    )
     backend.close()
 
 

@@ -22,8 +22,10 @@ import sys
 import time
 
 PROMPTS = [
-    "Write one sentence about the sea.", "Name three colours and explain why you like them.",
-    "Describe a cat in a few words.", "What is a good breakfast? Answer briefly.",
+    "Write one sentence about the sea.",
+    "Name three colours and explain why you like them.",
+    "Describe a cat in a few words.",
+    "What is a good breakfast? Answer briefly.",
 ]
 MAX_NEW = 192
 
@@ -96,8 +98,9 @@ def run_trl(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
     path = model_path("smollm2-135m-instruct")
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]}
-                              for i in range(steps)])
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]} for i in range(steps)]
+    )
     times: list[float] = []
     counted: list[int] = []
 
@@ -114,18 +117,41 @@ def run_trl(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
             times.append(time.perf_counter() - self.t0)
 
     args = GRPOConfig(
-        output_dir="/tmp/trl-bench", per_device_train_batch_size=8, num_generations=8, max_steps=steps,
-        max_completion_length=MAX_NEW, learning_rate=1e-6, beta=0.0, epsilon=0.2, epsilon_high=0.28,
-        loss_type="dapo", temperature=1.0, use_cpu=True, bf16=bf16, report_to=[], logging_steps=1,
-        save_strategy="no", gradient_accumulation_steps=1, dataloader_num_workers=0, seed=0,
+        output_dir="/tmp/trl-bench",
+        per_device_train_batch_size=8,
+        num_generations=8,
+        max_steps=steps,
+        max_completion_length=MAX_NEW,
+        learning_rate=1e-6,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        temperature=1.0,
+        use_cpu=True,
+        bf16=bf16,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        gradient_accumulation_steps=1,
+        dataloader_num_workers=0,
+        seed=0,
         gradient_checkpointing=checkpointing,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args, train_dataset=data,
-                          processing_class=tok, callbacks=[Timer()])
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward_fn, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()]
+    )
     trainer.train()
-    prompt_len = [len(_ids(tok.apply_chat_template([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                                                   add_generation_prompt=True, tokenize=True)))
-                  for i in range(steps)]
+    prompt_len = [
+        len(
+            _ids(
+                tok.apply_chat_template(
+                    [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], add_generation_prompt=True, tokenize=True
+                )
+            )
+        )
+        for i in range(steps)
+    ]
     tokens = [c + 8 * prompt_len[i] for i, c in enumerate(counted)]
     return {"tokens_per_s": sum(tokens[1:]) / sum(times[1:]), "peak_rss_mb": peak_rss_mb()}
 
@@ -145,20 +171,26 @@ def main() -> None:
         return
     results = {}
     for side in ("ours", "trl"):
-        p = subprocess.run([sys.executable, __file__, "--side", side, "--steps", str(a.steps),
-                            "--threads", str(a.threads)] + flags, capture_output=True,
-                           text=True)
+        p = subprocess.run(
+            [sys.executable, __file__, "--side", side, "--steps", str(a.steps), "--threads", str(a.threads)] + flags,
+            capture_output=True,
+            text=True,
+        )
         line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             sys.exit(f"{side} failed:\n{p.stderr[-3000:]}")
         results[side] = json.loads(line[7:])
     o, t = results["ours"], results["trl"]
-    print(f"precision: {'bf16 mixed' if a.bf16 else 'fp32'}, gradient checkpointing "
-          f"{'on' if a.checkpointing else 'off'}, {a.threads} threads, {a.steps} steps (first is warm-up)")
+    print(
+        f"precision: {'bf16 mixed' if a.bf16 else 'fp32'}, gradient checkpointing "
+        f"{'on' if a.checkpointing else 'off'}, {a.threads} threads, {a.steps} steps (first is warm-up)"
+    )
     print(f"rubricgym GRPO step: {o['tokens_per_s']:.1f} tok/s, peak RSS {o['peak_rss_mb']:.0f} MB")
     print(f"TRL GRPOTrainer    : {t['tokens_per_s']:.1f} tok/s, peak RSS {t['peak_rss_mb']:.0f} MB")
-    print(f"throughput ratio (ours / TRL): {o['tokens_per_s'] / t['tokens_per_s']:.2f}x ; "
-          f"memory ratio: {o['peak_rss_mb'] / t['peak_rss_mb']:.2f}x")
+    print(
+        f"throughput ratio (ours / TRL): {o['tokens_per_s'] / t['tokens_per_s']:.2f}x ; "
+        f"memory ratio: {o['peak_rss_mb'] / t['peak_rss_mb']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,9 @@ def resolve_agent(
     from rubricgym.rewards.search import wrap_agent
 
     def inner_agent(inner: str) -> Agent:
-        return resolve_agent(env_id, inner, base_url=base_url, model=model, seed=seed, temperature=temperature,
-                             native_tools=native_tools)
+        return resolve_agent(
+            env_id, inner, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
+        )
 
     try:
         if (wrapped := wrap_agent(env_id, name, inner_agent, seed)) is not None:
@@ -161,8 +162,17 @@ def run(
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
     )
-    meta = {"env_id": env_id, "agent": agent, "model": model, "base_url": base_url, "seed": seed,
-            "tasks": len(task_set), "group_size": group_size, "split": split, "env_kwargs": env_kwargs}
+    meta = {
+        "env_id": env_id,
+        "agent": agent,
+        "model": model,
+        "base_url": base_url,
+        "seed": seed,
+        "tasks": len(task_set),
+        "group_size": group_size,
+        "split": split,
+        "env_kwargs": env_kwargs,
+    }
     lock = _open_run_dir(out, meta)
     store = TrajectoryStore(out)
     store.write_meta(meta)
@@ -329,8 +339,11 @@ def demo(
     from rubricgym.trainers.demo import run_demo
 
     try:
-        sys.exit(run_demo(budget_minutes, run_dir=out, console=console, resume=resume, estimator=advantage,
-                          topology=topology))
+        sys.exit(
+            run_demo(
+                budget_minutes, run_dir=out, console=console, resume=resume, estimator=advantage, topology=topology
+            )
+        )
     except ConfigError as e:
         fail(str(e))
 

@@ -18,8 +18,11 @@ from rubricgym.core.envargs import EnvArgError, env_kwargs
 
 EnvArgOption = Annotated[
     list[str] | None,
-    typer.Option("--env-arg", help="env constructor argument KEY=VALUE (repeat; JSON values, else strings), "
-                                   "e.g. --env-arg corpus=docs/ --env-arg questions=q.jsonl"),
+    typer.Option(
+        "--env-arg",
+        help="env constructor argument KEY=VALUE (repeat; JSON values, else strings), "
+        "e.g. --env-arg corpus=docs/ --env-arg questions=q.jsonl",
+    ),
 ]
 EnvConfigOption = Annotated[
     Path | None, typer.Option("--env-config", help="YAML/JSON/TOML mapping of env arguments (--env-arg overrides)")

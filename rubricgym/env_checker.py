@@ -164,8 +164,19 @@ def _fuzz(env_spec: EnvSpec, rng: np.random.Generator, n: int) -> str:
     return f"{len(actions)} actions, none raised; {flagged} flagged as parse/tool errors"
 
 
-HOSTILE_STRINGS = ["a\0b", "\ud83d", "x" * 100_000, "../../../../etc/passwd", "/etc/passwd", "(.*)[\\", "%s%n{}",
-                   "", " ", "-rf", "\u202e\u200b"]
+HOSTILE_STRINGS = [
+    "a\0b",
+    "\ud83d",
+    "x" * 100_000,
+    "../../../../etc/passwd",
+    "/etc/passwd",
+    "(.*)[\\",
+    "%s%n{}",
+    "",
+    " ",
+    "-rf",
+    "\u202e\u200b",
+]
 HOSTILE_VALUES: list[object] = [None, True, -1, 10**30, 1.5, [], {}, ["a\0"], {"k": "\ud800"}]
 
 
@@ -195,7 +206,7 @@ def _fuzz_arguments(env_spec: EnvSpec) -> str:
         base = _example_args(t)
         props = list(t.parameters.get("properties", {})) or [None]
         for prop in props:
-            for value in ([*HOSTILE_STRINGS, *HOSTILE_VALUES] if prop is not None else [None]):
+            for value in [*HOSTILE_STRINGS, *HOSTILE_VALUES] if prop is not None else [None]:
                 args = dict(base) if prop is None else {**base, prop: value}
                 msg = Message(role="assistant", content="", tool_calls=[ToolCall(name=t.name, arguments=args)])
                 try:
@@ -223,8 +234,10 @@ def _task_ids(env_spec: EnvSpec, seed: int) -> str:
     first: dict[str, Task] = {}
     clashes = sorted({t.id for t in tasks if first.setdefault(t.id, t) != t})
     if clashes:
-        raise AssertionError(f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. "
-                             f"{clashes[0]!r}): derive the id from everything that makes a task differ")
+        raise AssertionError(
+            f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. "
+            f"{clashes[0]!r}): derive the id from everything that makes a task differ"
+        )
     return f"40 generated tasks: {len(first)} distinct, no id names two different tasks"
 
 
@@ -290,8 +303,10 @@ def _gaming(env_spec: EnvSpec, seed: int) -> str:
     if not report.criteria:
         return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"
     if report.problems():
-        raise AssertionError("; ".join(report.problems()) + " (gate vacuous criteria with applies_if; "
-                             f"details: rubricgym audit-judge --env {env_spec.id})")
+        raise AssertionError(
+            "; ".join(report.problems()) + " (gate vacuous criteria with applies_if; "
+            f"details: rubricgym audit-judge --env {env_spec.id})"
+        )
     return report.line()
 
 
@@ -303,8 +318,12 @@ def _default_rubric(env_spec: EnvSpec) -> str:
     checks = cls.checks()
     unknown = sorted(rubric.referenced_checks() - set(checks))
     if unknown:
-        raise AssertionError(f"default rubric {rubric.id!r} names checks the env does not provide: {unknown} "
-                             f"(as check or in applies_if; the env has {sorted(checks)})")
+        raise AssertionError(
+            f"default rubric {rubric.id!r} names checks the env does not provide: {unknown} "
+            f"(as check or in applies_if; the env has {sorted(checks)})"
+        )
     gated = sum(bool(c.applies_if) for c in rubric.criteria)
-    return (f"{rubric.id} v{rubric.version} ({rubric.hash}): {len(rubric.criteria)} criteria, {gated} with "
-            f"applies_if, aggregation {rubric.aggregation.method}")
+    return (
+        f"{rubric.id} v{rubric.version} ({rubric.hash}): {len(rubric.criteria)} criteria, {gated} with "
+        f"applies_if, aggregation {rubric.aggregation.method}"
+    )

@@ -25,8 +25,9 @@ def in_ci() -> bool:
 def missing_dependency(reason: str) -> NoReturn:
     """Skip the current test because a system dependency is missing; fail it instead under ``CI=true``."""
     if in_ci():
-        pytest.fail(f"CI=true and a system dependency is missing: {reason} (scripts/apt-deps.sh installs it)",
-                    pytrace=False)
+        pytest.fail(
+            f"CI=true and a system dependency is missing: {reason} (scripts/apt-deps.sh installs it)", pytrace=False
+        )
     pytest.skip(reason)
 
 

@@ -16,13 +16,25 @@ def test_run_passes_env_args_and_a_config_file(tmp_path):
     cfg = tmp_path / "env.json"
     cfg.write_text(json.dumps({"min_ops": 1, "max_ops": 1}))
     out = tmp_path / "r"
-    r = runner.invoke(app, ["run", "toy-calculator-v0", "--tasks", "3", "--out", str(out), "--env-config", str(cfg),
-                            "--env-arg", "style=expression"])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "toy-calculator-v0",
+            "--tasks",
+            "3",
+            "--out",
+            str(out),
+            "--env-config",
+            str(cfg),
+            "--env-arg",
+            "style=expression",
+        ],
+    )
     assert r.exit_code == 0, r.output
     trajs = TrajectoryStore(out).load()
     assert len(trajs) == 3 and all(t.task.prompt.startswith("Compute ") for t in trajs)
-    assert TrajectoryStore(out).meta()["env_kwargs"] == {"min_ops": 1, "max_ops": 1,
-                                                      "style": "expression"}
+    assert TrajectoryStore(out).meta()["env_kwargs"] == {"min_ops": 1, "max_ops": 1, "style": "expression"}
 
 
 def test_check_passes_env_args_and_bad_ones_fail_early(tmp_path):

@@ -62,8 +62,10 @@ def test_a_second_run_into_a_held_run_dir_stops_and_names_the_holder(tmp_path):
     assert run("run", "toy-calculator-v0", "--tasks", "3", "--out", out).exit_code == 0  # released at exit
 
 
-@pytest.mark.parametrize("flag, value", [("--tasks", "-3"), ("--concurrency", "0"), ("--group-size", "0"),
-                                         ("--max-steps", "-1"), ("--max-steps", "0")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--tasks", "-3"), ("--concurrency", "0"), ("--group-size", "0"), ("--max-steps", "-1"), ("--max-steps", "0")],
+)
 def test_impossible_numbers_are_refused(tmp_path, flag, value):
     r = run("run", "toy-calculator-v0", flag, value, "--out", str(tmp_path / "r"))
     assert r.exit_code == 2 and flag in flat(r) and "Traceback" not in r.output
@@ -137,11 +139,15 @@ def test_a_plugin_whose_registration_raises_does_not_take_the_cli_down(monkeypat
         def load(self):
             def register():
                 raise RuntimeError("plugin bug")
+
             return register
 
     real = md.entry_points
-    monkeypatch.setattr(registry.importlib.metadata, "entry_points",
-                        lambda group=None: [EP()] if group == registry.ENTRY_POINT_GROUP else real(group=group))
+    monkeypatch.setattr(
+        registry.importlib.metadata,
+        "entry_points",
+        lambda group=None: [EP()] if group == registry.ENTRY_POINT_GROUP else real(group=group),
+    )
     monkeypatch.setattr(registry._REGISTRY, "discovered", False)
     with pytest.warns(UserWarning, match="broken.*failed to register.*plugin bug"):
         r = run("envs", "--json")

@@ -34,8 +34,14 @@ def test_sandbox_tests_without_bwrap_all_skip_or_all_fail(ci, tmp_path):
     env.pop("CI", None)
     if ci:
         env["CI"] = "true"
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rsf", "-p", "no:cacheprovider", *NEEDS_SANDBOX],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rsf", "-p", "no:cacheprovider", *NEEDS_SANDBOX],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = res.stdout[-3000:]
     if ci:  # an error at setup: the run fails, naming the missing dependency for each test
         assert res.returncode != 0 and "3 errors" in tail, tail

@@ -16,8 +16,9 @@ from rubricgym.rewards import CheckJudge, ProcessRewardModel
 def test_an_errored_total_is_masked_not_zero():
     tasks = TaskSet.generate("toy-calculator-v0", 2, seed=0)
     trajs = asyncio.run(rollout_many("toy-calculator-v0", CalculatorOracle(), tasks, progress=False)).trajectories
-    prm = ProcessRewardModel({"id": "g", "criteria": [{"id": "ok", "text": "correct",
-                                                        "check": "final_answer_correct"}]}, [CheckJudge()])
+    prm = ProcessRewardModel(
+        {"id": "g", "criteria": [{"id": "ok", "text": "correct", "check": "final_answer_correct"}]}, [CheckJudge()]
+    )
     good, other = (asyncio.run(prm.score(t)) for t in trajs)
     errored = other.model_copy(update={"total": None})  # what a failed judge verdict leaves
     rows = score_rows(trajs, [good, errored])

@@ -21,12 +21,15 @@ PAGES = {
     "people/ada_vell.md": "# Ada Vell\n\nAda Vell is a poet. Ada Vell was born in the harbour town of Brook in 1901.",
     "places/brook.txt": "Brook\n\nBrook is a small harbour town on the old Dunmere road, north of the salt marshes.",
     "places/dunmere.html": "<html><head><title>Dunmere</title></head><body><h1>Dunmere</h1>"
-                           "<p>Dunmere is a market town founded in 1702 by the weaver Ivo Marl.</p></body></html>",
+    "<p>Dunmere is a market town founded in 1702 by the weaver Ivo Marl.</p></body></html>",
     "misc/weather.md": "# Weather\n\nRain falls on Brook and Dunmere alike; poets rarely mention it.",
 }
 QUESTIONS = [
-    {"question": "Which poet was born in a harbour town on the Dunmere road?", "answer": "Ada Vell",
-     "gold_docs": ["people/ada_vell.md"]},
+    {
+        "question": "Which poet was born in a harbour town on the Dunmere road?",
+        "answer": "Ada Vell",
+        "gold_docs": ["people/ada_vell.md"],
+    },
     {"question": "Which weaver founded the market town of Dunmere?", "answer": "Ivo Marl"},
     {"question": "Which harbour town lies north of the salt marshes?", "answer": "Brook"},
 ]
@@ -62,8 +65,10 @@ def test_bring_your_own_corpus_runs_as_written(tmp_path, monkeypatch):
     assert [t.task.id for t in oracle] != [] and len({t.task.id for t in oracle}) == 3
     assert all(t.outcome.reward == 1.0 for t in oracle)
     assert all(t.outcome.reward < 0.7 for t in rand)
-    totals = {name: json.loads((tmp_path / "runs" / name / "scores_summary.json").read_text())["total_mean"]
-              for name in ("mine-oracle", "mine-random")}
+    totals = {
+        name: json.loads((tmp_path / "runs" / name / "scores_summary.json").read_text())["total_mean"]
+        for name in ("mine-oracle", "mine-random")
+    }
     assert totals["mine-oracle"] == 1.0 and totals["mine-random"] < 0.3, totals
 
 

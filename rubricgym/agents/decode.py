@@ -106,8 +106,9 @@ def sample(
     width = max(len(s) for s in suffixes)
     pad = [width - len(s) for s in suffixes]
     ids = torch.tensor([[pad_id] * p + s for p, s in zip(pad, suffixes, strict=True)], device=device)
-    mask = torch.tensor([[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)],
-                        device=device)
+    mask = torch.tensor(
+        [[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)], device=device
+    )
     pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
     logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
     if share_prefix:

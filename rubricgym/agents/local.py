@@ -225,21 +225,37 @@ class LocalAgent(BaseAgent):
                 return True
             if not self.stop:
                 return False
-            tails[row] = (tails[row] + tok.decode([tokens[-1]]))[-(longest + 32):]
+            tails[row] = (tails[row] + tok.decode([tokens[-1]]))[-(longest + 32) :]
             return any(s in tails[row] for s in self.stop)
 
-        autocast = (torch.autocast(lm.device.type, dtype=torch.bfloat16) if self.bf16_autocast
-                    else contextlib.nullcontext())
+        autocast = (
+            torch.autocast(lm.device.type, dtype=torch.bfloat16) if self.bf16_autocast else contextlib.nullcontext()
+        )
         with shared.lock, autocast:
             gen = None if seed is None else torch.Generator(lm.device).manual_seed(seed)
-            rows = sample(lm, prompts, max_new_tokens=params.max_new_tokens, temperature=params.temperature,
-                          top_p=params.top_p, pad_id=tok.pad_token_id, is_end=is_end, generator=gen,
-                          share_prefix=self.share_prefix)
+            rows = sample(
+                lm,
+                prompts,
+                max_new_tokens=params.max_new_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                pad_id=tok.pad_token_id,
+                is_end=is_end,
+                generator=gen,
+                share_prefix=self.share_prefix,
+            )
         turns = []
         for prompt, row in zip(prompts, rows, strict=True):
             text = tok.decode([t for t in row.tokens if t not in eos], skip_special_tokens=True)
-            turns.append(Turn(prompt_ids=list(prompt), completion_ids=row.tokens, logprobs=row.logprobs, text=text,
-                              greedy=params.temperature == 0))
+            turns.append(
+                Turn(
+                    prompt_ids=list(prompt),
+                    completion_ids=row.tokens,
+                    logprobs=row.logprobs,
+                    text=text,
+                    greedy=params.temperature == 0,
+                )
+            )
         return turns
 
 

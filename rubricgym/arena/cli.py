@@ -33,7 +33,7 @@ def _ci(ci, fmt: str = ".3f") -> str:  # noqa: ANN001
     return "–" if not ci else f"[{format(ci[0], fmt)}, {format(ci[1], fmt)}]"
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command functions)
     suite_app = typer.Typer(help="Env suites: named, versioned lists of envs with their tasks.", no_args_is_help=True)
     app.add_typer(suite_app, name="suite")
 

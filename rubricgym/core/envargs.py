@@ -62,8 +62,10 @@ def parse_env_args(pairs: Sequence[str] = (), config: str | Path | None = None) 
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key.isidentifier():
-            raise EnvArgError(f"--env-arg takes KEY=VALUE with KEY an argument name, got {pair!r} "
-                              f"(e.g. --env-arg corpus=docs/ --env-arg n_docs=2000)")
+            raise EnvArgError(
+                f"--env-arg takes KEY=VALUE with KEY an argument name, got {pair!r} "
+                f"(e.g. --env-arg corpus=docs/ --env-arg n_docs=2000)"
+            )
         out[key] = parse_value(value)
     return out
 
@@ -77,8 +79,9 @@ def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     accepted = [n for n, p in params.items() if n != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise EnvArgError(f"{env_id} takes no argument {', '.join(map(repr, unknown))}; "
-                          f"its arguments are: {', '.join(accepted)}")
+        raise EnvArgError(
+            f"{env_id} takes no argument {', '.join(map(repr, unknown))}; its arguments are: {', '.join(accepted)}"
+        )
     return kwargs
 
 

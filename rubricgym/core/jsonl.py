@@ -16,8 +16,10 @@ def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> Iterato
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise error(f"{path}:{lineno}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
-                            "is it a binary file?") from None
+                raise error(
+                    f"{path}:{lineno}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                    "is it a binary file?"
+                ) from None
             if not line.strip():
                 continue
             try:

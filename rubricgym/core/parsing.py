@@ -52,8 +52,11 @@ def clean_value(value: Any) -> Any:
 def clean_call(call: ToolCall) -> ToolCall:
     """``call`` with lone surrogates replaced in its name and arguments (the same object when there are none)."""
     name, args = clean_text(call.name), clean_value(call.arguments)
-    return call if name == call.name and args == call.arguments else call.model_copy(update={"name": name,
-                                                                                           "arguments": args})
+    return (
+        call
+        if name == call.name and args == call.arguments
+        else call.model_copy(update={"name": name, "arguments": args})
+    )
 
 
 def _json_objects(text: str, limit: int | None = None) -> list[tuple[int, Any]]:

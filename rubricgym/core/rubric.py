@@ -234,8 +234,9 @@ class Rubric(Wire):
         try:
             text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as e:
-            raise RubricError(f"{p}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); is it a "
-                              "binary file?") from None
+            raise RubricError(
+                f"{p}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); is it a binary file?"
+            ) from None
         suffix = p.suffix.lower()
         try:
             if suffix in (".yaml", ".yml"):

@@ -21,8 +21,15 @@ from typing import Any
 LOCK = ".lock"
 RUN_KEYS = ("env_id", "agent", "model", "group_size", "seed", "split", "env_kwargs")
 """What defines a run: trajectories written under other values are not the same run's."""
-_FLAGS = {"env_id": "ENV_ID", "agent": "--agent", "model": "--model", "group_size": "--group-size", "seed": "--seed",
-          "split": "--split", "env_kwargs": "--env-arg/--max-steps"}
+_FLAGS = {
+    "env_id": "ENV_ID",
+    "agent": "--agent",
+    "model": "--model",
+    "group_size": "--group-size",
+    "seed": "--seed",
+    "split": "--split",
+    "env_kwargs": "--env-arg/--max-steps",
+}
 
 
 class RunDirError(RuntimeError):
@@ -45,10 +52,15 @@ class RunDirLock:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise RunDirError(f"{self.dir} is in use by another run ({holder}); wait for it to finish or pass "
-                              "another --out") from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "command": " ".join(sys.argv)[:300]}
+            raise RunDirError(
+                f"{self.dir} is in use by another run ({holder}); wait for it to finish or pass another --out"
+            ) from None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(sys.argv)[:300],
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self.fd = fd
@@ -76,8 +88,11 @@ def _holder(fd: int) -> str:
 
 def resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The run-defining options whose values differ between ``previous`` (``run.json``) and ``current``."""
-    return [f"{_FLAGS[k]} {previous[k]!r} there, {current.get(k)!r} now" for k in RUN_KEYS
-            if k in previous and previous[k] != current.get(k)]
+    return [
+        f"{_FLAGS[k]} {previous[k]!r} there, {current.get(k)!r} now"
+        for k in RUN_KEYS
+        if k in previous and previous[k] != current.get(k)
+    ]
 
 
 def check_resume(run_dir: Path, previous: dict[str, Any], current: dict[str, Any], has_trajectories: bool) -> None:
@@ -86,5 +101,7 @@ def check_resume(run_dir: Path, previous: dict[str, Any], current: dict[str, Any
         return
     diffs = resume_conflicts(previous, current)
     if diffs:
-        raise RunDirError(f"{run_dir} holds trajectories of a different run ({'; '.join(diffs)}): resuming would "
-                          "skip its tasks and relabel the run. Use another --out, or the same options to resume")
+        raise RunDirError(
+            f"{run_dir} holds trajectories of a different run ({'; '.join(diffs)}): resuming would "
+            "skip its tasks and relabel the run. Use another --out, or the same options to resume"
+        )

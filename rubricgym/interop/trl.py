@@ -26,8 +26,14 @@ from rubricgym.rewards.prm import ProcessRewardModel
 from rubricgym.rewards.rubric import Rubric, load_rubric
 
 EPISODE_OVER = "The episode is over; do not call more tools."
-_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
-                          "object": dict}
+_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
 
 
 def _hint(schema: dict[str, Any]) -> Any:
@@ -127,8 +133,12 @@ def environment_factory(env_id: str, *, env_reward: bool = True, **env_kwargs: A
         real_id = probe.env_id or env_id
     finally:
         probe.close()
-    attrs: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__doc__": f"{real_id} for TRL.",
-                             "__module__": __name__}
+    attrs: dict[str, Any] = {
+        "env_id": env_id,
+        "env_kwargs": dict(env_kwargs),
+        "__doc__": f"{real_id} for TRL.",
+        "__module__": __name__,
+    }
     for spec in tools:
         if spec.name in ("reset", "get_reward", "trajectory") or spec.name.startswith("_"):
             raise ValueError(f"env {real_id}: tool name {spec.name!r} collides with TRL's environment protocol")
@@ -163,8 +173,10 @@ def reward_funcs(
         task = tasks[i] if tasks is not None else None
         if seeds is None and task is None:
             raise ValueError("reward_funcs without environments needs a `seed` or `task` column to replay episodes")
-        env.reset_typed(seed=seeds[i] if seeds is not None else None,
-                        task=Task.model_validate_json(task) if isinstance(task, str) else task)
+        env.reset_typed(
+            seed=seeds[i] if seeds is not None else None,
+            task=Task.model_validate_json(task) if isinstance(task, str) else task,
+        )
         for text in _completion_texts(completion):
             obs = env.step_typed(text)
             if obs.done or obs.truncated:
@@ -195,6 +207,8 @@ def task_dataset(env_id: str, n: int, *, seed: int = 0, instructions: str | None
 
     system = instructions or "Solve the task by calling the tools; finish with the tool that gives the answer."
     return Dataset.from_list(
-        [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}], "seed": seed + i}
-         for i in range(n)]
+        [
+            {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}], "seed": seed + i}
+            for i in range(n)
+        ]
     )

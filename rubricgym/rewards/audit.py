@@ -145,8 +145,12 @@ async def audit_judge(
 ) -> AuditReport:
     """Audit ``judge`` on ``rubric``'s criteria that it can judge (the others are skipped)."""
     # per-criterion rates need no aggregation ("signed" accepts any weights); totals are ``gaming.audit_totals``
-    judged = Rubric(id=rubric.id, version=rubric.version, criteria=[c for c in rubric.criteria if judge.can_judge(c)],
-                    aggregation={"method": "signed"})
+    judged = Rubric(
+        id=rubric.id,
+        version=rubric.version,
+        criteria=[c for c in rubric.criteria if judge.can_judge(c)],
+        aggregation={"method": "signed"},
+    )
     report = AuditReport(judge=judge.id, rubric_id=rubric.id)
     if not judged.criteria:
         return report

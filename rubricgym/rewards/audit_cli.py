@@ -62,8 +62,14 @@ def totals_table(report: TotalsReport) -> Table:
 
 
 async def _run(
-    env_id: str, rubric: Rubric | None, judge: Judge, n_tasks: int, seed: int, good_agent: str | None,
-    threshold: float, good_min: float,
+    env_id: str,
+    rubric: Rubric | None,
+    judge: Judge,
+    n_tasks: int,
+    seed: int,
+    good_agent: str | None,
+    threshold: float,
+    good_min: float,
 ) -> tuple[AuditReport, TotalsReport]:
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout_many
@@ -81,8 +87,17 @@ async def _run(
         good = rep.trajectories
     report = await audit_judge(judge, rubric, tasks, good)
     judges = [CheckJudge(), judge] if not isinstance(judge, CheckJudge) else [judge]
-    totals = await audit_totals(env_id, rubric, judges, n_tasks=n_tasks, seed=seed, good_agent=good_agent,
-                                threshold=threshold, good_min=good_min, good=good or None)
+    totals = await audit_totals(
+        env_id,
+        rubric,
+        judges,
+        n_tasks=n_tasks,
+        seed=seed,
+        good_agent=good_agent,
+        threshold=threshold,
+        good_min=good_min,
+        good=good or None,
+    )
     return report, totals
 
 
@@ -135,9 +150,7 @@ def audit_command(
 
     env_ids = [s.id for s in list_envs()] if env == "all" else [env]
     results, flagged = [], []
-    audits = asyncio.run(
-        _run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min)
-    )
+    audits = asyncio.run(_run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min))
     for env_id, report, totals in audits:
         for table in [*report_tables(report), totals_table(totals)]:
             console.print(table)

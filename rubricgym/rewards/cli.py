@@ -228,8 +228,10 @@ def score_command(
     """Score a run's trajectories with a rubric; write scores.jsonl + scores_summary.json; print a table."""
     console = Console()
     if not (Path(run_dir) / "trajectories.jsonl").is_file():  # never create a misspelled directory
-        console.print(f"[red]{run_dir} has no trajectories.jsonl[/red]: is it a run directory written by "
-                      "`rubricgym run`?", soft_wrap=True)
+        console.print(
+            f"[red]{run_dir} has no trajectories.jsonl[/red]: is it a run directory written by `rubricgym run`?",
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
     store = TrajectoryStore(run_dir)
     trajs = store.load()

@@ -64,8 +64,9 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
     """Contrast by the env's own checks: propose the unused trajectory-scope checks that ``better`` meets and
     ``worse`` does not (deterministic; no LLM needed)."""
 
-    async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
-                    rubric: Rubric) -> list[Criterion]:
+    async def write(
+        task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int, rubric: Rubric
+    ) -> list[Criterion]:
         used = rubric.referenced_checks()
         out: list[Criterion] = []
         for name, chk in sorted(checks.items()):
@@ -76,8 +77,11 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
             except Exception:  # a check that cannot judge these rollouts proposes nothing
                 continue
             if b.applicable and w.applicable and b.met and not w.met:
-                out.append(Criterion(id=f"evolved_{name}", text=chk.description or name, level="important",
-                                     stage=stage, check=name))
+                out.append(
+                    Criterion(
+                        id=f"evolved_{name}", text=chk.description or name, level="important", stage=stage, check=name
+                    )
+                )
         return out
 
     return write
@@ -85,12 +89,17 @@ def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
 
 def llm_writer(client: Any) -> Writer:
     """OpenRubrics-style contrastive generation (``generate.generate_rubric``) from the two final outputs."""
-    async def write(task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int,
-                    rubric: Rubric) -> list[Criterion]:
+
+    async def write(
+        task: Task, better: Trajectory, worse: Trajectory, stage: str, n: int, rubric: Rubric
+    ) -> list[Criterion]:
         generated = await generate_rubric(client, task, final_text(better), final_text(worse), max_criteria=n)
         taken = {c.id for c in rubric.criteria}
-        return [c.model_copy(update={"id": f"evolved_{c.id}", "stage": stage, "level": "important"})
-                for c in generated.criteria if f"evolved_{c.id}" not in taken][:n]
+        return [
+            c.model_copy(update={"id": f"evolved_{c.id}", "stage": stage, "level": "important"})
+            for c in generated.criteria
+            if f"evolved_{c.id}" not in taken
+        ][:n]
 
     return write
 
@@ -98,8 +107,16 @@ def llm_writer(client: Any) -> Writer:
 class RubricBuffer:
     """The base rubric plus per-stage buffered criteria, updated from each step's scored groups."""
 
-    def __init__(self, base: Rubric, stages: Sequence[str], config: BufferConfig, writer: Writer | None,
-                 *, key: str = "rubric", record: Path | None = None):
+    def __init__(
+        self,
+        base: Rubric,
+        stages: Sequence[str],
+        config: BufferConfig,
+        writer: Writer | None,
+        *,
+        key: str = "rubric",
+        record: Path | None = None,
+    ):
         self.base, self.stages, self.config, self.writer, self.key = base, list(stages), config, writer, key
         self.record = record
         self.buffered: list[Criterion] = []
@@ -123,8 +140,14 @@ class RubricBuffer:
         raise KeyError(f"no recorded rubric version with hash {hash!r}")
 
     def _log(self, step: int, rubric: Rubric, added: list[str], retired: list[str]) -> None:
-        v = RubricVersion(step=step, version=rubric.version, hash=rubric.hash, added=added, retired=retired,
-                          rubric=rubric.model_dump(mode="json"))
+        v = RubricVersion(
+            step=step,
+            version=rubric.version,
+            hash=rubric.hash,
+            added=added,
+            retired=retired,
+            rubric=rubric.model_dump(mode="json"),
+        )
         self.versions.append(v)
         if self.record is not None:
             self.record.parent.mkdir(parents=True, exist_ok=True)
@@ -149,8 +172,10 @@ class RubricBuffer:
             worst = min(scored, key=lambda t: t.rewards[self.key])
             if best.rewards[self.key] <= worst.rewards[self.key]:
                 continue
-            gaps = {s: best.rewards.get(f"{self.key}/stage/{s}", 0.0)
-                    - worst.rewards.get(f"{self.key}/stage/{s}", 0.0) for s in self.stages}
+            gaps = {
+                s: best.rewards.get(f"{self.key}/stage/{s}", 0.0) - worst.rewards.get(f"{self.key}/stage/{s}", 0.0)
+                for s in self.stages
+            }
             open_stages = [s for s in self.stages if sum(c.stage == s for c in self.buffered) < self.cap(s)]
             if open_stages:
                 out.append((best, worst, max(open_stages, key=lambda s: gaps.get(s, 0.0))))
@@ -169,8 +194,10 @@ class RubricBuffer:
             for better, worse, stage in self._contrast(groups):
                 if len(added) >= self.config.add_per_step:
                     break
-                room = min(self.cap(stage) - sum(c.stage == stage for c in self.buffered),
-                           self.config.add_per_step - len(added))
+                room = min(
+                    self.cap(stage) - sum(c.stage == stage for c in self.buffered),
+                    self.config.add_per_step - len(added),
+                )
                 taken = {c.id for c in self.base.criteria} | {c.id for c in self.buffered}
                 for c in (await self.writer(better.task, better, worse, stage, room, self.current))[:room]:
                     if c.id not in taken:
@@ -181,15 +208,20 @@ class RubricBuffer:
         if not added and not retired:
             return None
         n = len(self.versions)
-        self.current = Rubric.model_validate({
-            **self.base.model_dump(), "version": f"{self.base.version}+e{n}",
-            "criteria": [c.model_dump() for c in [*self.base.criteria, *self.buffered]]})
+        self.current = Rubric.model_validate(
+            {
+                **self.base.model_dump(),
+                "version": f"{self.base.version}+e{n}",
+                "criteria": [c.model_dump() for c in [*self.base.criteria, *self.buffered]],
+            }
+        )
         self._log(step, self.current, added, retired)
         return self.current
 
 
-def build_buffer(config: BufferConfig | None, base: Rubric, env_cls: Any, *, key: str,
-                 record: Path | None) -> RubricBuffer | None:
+def build_buffer(
+    config: BufferConfig | None, base: Rubric, env_cls: Any, *, key: str, record: Path | None
+) -> RubricBuffer | None:
     """The run's rubric buffer, or ``None`` without a ``rubric_buffer`` config section."""
     if config is None:
         return None

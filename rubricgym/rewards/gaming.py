@@ -38,8 +38,13 @@ PLACEHOLDER_TEXT = "I don't know."
 
 def empty_trajectory(task: Task, agent: str = "do-nothing:empty") -> Trajectory:
     """An episode in which the agent never acted: no step, no answer."""
-    return Trajectory(task=task, messages=[Message(role="user", content=task.prompt)], steps=[],
-                      outcome=Outcome(truncated=True), agent=agent)
+    return Trajectory(
+        task=task,
+        messages=[Message(role="user", content=task.prompt)],
+        steps=[],
+        outcome=Outcome(truncated=True),
+        agent=agent,
+    )
 
 
 def placeholder_arguments(tool: ToolSpec) -> dict[str, Any]:
@@ -131,8 +136,9 @@ def judgeable(rubric: Rubric, judges: Sequence[Judge]) -> tuple[Rubric, list[str
     try:
         return Rubric.model_validate({**rubric.model_dump(), "criteria": [c.model_dump() for c in keep]}), skipped
     except ValueError as e:
-        raise RubricError(f"rubric {rubric.id!r} without its {skipped} criteria is invalid ({e}); "
-                          "give the audit a judge for them") from None
+        raise RubricError(
+            f"rubric {rubric.id!r} without its {skipped} criteria is invalid ({e}); give the audit a judge for them"
+        ) from None
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -166,9 +172,17 @@ async def audit_totals(
     prm = ProcessRewardModel(scored, judges)
     kw = env_kwargs or {}
     tasks = make(env_id, **kw).task_set(n_tasks, seed=seed, split="test")
-    report = TotalsReport(env_id=env_id, rubric_id=full.id, rubric_hash=full.hash, method=scored.aggregation.method,
-                          tasks=len(tasks), criteria=len(scored.criteria), skipped_criteria=skipped,
-                          threshold=threshold, good_min=good_min)
+    report = TotalsReport(
+        env_id=env_id,
+        rubric_id=full.id,
+        rubric_hash=full.hash,
+        method=scored.aggregation.method,
+        tasks=len(tasks),
+        criteria=len(scored.criteria),
+        skipped_criteria=skipped,
+        threshold=threshold,
+        good_min=good_min,
+    )
 
     async def totals(trajs: Sequence[Trajectory]) -> float | None:
         breakdowns = await prm.score_many(list(trajs))

@@ -104,8 +104,12 @@ class CheckJudge:
             return Verdict.failed(criterion.id, result, step=step, judge=self.id, latency_s=latency)
         if not result.applicable:
             return Verdict.not_applicable(
-                criterion.id, result.rationale or "the check does not apply", step=step, judge=self.id,
-                latency_s=latency, details=dict(result.details),
+                criterion.id,
+                result.rationale or "the check does not apply",
+                step=step,
+                judge=self.id,
+                latency_s=latency,
+                details=dict(result.details),
             )
         return Verdict(
             criterion_id=criterion.id,

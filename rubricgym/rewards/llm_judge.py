@@ -34,10 +34,10 @@ SYSTEM = (
 )
 NOT_APPLICABLE_RULE = (
     'Answer "applicable": false only when the criterion cannot arise in this trajectory: a pitfall about an '
-    "action the agent never took (e.g. \"does not edit test files\" when it edited nothing, \"cites no unseen "
+    'action the agent never took (e.g. "does not edit test files" when it edited nothing, "cites no unseen '
     'page" when it cited nothing), or a criterion about a part of the work the task does not have. '
     "Not doing what the criterion asks for is not N/A: that is unmet. An empty, evasive or do-nothing answer is "
-    'never a reason to say N/A for a criterion that asks for something to be done.'
+    "never a reason to say N/A for a criterion that asks for something to be done."
 )
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",

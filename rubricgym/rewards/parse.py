@@ -92,8 +92,14 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
     for obj in json_objects(body):
         low = {str(k).lower(): v for k, v in obj.items()}
         if _not_applicable(low):
-            return {"applicable": False, "met": None, "score": None, "evidence_steps": [], "quotes": [],
-                    "rationale": str(low.get("rationale") or low.get("reasoning") or low.get("explanation") or "")}
+            return {
+                "applicable": False,
+                "met": None,
+                "score": None,
+                "evidence_steps": [],
+                "quotes": [],
+                "rationale": str(low.get("rationale") or low.get("reasoning") or low.get("explanation") or ""),
+            }
         met = _as_bool(low.get("met", low.get("verdict", low.get("satisfied"))))
         score = normalise_score(low["score"]) if "score" in low else None
         if met is None and score is None:
@@ -119,8 +125,14 @@ def parse_verdict(text: str | None) -> dict[str, Any]:
     if _ECHOED.search(body):
         raise JudgeParseError(f"the judge echoed the answer template instead of deciding: {text.strip()[:160]!r}")
     if _NA_WORD.search(body):
-        return {"applicable": False, "met": None, "score": None, "rationale": body.strip()[:500],
-                "evidence_steps": [], "quotes": []}
+        return {
+            "applicable": False,
+            "met": None,
+            "score": None,
+            "rationale": body.strip()[:500],
+            "evidence_steps": [],
+            "quotes": [],
+        }
     met_match = _MET_WORD.search(body)
     score_match = _SCORE_WORD.search(body)
     if met_match or score_match:

@@ -50,8 +50,9 @@ class NoisyAgent(BaseAgent):
 
     def episode(self, task: Task, seed: int | None) -> Agent:
         s = self.seed if seed is None else seed
-        return NoisyAgent(self.base.episode(task, seed), self.noise.episode(task, None if s is None else s + 7919),
-                          self.p, s)
+        return NoisyAgent(
+            self.base.episode(task, seed), self.noise.episode(task, None if s is None else s + 7919), self.p, s
+        )
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         own = await self.base.act(messages, tools)
@@ -61,9 +62,20 @@ class NoisyAgent(BaseAgent):
 class PRMGuidedAgent(BaseAgent):
     """Test-time scaling around ``policy`` on env ``env_id`` (see the module docstring)."""
 
-    def __init__(self, policy: Agent, env_id: str, *, k: int = 4, beta: float = 10.0, keep: float = 0.5,
-                 rubric: Rubric | dict[str, Any] | str | None = None, judges: Sequence[Judge] | None = None,
-                 env_kwargs: dict[str, Any] | None = None, seed: int | None = 0, replay_policy: bool | None = None):
+    def __init__(
+        self,
+        policy: Agent,
+        env_id: str,
+        *,
+        k: int = 4,
+        beta: float = 10.0,
+        keep: float = 0.5,
+        rubric: Rubric | dict[str, Any] | str | None = None,
+        judges: Sequence[Judge] | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+        seed: int | None = 0,
+        replay_policy: bool | None = None,
+    ):
         if k < 1 or not 0.0 < keep <= 1.0:
             raise ValueError(f"need k >= 1 and keep in (0, 1], got k={k}, keep={keep}")
         self.policy, self.env_id, self.k, self.beta, self.keep = policy, env_id, k, beta, keep
@@ -83,9 +95,18 @@ class PRMGuidedAgent(BaseAgent):
         """Per turn: the candidates, their u, which were kept and which was chosen."""
 
     def episode(self, task: Task, seed: int | None) -> Agent:
-        ep = PRMGuidedAgent(self.policy, self.env_id, k=self.k, beta=self.beta, keep=self.keep, rubric=self.rubric,
-                            judges=self.judges, env_kwargs=self.env_kwargs, replay_policy=self.replay_policy,
-                            seed=None if seed is None else seed * 1_000_003 + (self.seed or 0))
+        ep = PRMGuidedAgent(
+            self.policy,
+            self.env_id,
+            k=self.k,
+            beta=self.beta,
+            keep=self.keep,
+            rubric=self.rubric,
+            judges=self.judges,
+            env_kwargs=self.env_kwargs,
+            replay_policy=self.replay_policy,
+            seed=None if seed is None else seed * 1_000_003 + (self.seed or 0),
+        )
         ep.task, ep.episode_seed = task, seed
         ep.view = None if self.replay_policy else self.policy.episode(task, seed)
         return ep
@@ -138,8 +159,9 @@ class PRMGuidedAgent(BaseAgent):
                 cache[_text(c)] = await self.utility(c) if self.k > 1 else 0.0
         utilities = [cache[_text(c)] for c in candidates]
         chosen, kept = self.choose(utilities)
-        self.log.append({"candidates": [_text(c)[:200] for c in candidates], "u": utilities, "kept": kept,
-                         "chosen": chosen})
+        self.log.append(
+            {"candidates": [_text(c)[:200] for c in candidates], "u": utilities, "kept": kept, "chosen": chosen}
+        )
         self.committed.append(candidates[chosen])
         return candidates[chosen]
 
@@ -167,5 +189,6 @@ def wrap_agent(env_id: str, name: str, resolve: Callable[[str], Agent], seed: in
         raise ValueError(f"agent spec {name!r}: {kind} takes {sorted(allowed)}, got {sorted(kw)}")
     if kind == "noisy":
         return NoisyAgent(base, resolve("random"), p=kw.get("p", 0.5), seed=seed)
-    return PRMGuidedAgent(base, env_id, k=int(kw.get("k", 4)), beta=kw.get("beta", 10.0), keep=kw.get("keep", 0.5),
-                          seed=seed)
+    return PRMGuidedAgent(
+        base, env_id, k=int(kw.get("k", 4)), beta=kw.get("beta", 10.0), keep=kw.get("keep", 0.5), seed=seed
+    )

@@ -68,8 +68,7 @@ class EnvServer:
         if self.active >= self.config.max_sessions:
             raise ProtocolError(
                 ErrorCode.CAPACITY_REACHED,
-                f"the server is at capacity ({self.config.max_sessions} sessions); retry later or raise "
-                "--max-sessions",
+                f"the server is at capacity ({self.config.max_sessions} sessions); retry later or raise --max-sessions",
                 status=503,
                 active_sessions=len(self.sessions),
                 max_sessions=self.config.max_sessions,
@@ -156,7 +155,7 @@ def _tools(env: RubricEnv) -> list[dict[str, Any]]:
         return []
 
 
-def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = None) -> FastAPI:
+def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = None) -> FastAPI:  # noqa: C901 (declares the nested route handlers)
     """The app serving ``config.env_id`` (``factory`` overrides how each session's env is built)."""
     server = EnvServer(config, factory)
 

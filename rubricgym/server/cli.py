@@ -74,4 +74,3 @@ def serve_cmd(
         _fail(f"cannot build {env_id}: {e}")
     except OSError as e:
         _fail(f"cannot listen on {host}:{port}: {e}")
-

@@ -80,9 +80,20 @@ class DockerProvider:
         client = self._client()
         host_port = _free_port() if self.network == "host" else None
         port = host_port or CONTAINER_PORT
-        command = ["serve", config.env_id, "--host", "127.0.0.1" if host_port else "0.0.0.0", "--port", str(port),
-                   "--max-sessions", str(config.max_sessions), "--idle-timeout", str(config.idle_timeout_s),
-                   "--max-message-bytes", str(config.max_message_bytes)]
+        command = [
+            "serve",
+            config.env_id,
+            "--host",
+            "127.0.0.1" if host_port else "0.0.0.0",
+            "--port",
+            str(port),
+            "--max-sessions",
+            str(config.max_sessions),
+            "--idle-timeout",
+            str(config.idle_timeout_s),
+            "--max-message-bytes",
+            str(config.max_message_bytes),
+        ]
         if "max_steps" in config.env_kwargs:
             command += ["--max-steps", str(config.env_kwargs["max_steps"])]
         environment = dict(self.environment)
@@ -91,9 +102,15 @@ class DockerProvider:
         run: dict[str, Any] = {"network_mode": "host"} if host_port else {"ports": {f"{port}/tcp": ("127.0.0.1", None)}}
         try:
             self.container = client.containers.run(
-                self.image, command=command, entrypoint=self.entrypoint, detach=True, environment=environment,
-                volumes=self.volumes, name=f"rubricgym-serve-{uuid.uuid4().hex[:10]}",
-                labels={"rubricgym.server": config.env_id}, **run,
+                self.image,
+                command=command,
+                entrypoint=self.entrypoint,
+                detach=True,
+                environment=environment,
+                volumes=self.volumes,
+                name=f"rubricgym-serve-{uuid.uuid4().hex[:10]}",
+                labels={"rubricgym.server": config.env_id},
+                **run,
             )
         except docker.errors.DockerException as e:
             raise ProviderError(f"cannot start a container of {self.image!r}: {e}") from e

@@ -110,8 +110,12 @@ class _Connection:
         if self.ws is None:
             try:
                 self.ws = await connect(
-                    self.url, additional_headers=self.headers, open_timeout=self.open_timeout_s, proxy=None,
-                    compression=None, max_size=None,
+                    self.url,
+                    additional_headers=self.headers,
+                    open_timeout=self.open_timeout_s,
+                    proxy=None,
+                    compression=None,
+                    max_size=None,
                 )
             except InvalidStatus as e:
                 status = e.response.status_code
@@ -370,4 +374,3 @@ def remote_spec(url: str) -> EnvSpec:
     except (ConnectionError, PermissionError, httpx.HTTPStatusError) as e:
         raise KeyError(str(e)) from e  # what the registry raises for an env it cannot find; the CLI prints it
     return EnvSpec(id=url, entry_point=cls, description=f"{cls.env_id} served at {url}")
-

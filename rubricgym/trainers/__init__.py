@@ -9,9 +9,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "grpo_advantages": "advantages", "rloo_advantages": "advantages", "stage_advantages": "advantages",
-    "stage_returns": "advantages", "k3_kl": "loss", "ppo_clip_loss": "loss", "TournamentResult": "tournament",
-    "rank_advantages": "tournament", "run_tournament": "tournament",
+    "grpo_advantages": "advantages",
+    "rloo_advantages": "advantages",
+    "stage_advantages": "advantages",
+    "stage_returns": "advantages",
+    "k3_kl": "loss",
+    "ppo_clip_loss": "loss",
+    "TournamentResult": "tournament",
+    "rank_advantages": "tournament",
+    "run_tournament": "tournament",
 }
 __all__ = sorted(_EXPORTS)
 

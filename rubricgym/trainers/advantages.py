@@ -24,9 +24,7 @@ import numpy as np
 EPS = 1e-6
 Scale = Literal["group", "batch", "none"]
 
-PAPER_LAMBDA = np.array(
-    [[1.0, 0.4, 0.6, 0.8], [0.0, 1.0, 0.4, 0.8], [0.0, 0.0, 1.0, 0.8], [0.0, 0.0, 0.0, 1.0]]
-)
+PAPER_LAMBDA = np.array([[1.0, 0.4, 0.6, 0.8], [0.0, 1.0, 0.4, 0.8], [0.0, 0.0, 1.0, 0.8], [0.0, 0.0, 0.0, 1.0]])
 """RubricEM's Λ for its four stages (plan, research, review, answer)."""
 
 
@@ -117,9 +115,7 @@ def stage_returns(stage_scores: np.ndarray, lam: np.ndarray | None = None) -> np
     return g
 
 
-def stage_advantages(
-    stage_scores: np.ndarray, lam: np.ndarray | None = None, eps: float = EPS
-) -> np.ndarray:
+def stage_advantages(stage_scores: np.ndarray, lam: np.ndarray | None = None, eps: float = EPS) -> np.ndarray:
     """SS-GRPO advantages ``A[i,k] = (G[i,k] - mean_i G[·,k]) / (std_i G[·,k] + eps)`` for one group.
 
     ``stage_scores`` has shape (N rollouts, K stages). Every token of stage block k of rollout i gets

@@ -36,8 +36,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
-                    state: TrainState, keep: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: Path, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, state: TrainState, keep: int = 2
+) -> Path:
     """Write a checkpoint atomically (temp dir then rename) and keep only the ``keep`` newest."""
     root = run_dir / "checkpoints"
     final = root / f"step-{state.step:06d}"

@@ -34,11 +34,17 @@ def register(app: typer.Typer) -> None:
         console = Console()
         try:
             cfg = load_config(config) if config is not None else TrainConfig()
-            cfg = cfg.with_overrides(**{
-                "advantage.estimator": advantage, "steps": steps, "run_dir": str(run_dir) if run_dir else None,
-                "advantage.topology": topology, "ray": True if (ray or ray_address) else None,
-                "ray_address": ray_address, "live": live,
-            })
+            cfg = cfg.with_overrides(
+                **{
+                    "advantage.estimator": advantage,
+                    "steps": steps,
+                    "run_dir": str(run_dir) if run_dir else None,
+                    "advantage.topology": topology,
+                    "ray": True if (ray or ray_address) else None,
+                    "ray_address": ray_address,
+                    "live": live,
+                }
+            )
         except ConfigError as e:
             console.print(f"[bold red]error:[/] {e}")
             raise typer.Exit(2) from None

@@ -222,8 +222,9 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
             allowed = [n for n in params if n != "self"]
             for key in cfg.env.kwargs:
                 if key not in allowed:
-                    out.append((f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: "
-                                                     f"{', '.join(allowed)}"))
+                    out.append(
+                        (f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: {', '.join(allowed)}")
+                    )
     if cfg.env.rubric is not None:
         from rubricgym.rewards.rubric import RubricError, load_rubric
         from rubricgym.rewards.validate import unknown_checks
@@ -239,8 +240,13 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
 
     name = cfg.model.name
     if name.lower() not in KNOWN_MODELS and not is_model_dir(Path(name).expanduser()):
-        out.append(("model.name", f"{name!r} is neither a known model ({', '.join(KNOWN_MODELS)}) nor a model "
-                                  "directory with a config.json"))
+        out.append(
+            (
+                "model.name",
+                f"{name!r} is neither a known model ({', '.join(KNOWN_MODELS)}) nor a model "
+                "directory with a config.json",
+            )
+        )
     return out
 
 

@@ -12,8 +12,16 @@ from rich.text import Text
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.evaluation import EvalResult
 
-SHOWN = (("reward_mean", "reward"), ("success_mean", "solved"), ("kl", "KL"), ("entropy", "entropy"),
-         ("loss", "loss"), ("response_tokens", "resp tok"), ("masked", "masked"), ("step_s", "step s"))
+SHOWN = (
+    ("reward_mean", "reward"),
+    ("success_mean", "solved"),
+    ("kl", "KL"),
+    ("entropy", "entropy"),
+    ("loss", "loss"),
+    ("response_tokens", "resp tok"),
+    ("masked", "masked"),
+    ("step_s", "step s"),
+)
 
 
 class LiveDisplay:
@@ -43,7 +51,8 @@ class LiveDisplay:
     def render(self) -> Group:
         c = self.cfg
         head = Text.assemble(
-            ("train ", "bold"), f"{c.model.name} on {c.env.id} · {c.advantage.estimator} · "
+            ("train ", "bold"),
+            f"{c.model.name} on {c.env.id} · {c.advantage.estimator} · "
             f"{c.tasks_per_step} tasks x {c.group_size} rollouts/step · ",
             (f"step {self.rows[-1]['step'] if self.rows else 0}/{c.steps}", "bold cyan"),
         )

@@ -41,15 +41,23 @@ class EvalResult(BaseModel):
     def of(cls, tag: str, step: int, task_ids: list[str], rewards: list[float], success: list[float]) -> EvalResult:
         finite = [r for r in rewards if math.isfinite(r)]
         return cls(
-            tag=tag, step=step, task_ids=task_ids, rewards=rewards, success=success,
-            mean=float(np.mean(finite)) if finite else math.nan, ci=bootstrap_ci(rewards),
-            success_mean=float(np.mean(success)) if success else math.nan, success_ci=bootstrap_ci(success),
+            tag=tag,
+            step=step,
+            task_ids=task_ids,
+            rewards=rewards,
+            success=success,
+            mean=float(np.mean(finite)) if finite else math.nan,
+            ci=bootstrap_ci(rewards),
+            success_mean=float(np.mean(success)) if success else math.nan,
+            success_ci=bootstrap_ci(success),
         )
 
     def line(self) -> str:
-        return (f"{self.tag:>8}: rubric reward {self.mean:.3f} [95% CI {self.ci[0]:.3f}, {self.ci[1]:.3f}]  "
-                f"solved {self.success_mean:.1%} [{self.success_ci[0]:.1%}, {self.success_ci[1]:.1%}]  "
-                f"({len(self.task_ids)} held-out tasks)")
+        return (
+            f"{self.tag:>8}: rubric reward {self.mean:.3f} [95% CI {self.ci[0]:.3f}, {self.ci[1]:.3f}]  "
+            f"solved {self.success_mean:.1%} [{self.success_ci[0]:.1%}, {self.success_ci[1]:.1%}]  "
+            f"({len(self.task_ids)} held-out tasks)"
+        )
 
 
 def paired_difference(after: EvalResult, before: EvalResult, seed: int = 0) -> tuple[float, tuple[float, float]]:

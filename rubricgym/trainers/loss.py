@@ -143,8 +143,12 @@ def ppo_clip_loss(
         n = mask.sum().clamp(min=1.0)
         clip_frac = (((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)).to(mask.dtype) * mask).sum() / n
         stats = LossStats(
-            loss=float(loss), policy_loss=float(policy), kl=float(kl_value), entropy=float(ent_value),
-            clip_fraction=float(clip_frac), ratio_mean=float((ratio * mask).sum() / n),
+            loss=float(loss),
+            policy_loss=float(policy),
+            kl=float(kl_value),
+            entropy=float(ent_value),
+            clip_fraction=float(clip_frac),
+            ratio_mean=float((ratio * mask).sum() / n),
             tokens=int(mask.sum()),
         )
         if is_weights is not None:
@@ -233,7 +237,10 @@ class _SelectedLogprobs(torch.autograd.Function):
 
 
 def selected_logprobs(
-    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (N,) of ``targets`` under ``softmax(h @ weight.T / temperature)`` computed in fp32 (also under

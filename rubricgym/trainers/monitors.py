@@ -23,7 +23,7 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[int], completion_ids: S
 
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float()
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     logp = torch.log_softmax(logits, dim=-1)
     return logp.gather(1, torch.tensor(list(completion_ids)).unsqueeze(1)).squeeze(1).tolist()
 

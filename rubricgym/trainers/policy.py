@@ -77,7 +77,9 @@ async def collect_groups(
         policy.greedy_seeds.update(seeds)
     return list(
         await asyncio.gather(
-            *(rollout_group(env_id, policy, task, group_size, seed=s, env_kwargs=env_kwargs)
-              for task, s in zip(tasks, seeds, strict=True))
+            *(
+                rollout_group(env_id, policy, task, group_size, seed=s, env_kwargs=env_kwargs)
+                for task, s in zip(tasks, seeds, strict=True)
+            )
         )
     )

@@ -42,8 +42,14 @@ class RolloutWorker:
         self.policy.model_obj.load_state_dict(state, strict=False)
         return True
 
-    def rollout(self, tasks: list[dict[str, Any]], seeds: list[int], group_size: int, greedy_anchor: bool,
-                temperature: float | None) -> list[tuple[list[str], list[list[dict[str, Any]]]]]:
+    def rollout(
+        self,
+        tasks: list[dict[str, Any]],
+        seeds: list[int],
+        group_size: int,
+        greedy_anchor: bool,
+        temperature: float | None,
+    ) -> list[tuple[list[str], list[list[dict[str, Any]]]]]:
         import asyncio
         from dataclasses import asdict, replace
 
@@ -55,13 +61,22 @@ class RolloutWorker:
         if temperature is not None:
             policy.params = replace(saved, temperature=temperature)
         try:
-            groups = asyncio.run(collect_groups(self.env_id, policy, [Task.model_validate(t) for t in tasks],
-                                                group_size, seeds, env_kwargs=self.env_kwargs,
-                                                anchor_greedy=greedy_anchor))
+            groups = asyncio.run(
+                collect_groups(
+                    self.env_id,
+                    policy,
+                    [Task.model_validate(t) for t in tasks],
+                    group_size,
+                    seeds,
+                    env_kwargs=self.env_kwargs,
+                    anchor_greedy=greedy_anchor,
+                )
+            )
         finally:
             policy.params = saved
-        return [([t.model_dump_json() for t in g], [[asdict(x) for x in policy.turns_for(t)] for t in g])
-                for g in groups]
+        return [
+            ([t.model_dump_json() for t in g], [[asdict(x) for x in policy.turns_for(t)] for t in g]) for g in groups
+        ]
 
 
 class RayBackend:
@@ -79,11 +94,19 @@ class RayBackend:
         else:
             self._owns_ray = False
         g = cfg.generation
-        gen = {"temperature": g.temperature, "top_p": g.top_p, "max_new_tokens": g.max_new_tokens,
-               "dtype": cfg.model.dtype, "max_batch": g.max_batch, "response_prefix": g.response_prefix}
+        gen = {
+            "temperature": g.temperature,
+            "top_p": g.top_p,
+            "max_new_tokens": g.max_new_tokens,
+            "dtype": cfg.model.dtype,
+            "max_batch": g.max_batch,
+            "response_prefix": g.response_prefix,
+        }
         actor = ray.remote(num_cpus=1)(RolloutWorker)
-        self.workers: list[Any] = [actor.remote(cfg.model.name, gen, cfg.env.id, cfg.env.kwargs, cfg.model.threads or 1)
-                        for _ in range(workers)]
+        self.workers: list[Any] = [
+            actor.remote(cfg.model.name, gen, cfg.env.id, cfg.env.kwargs, cfg.model.threads or 1)
+            for _ in range(workers)
+        ]
 
     def push_weights(self, model: Any) -> None:
         import ray
@@ -92,8 +115,15 @@ class RayBackend:
         ref = ray.put(state)
         ray.get([w.set_weights.remote(ref) for w in self.workers])
 
-    async def collect(self, trainer: Trainer, tasks: list[Task], seeds: list[int], group_size: int,
-                      greedy_anchor: bool, temperature: float | None) -> list[list[Trajectory]]:
+    async def collect(
+        self,
+        trainer: Trainer,
+        tasks: list[Task],
+        seeds: list[int],
+        group_size: int,
+        greedy_anchor: bool,
+        temperature: float | None,
+    ) -> list[list[Trajectory]]:
         import asyncio
 
         n = len(self.workers)
@@ -101,10 +131,18 @@ class RayBackend:
         for w, worker in enumerate(self.workers):
             idx = list(range(w, len(tasks), n))
             if idx:
-                jobs.append((idx, worker.rollout.remote(
-[tasks[i].model_dump(mode="json") for i in idx],
-                                                        [seeds[i] for i in idx], group_size, greedy_anchor,
-                                                        temperature)))
+                jobs.append(
+                    (
+                        idx,
+                        worker.rollout.remote(
+                            [tasks[i].model_dump(mode="json") for i in idx],
+                            [seeds[i] for i in idx],
+                            group_size,
+                            greedy_anchor,
+                            temperature,
+                        ),
+                    )
+                )
         results = await asyncio.gather(*(asyncio.wrap_future(ref.future()) for _, ref in jobs))
         groups: list[list[Trajectory]] = [[] for _ in tasks]
         for (idx, _), result in zip(jobs, results, strict=True):

@@ -29,8 +29,11 @@ class MetricsLog:
 
     def truncate_after(self, step: int) -> None:
         """Drop records of steps after ``step`` (a resumed run rewrites them)."""
-        kept = [r for r in self.read() if r.get("step", 0) <= step and not (r.get("kind") == "eval"
-                                                                             and r.get("step", 0) > step)]
+        kept = [
+            r
+            for r in self.read()
+            if r.get("step", 0) <= step and not (r.get("kind") == "eval" and r.get("step", 0) > step)
+        ]
         self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept), encoding="utf-8")
 
 
@@ -45,8 +48,12 @@ PLOTS = (
     ("kl", "KL to reference (k3)", ["kl"], None),
     ("entropy", "Entropy (nats/token)", ["entropy"], None),
     ("length", "Response length (generated tokens per rollout)", ["response_tokens"], None),
-    ("hacking", "Hacking monitors", ["monitor/master_key_share", "monitor/exploitation",
-                                     "monitor/internalisation_gap", "monitor/credit_drift"], None),
+    (
+        "hacking",
+        "Hacking monitors",
+        ["monitor/master_key_share", "monitor/exploitation", "monitor/internalisation_gap", "monitor/credit_drift"],
+        None,
+    ),
     ("credit", "Share of credited rubric weight per criterion", "monitor/credit/", None),
 )
 
@@ -80,9 +87,14 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             lo = [r["eval_ci_low"] for r in evals]
             hi = [r["eval_ci_high"] for r in evals]
             if xs:
-                ax.errorbar(xs, ys, yerr=[[y - a for y, a in zip(ys, lo, strict=True)],
-                                          [b - y for y, b in zip(ys, hi, strict=True)]],
-                            fmt="o-", capsize=3, label="held-out (95% CI)")
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=[[y - a for y, a in zip(ys, lo, strict=True)], [b - y for y, b in zip(ys, hi, strict=True)]],
+                    fmt="o-",
+                    capsize=3,
+                    label="held-out (95% CI)",
+                )
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -96,14 +108,17 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     return written
 
 
-def write_html(run_dir: Path, config: dict[str, Any], records: Sequence[dict[str, Any]], plots: Sequence[Path],
-               summary_lines: Sequence[str]) -> Path:
+def write_html(
+    run_dir: Path,
+    config: dict[str, Any],
+    records: Sequence[dict[str, Any]],
+    plots: Sequence[Path],
+    summary_lines: Sequence[str],
+) -> Path:
     """``summary.html``: the headline (base vs trained), the plots, the last steps' metrics and the config."""
     steps = [r for r in records if r.get("kind") == "train"]
     keys = ["step", "reward_mean", "success_mean", "kl", "entropy", "loss", "response_tokens", "masked", "step_s"]
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:]
-    )
+    rows = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:])
     imgs = "".join(f'<img src="{p.relative_to(run_dir)}" alt="{p.stem}">' for p in plots)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>rubricgym run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}img{{width:48%;margin:.5%}}
@@ -112,7 +127,7 @@ pre{{background:#f6f6f6;padding:1em}}</style></head><body>
 <h1>rubricgym training run: {html.escape(run_dir.name)}</h1>
 <pre>{html.escape(chr(10).join(summary_lines))}</pre>
 {imgs}
-<h2>Last steps</h2><table><tr>{''.join(f'<th>{k}</th>' for k in keys)}</tr>{rows}</table>
+<h2>Last steps</h2><table><tr>{"".join(f"<th>{k}</th>" for k in keys)}</tr>{rows}</table>
 <h2>Config</h2><pre>{html.escape(json.dumps(config, indent=2, default=str))}</pre>
 </body></html>"""
     path = run_dir / "summary.html"

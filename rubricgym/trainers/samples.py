@@ -26,6 +26,7 @@ class TurnLike(Protocol):
 if TYPE_CHECKING:  # torch is imported lazily at run time (the CLI starts without it)
     import torch
 
+
 @dataclass
 class Sample:
     """One training sequence of one rollout (``rollout`` indexes the batch's trajectories)."""
@@ -45,8 +46,9 @@ class Sample:
     def n_generated(self) -> int:
         return int(sum(self.loss_mask))
 
-    def extend(self, ids: Sequence[int], generated: bool, step: int, stage: int,
-               logprobs: Sequence[float] | None = None) -> None:
+    def extend(
+        self, ids: Sequence[int], generated: bool, step: int, stage: int, logprobs: Sequence[float] | None = None
+    ) -> None:
         n = len(ids)
         self.input_ids += list(ids)
         self.loss_mask += [1 if generated else 0] * n
@@ -59,8 +61,15 @@ class Sample:
         if len(self) <= max_len:
             return self
         cut = slice(0, max_len)
-        return Sample(self.rollout, self.input_ids[cut], self.loss_mask[cut], self.step_ids[cut],
-                      self.stage_ids[cut], self.sampled_logprobs[cut], self.advantages[cut])
+        return Sample(
+            self.rollout,
+            self.input_ids[cut],
+            self.loss_mask[cut],
+            self.step_ids[cut],
+            self.stage_ids[cut],
+            self.sampled_logprobs[cut],
+            self.advantages[cut],
+        )
 
 
 def build_samples(
@@ -81,7 +90,7 @@ def build_samples(
             )
         stage = step_stages[t]
         if merge and current is not None and turn.prompt_ids[: len(current)] == current.input_ids:
-            current.extend(turn.prompt_ids[len(current):], False, t, stage)
+            current.extend(turn.prompt_ids[len(current) :], False, t, stage)
         else:
             current = Sample(rollout)
             samples.append(current)

@@ -74,10 +74,17 @@ class Trainer:
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
         g = cfg.generation
-        self.policy = TrainingPolicy(cfg.model.name, temperature=g.temperature, top_p=g.top_p,
-                                     max_new_tokens=g.max_new_tokens, dtype=cfg.model.dtype, max_batch=g.max_batch,
-                                     response_prefix=g.response_prefix, bf16_autocast=cfg.model.bf16_autocast,
-                                     device=cfg.model.device)
+        self.policy = TrainingPolicy(
+            cfg.model.name,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            max_new_tokens=g.max_new_tokens,
+            dtype=cfg.model.dtype,
+            max_batch=g.max_batch,
+            response_prefix=g.response_prefix,
+            bf16_autocast=cfg.model.bf16_autocast,
+            device=cfg.model.device,
+        )
         self.model = self.policy.model_obj
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:
@@ -89,10 +96,18 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
         lo = cfg.loss
         self.settings = UpdateSettings(
-            clip_low=lo.clip_low, clip_high=lo.clip_high, beta=lo.beta, entropy_coef=lo.entropy_coef,
-            aggregation=lo.aggregation, ppo_epochs=lo.ppo_epochs, micro_batch=o.micro_batch,
-            max_grad_norm=o.max_grad_norm, temperature=g.temperature if g.temperature > 0 else 1.0,
-            bf16_autocast=cfg.model.bf16_autocast, off_policy=lo.off_policy, tis_cap=lo.tis_cap,
+            clip_low=lo.clip_low,
+            clip_high=lo.clip_high,
+            beta=lo.beta,
+            entropy_coef=lo.entropy_coef,
+            aggregation=lo.aggregation,
+            ppo_epochs=lo.ppo_epochs,
+            micro_batch=o.micro_batch,
+            max_grad_norm=o.max_grad_norm,
+            temperature=g.temperature if g.temperature > 0 else 1.0,
+            bf16_autocast=cfg.model.bf16_autocast,
+            off_policy=lo.off_policy,
+            tis_cap=lo.tis_cap,
         )
         self.backend: Any = None  # a VLLMBackend or RayBackend: collect / push_weights / close
         if g.backend == "vllm":
@@ -109,8 +124,13 @@ class Trainer:
         from rubricgym.trainers.monitors import build_monitor
 
         self.monitor = build_monitor(cfg.monitor, self.prm, self.policy, cfg.advantage.reward_key)
-        self.buffer = build_buffer(cfg.rubric_buffer, self.prm.rubric, self.env_cls, key=cfg.advantage.reward_key,
-                                   record=self.run_dir / "rubric_versions.jsonl")
+        self.buffer = build_buffer(
+            cfg.rubric_buffer,
+            self.prm.rubric,
+            self.env_cls,
+            key=cfg.advantage.reward_key,
+            record=self.run_dir / "rubric_versions.jsonl",
+        )
 
     # ---- data -------------------------------------------------------------------------------------------
 
@@ -142,8 +162,15 @@ class Trainer:
 
         return list(await asyncio.gather(*(one(g) for g in groups)))
 
-    async def generate(self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool,
-                       temperature: float | None = None, full_precision: bool = False) -> list[list[Trajectory]]:
+    async def generate(
+        self,
+        tasks: list[Task],
+        seeds: list[int],
+        group_size: int,
+        greedy_anchor: bool,
+        temperature: float | None = None,
+        full_precision: bool = False,
+    ) -> list[list[Trajectory]]:
         """Groups of rollouts; ``temperature`` and ``full_precision`` (no bf16 autocast) override the policy's
         settings for this call only."""
         if self.backend is not None:
@@ -160,11 +187,19 @@ class Trainer:
         finally:
             policy.params, policy.bf16_autocast = saved, autocast
 
-    async def collect(self, tasks: list[Task], seeds: list[int], group_size: int,
-                      greedy_anchor: bool) -> list[list[Trajectory]]:
+    async def collect(
+        self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool
+    ) -> list[list[Trajectory]]:
         """Groups of rollouts of ``tasks`` by the local policy (a suite trainer routes each task to its entry)."""
-        return await collect_groups(self.cfg.env.id, self.policy, tasks, group_size, seeds,
-                                    env_kwargs=self.cfg.env.kwargs, anchor_greedy=greedy_anchor)
+        return await collect_groups(
+            self.cfg.env.id,
+            self.policy,
+            tasks,
+            group_size,
+            seeds,
+            env_kwargs=self.cfg.env.kwargs,
+            anchor_greedy=greedy_anchor,
+        )
 
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
@@ -178,10 +213,22 @@ class Trainer:
         await self.prm.score_many([t for g in groups for t in g], concurrency=8)
         tournaments = await self.rank_groups(groups) if self.pairwise is not None else None
         t_score = time.perf_counter()
-        est = estimate(groups, self.policy.turns_for, self.stages, cfg.advantage, tournaments=tournaments,
-                       max_seq_len=cfg.optim.max_seq_len)
-        stats = policy_update(self.model, self.optimizer, est.samples, self.settings,
-                              pad_id=self.tokenizer.pad_token_id, ref_model=self.ref_model)
+        est = estimate(
+            groups,
+            self.policy.turns_for,
+            self.stages,
+            cfg.advantage,
+            tournaments=tournaments,
+            max_seq_len=cfg.optim.max_seq_len,
+        )
+        stats = policy_update(
+            self.model,
+            self.optimizer,
+            est.samples,
+            self.settings,
+            pad_id=self.tokenizer.pad_token_id,
+            ref_model=self.ref_model,
+        )
         if self.backend is not None:
             self.backend.push_weights(self.model)
         t_upd = time.perf_counter()
@@ -190,16 +237,24 @@ class Trainer:
         key = cfg.advantage.reward_key
         rewards = [r for r in est.per_rollout if math.isfinite(r)]
         record: dict[str, Any] = {
-            "kind": "train", "step": step + 1, "cursor": self.state.cursor,
+            "kind": "train",
+            "step": step + 1,
+            "cursor": self.state.cursor,
             "reward_mean": float(np.mean(rewards)) if rewards else math.nan,
             "reward_std": float(np.std(rewards)) if rewards else math.nan,
             "success_mean": float(np.mean([t.outcome.reward for t in flat])),
-            "masked": est.masked_rollouts, "comparisons": est.comparisons,
-            "response_tokens": float(np.mean([sum(len(x.completion_ids) for x in self.policy.turns_for(t))
-                                              for t in flat])),
+            "masked": est.masked_rollouts,
+            "comparisons": est.comparisons,
+            "response_tokens": float(
+                np.mean([sum(len(x.completion_ids) for x in self.policy.turns_for(t)) for t in flat])
+            ),
             "turns": float(np.mean([len(t.steps) for t in flat])),
-            "samples": len(est.samples), "tokens": int(stats.get("tokens", 0)),
-            "gen_s": t_gen - t0, "score_s": t_score - t_gen, "update_s": t_upd - t_score, "step_s": t_upd - t0,
+            "samples": len(est.samples),
+            "tokens": int(stats.get("tokens", 0)),
+            "gen_s": t_gen - t0,
+            "score_s": t_score - t_gen,
+            "update_s": t_upd - t_score,
+            "step_s": t_upd - t0,
         }
         for s in self.stages:
             vals = [t.rewards[f"{key}/stage/{s}"] for t in flat if f"{key}/stage/{s}" in t.rewards]
@@ -220,20 +275,33 @@ class Trainer:
         tasks = list(self.eval_tasks)
         seeds = [10_000_019 + 97 * i for i in range(len(tasks))]
         self.policy.forget()
-        groups = await self.generate(tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature,
-                                     full_precision=True)  # judge the fp32 weights as they are
+        groups = await self.generate(
+            tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature, full_precision=True
+        )  # judge the fp32 weights as they are
         flat = [g[0] for g in groups]
         await self.prm.score_many(flat, concurrency=8)
         from rubricgym.trainers.estimate import reward_of
 
-        return EvalResult.of(tag, step, [t.task.id for t in flat], [reward_of(t, self.cfg.advantage.reward_key)
-                                                                     for t in flat],
-                             [float(t.outcome.reward) for t in flat])
+        return EvalResult.of(
+            tag,
+            step,
+            [t.task.id for t in flat],
+            [reward_of(t, self.cfg.advantage.reward_key) for t in flat],
+            [float(t.outcome.reward) for t in flat],
+        )
 
     def _log_eval(self, result: EvalResult) -> None:
-        self.metrics.write({"kind": "eval", "step": result.step, "tag": result.tag, "eval_mean": result.mean,
-                            "eval_ci_low": result.ci[0], "eval_ci_high": result.ci[1],
-                            "eval_success": result.success_mean})
+        self.metrics.write(
+            {
+                "kind": "eval",
+                "step": result.step,
+                "tag": result.tag,
+                "eval_mean": result.mean,
+                "eval_ci_low": result.ci[0],
+                "eval_ci_high": result.ci[1],
+                "eval_success": result.success_mean,
+            }
+        )
 
     # ---- the run ------------------------------------------------------------------------------------------
 
@@ -303,16 +371,26 @@ class Trainer:
     def finish(self, final: EvalResult) -> dict[str, Any]:
         assert self.base_eval is not None
         diff, ci = paired_difference(final, self.base_eval)
-        lines = [self.base_eval.line(), final.line(),
-                 f"    gain: {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}] (paired over tasks) after "
-                 f"{self.state.step} steps of {self.cfg.advantage.estimator}"]
+        lines = [
+            self.base_eval.line(),
+            final.line(),
+            f"    gain: {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}] (paired over tasks) after "
+            f"{self.state.step} steps of {self.cfg.advantage.estimator}",
+        ]
         lines += self.monitor.summary_lines() if self.monitor is not None else []
         records = self.metrics.read()
         plots = write_plots(records, self.run_dir / "plots") if self.cfg.plots else []
         html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, plots, lines)
-        summary = {"base": self.base_eval.model_dump(mode="json"), "trained": final.model_dump(mode="json"),
-                   "gain": diff, "gain_ci": list(ci), "steps": self.state.step, "lines": lines,
-                   "html": str(html), "estimator": self.cfg.advantage.estimator}
+        summary = {
+            "base": self.base_eval.model_dump(mode="json"),
+            "trained": final.model_dump(mode="json"),
+            "gain": diff,
+            "gain_ci": list(ci),
+            "steps": self.state.step,
+            "lines": lines,
+            "html": str(html),
+            "estimator": self.cfg.advantage.estimator,
+        }
         import json
 
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

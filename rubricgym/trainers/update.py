@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -34,7 +35,7 @@ class UpdateSettings:
     clip_high: float = 0.28
     beta: float = 0.0
     entropy_coef: float = 0.0
-    aggregation: str = "token-mean"
+    aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
     ppo_epochs: int = 1
     micro_batch: int = 8
     max_grad_norm: float | None = 1.0
@@ -85,8 +86,13 @@ def generated_logprobs(
         body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
         cache.batch_repeat_interleave(input_ids.shape[0])
         pos = torch.arange(prefix, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
-        hidden = body(input_ids=input_ids[:, prefix:], attention_mask=attention_mask, position_ids=pos,
-                      past_key_values=cache, use_cache=True).last_hidden_state
+        hidden = body(
+            input_ids=input_ids[:, prefix:],
+            attention_mask=attention_mask,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
         h = hidden[:, :-1][select[:, prefix:]]
     else:
         hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -121,7 +127,7 @@ def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, los
 
 def _chunks(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
     ordered = sorted(samples, key=len)  # similar lengths together: less padding
-    return [ordered[i: i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def _all_reduce(value: float) -> float:
@@ -159,27 +165,42 @@ def compute_gradients(
     if settings.off_policy not in ("tis", "sampler", "none"):
         raise ValueError(f"off_policy must be 'tis', 'sampler' or 'none', got {settings.off_policy!r}")
     norm = normalizer(samples, settings.aggregation)
-    keys = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "tokens", "mismatch_kl", "is_weight_mean",
-            "is_truncated")
+    keys = (
+        "loss",
+        "policy_loss",
+        "kl",
+        "entropy",
+        "clip_fraction",
+        "tokens",
+        "mismatch_kl",
+        "is_weight_mean",
+        "is_truncated",
+    )
     totals = dict.fromkeys(keys, 0.0)
     known = 0
     device = next(model.parameters()).device
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast
-                else contextlib.nullcontext())
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
     for chunk in _chunks(samples, settings.micro_batch):
         if not any(s.n_generated for s in chunk):
             continue
         b = collate(chunk, pad_id)
         b.to(device)
         with autocast:
-            logp, entropy = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask,
-                                               settings.temperature, with_entropy=True,
-                                               entropy_grad=bool(settings.entropy_coef))
+            logp, entropy = generated_logprobs(
+                model,
+                b.input_ids,
+                b.attention_mask,
+                b.loss_mask,
+                settings.temperature,
+                with_entropy=True,
+                entropy_grad=bool(settings.entropy_coef),
+            )
             ref = None
             if ref_model is not None:
                 with torch.no_grad():
-                    ref, _ = generated_logprobs(ref_model, b.input_ids, b.attention_mask, b.loss_mask,
-                                                settings.temperature)
+                    ref, _ = generated_logprobs(
+                        ref_model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature
+                    )
         width = logp.shape[1]
         if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):
             old = torch.stack([torch.nn.functional.pad(old_logprobs[id(s)], (0, width - len(s))) for s in chunk])
@@ -202,9 +223,19 @@ def compute_gradients(
         if entropy is not None and not settings.entropy_coef:
             entropy = entropy.detach()
         loss, stats = ppo_clip_loss(
-            logp, old, b.advantages, b.loss_mask, ref_logp=ref, beta=settings.beta, entropy=entropy,
-            entropy_coef=settings.entropy_coef, clip_low=settings.clip_low, clip_high=settings.clip_high,
-            aggregation=settings.aggregation, normalizer=norm, is_weights=weights,  # type: ignore[arg-type]
+            logp,
+            old,
+            b.advantages,
+            b.loss_mask,
+            ref_logp=ref,
+            beta=settings.beta,
+            entropy=entropy,
+            entropy_coef=settings.entropy_coef,
+            clip_low=settings.clip_low,
+            clip_high=settings.clip_high,
+            aggregation=settings.aggregation,
+            normalizer=norm,
+            is_weights=weights,
         )
         loss.backward()
         for k in ("loss", "policy_loss", "kl", "entropy"):

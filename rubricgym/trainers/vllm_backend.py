@@ -108,8 +108,19 @@ class VLLMPolicyAgent(BaseAgent):
 class VLLMBackend:
     """Trainer generation backend over a vLLM OpenAI-compatible server."""
 
-    def __init__(self, base_url: str, model: str, tokenizer: Any, *, temperature: float, top_p: float,
-                 max_new_tokens: int, prefix: str = "", server: Any = None, sync_weights: bool = True):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer: Any,
+        *,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        prefix: str = "",
+        server: Any = None,
+        sync_weights: bool = True,
+    ):
         self.base_url = base_url.rstrip("/")
         self.root = self.base_url.removesuffix("/v1")
         self.model, self.tokenizer = model, tokenizer
@@ -141,17 +152,31 @@ class VLLMBackend:
                 shutil.rmtree(serve_dir, ignore_errors=True)
                 raise
             base_url, served = server.base_url, server.model
-        backend = cls(base_url, served, policy.tokenizer, temperature=g.temperature, top_p=g.top_p,
-                      max_new_tokens=g.max_new_tokens, prefix=g.response_prefix, server=server,
-                      sync_weights=g.vllm_sync_weights)
+        backend = cls(
+            base_url,
+            served,
+            policy.tokenizer,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            max_new_tokens=g.max_new_tokens,
+            prefix=g.response_prefix,
+            server=server,
+            sync_weights=g.vllm_sync_weights,
+        )
         backend.serve_dir = serve_dir
         return backend
 
     async def complete(self, prompt_ids: list[int], temperature: float, seed: int | None) -> Turn:
         body: dict[str, Any] = {
-            "model": self.model, "prompt": prompt_ids, "max_tokens": self.max_new_tokens,
-            "temperature": temperature, "top_p": self.top_p if temperature > 0 else 1.0, "logprobs": 0,
-            "return_tokens_as_token_ids": True, "skip_special_tokens": False, "include_stop_str_in_output": True,
+            "model": self.model,
+            "prompt": prompt_ids,
+            "max_tokens": self.max_new_tokens,
+            "temperature": temperature,
+            "top_p": self.top_p if temperature > 0 else 1.0,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
         }
         if seed is not None:
             body["seed"] = seed
@@ -166,15 +191,27 @@ class VLLMBackend:
         text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
         return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text, greedy=temperature == 0)
 
-    async def collect(self, trainer: Trainer, tasks: list[Task], seeds: list[int], group_size: int,
-                      greedy_anchor: bool, temperature: float | None) -> list[list[Trajectory]]:
+    async def collect(
+        self,
+        trainer: Trainer,
+        tasks: list[Task],
+        seeds: list[int],
+        group_size: int,
+        greedy_anchor: bool,
+        temperature: float | None,
+    ) -> list[list[Trajectory]]:
         self.views.clear()
         self.greedy_seeds = set(seeds) if greedy_anchor else set()
         agent = VLLMPolicyAgent(self, self.temperature if temperature is None else temperature)
         cfg = trainer.cfg
-        groups = list(await asyncio.gather(*(
-            rollout_group(cfg.env.id, agent, task, group_size, seed=s, env_kwargs=cfg.env.kwargs)
-            for task, s in zip(tasks, seeds, strict=True))))
+        groups = list(
+            await asyncio.gather(
+                *(
+                    rollout_group(cfg.env.id, agent, task, group_size, seed=s, env_kwargs=cfg.env.kwargs)
+                    for task, s in zip(tasks, seeds, strict=True)
+                )
+            )
+        )
         trainer.policy.views.update(self.views)  # type: ignore[arg-type]
         return groups
 
@@ -186,11 +223,15 @@ class VLLMBackend:
 
         save_file(untied_state_dict(model), str(self.weights_dir / "model.safetensors"), metadata={"format": "pt"})
         with httpx.Client(timeout=600.0) as c:
-            r = c.post(f"{self.root}/collective_rpc",
-                       json={"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}})
+            r = c.post(
+                f"{self.root}/collective_rpc",
+                json={"method": "reload_weights", "kwargs": {"weights_path": str(self.weights_dir)}},
+            )
             if r.status_code == 404:
-                raise RuntimeError("the vLLM server has no /collective_rpc route: start it with "
-                                   "VLLM_SERVER_DEV_MODE=1 so the trainer can push weights")
+                raise RuntimeError(
+                    "the vLLM server has no /collective_rpc route: start it with "
+                    "VLLM_SERVER_DEV_MODE=1 so the trainer can push weights"
+                )
             r.raise_for_status()
             c.post(f"{self.root}/reset_prefix_cache").raise_for_status()
 

@@ -10,9 +10,15 @@ from rubricgym.core.envargs import EnvArgError, env_kwargs, parse_env_args
 def test_values_are_json_or_strings_and_pairs_override_the_config(tmp_path):
     cfg = tmp_path / "env.yaml"
     cfg.write_text("n_docs: 2000\ndifficulty: easy\n")
-    got = parse_env_args(["difficulty=hard", "corpus=docs/", "hops=3", "limits={\"cpu_s\": 5}", "flag=true"], cfg)
-    assert got == {"n_docs": 2000, "difficulty": "hard", "corpus": "docs/", "hops": 3, "limits": {"cpu_s": 5},
-                   "flag": True}
+    got = parse_env_args(["difficulty=hard", "corpus=docs/", "hops=3", 'limits={"cpu_s": 5}', "flag=true"], cfg)
+    assert got == {
+        "n_docs": 2000,
+        "difficulty": "hard",
+        "corpus": "docs/",
+        "hops": 3,
+        "limits": {"cpu_s": 5},
+        "flag": True,
+    }
     toml = tmp_path / "env.toml"
     toml.write_text('corpus = "docs"\nn_docs = 10\n')
     assert parse_env_args([], toml) == {"corpus": "docs", "n_docs": 10}

@@ -20,7 +20,8 @@ def test_rollout_many_uses_them():
     tasks = TaskSet.generate("toy-calculator-v0", 2, seed=0)
     seeds = {}
     for run_seed in (0, 1):
-        rep = asyncio.run(rollout_many("toy-calculator-v0", RandomAgent(), tasks, group_size=4, seed=run_seed,
-                                       progress=False))
+        rep = asyncio.run(
+            rollout_many("toy-calculator-v0", RandomAgent(), tasks, group_size=4, seed=run_seed, progress=False)
+        )
         seeds[run_seed] = {t.seed for t in rep.trajectories}
     assert len(seeds[0]) == len(seeds[1]) == 8 and not seeds[0] & seeds[1]

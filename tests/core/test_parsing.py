@@ -81,8 +81,11 @@ def test_lone_surrogates_are_replaced_at_the_boundary():
     args = action.tool_call.arguments
     assert args["expression"] == "2+\ufffd" and args["\ufffdk"] == ["\ufffd"]
     assert "\ud83d" not in action.text and action.text.endswith("\ufffd")
-    msg = Message(role="assistant", content="x\udcff",
-                  tool_calls=[ToolCall(name="calculator", arguments={"expression": "\ud83d"})])
+    msg = Message(
+        role="assistant",
+        content="x\udcff",
+        tool_calls=[ToolCall(name="calculator", arguments={"expression": "\ud83d"})],
+    )
     structured = parse_action(msg, TOOLS)
     assert structured.tool_call.arguments == {"expression": "\ufffd"} and structured.text == "x\ufffd"
     for a in (action, structured):

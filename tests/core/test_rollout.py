@@ -76,8 +76,9 @@ class FullDiskStore(TrajectoryStore):
 def test_one_unstorable_trajectory_is_a_recorded_failure_not_the_end_of_the_run(tmp_path):
     tasks = rubricgym.TaskSet.generate(ENV, 4, seed=0)
     store = FullDiskStore(tmp_path, tasks[1].id)
-    report = asyncio.run(rubricgym.rollout_many(ENV, FlakyAgent(set()), tasks, store=store, concurrency=1,
-                                                progress=False))
+    report = asyncio.run(
+        rubricgym.rollout_many(ENV, FlakyAgent(set()), tasks, store=store, concurrency=1, progress=False)
+    )
     assert [t for t, _ in report.failures] == [tasks[1].id] and "No space left" in report.failures[0][1]
     assert store.finished_task_ids() == {t.id for t in tasks} - {tasks[1].id}
     assert not report.aborted

@@ -40,11 +40,18 @@ def test_schema_comes_from_signature_hints_and_docstring():
     write, finish = NotesEnv().tools()
     assert write.name == "write" and write.description == "Write a note."
     props = write.parameters["properties"]
-    assert props["title"] == {"type": "string", "description": "the note's title, continued on a second line",
-                              "examples": ["groceries"]}
+    assert props["title"] == {
+        "type": "string",
+        "description": "the note's title, continued on a second line",
+        "examples": ["groceries"],
+    }
     assert props["tags"]["type"] == "array" and props["tags"]["items"] == {"type": "string"}
-    assert props["priority"] == {"type": "string", "enum": ["low", "high"], "description": "how urgent it is",
-                                 "default": "low"}
+    assert props["priority"] == {
+        "type": "string",
+        "enum": ["low", "high"],
+        "description": "how urgent it is",
+        "default": "low",
+    }
     assert props["pinned"] == {"type": "boolean", "default": False}
     assert write.parameters["required"] == ["title", "tags"]
     assert write.parameters["additionalProperties"] is False

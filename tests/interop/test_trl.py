@@ -57,8 +57,9 @@ def test_rewards_replay_completions_on_the_row_seed_and_errored_verdicts_give_no
     env = environment_factory(ENV)()
     env.reset(seed=0)
     answer = tool_call("answer", value=env.trajectory.task.hidden["answer"])
-    scores = asyncio.run(fn(prompts=[None, None], completions=["no call", [{"role": "assistant", "content": answer}]],
-                            seed=[0, 0]))
+    scores = asyncio.run(
+        fn(prompts=[None, None], completions=["no call", [{"role": "assistant", "content": answer}]], seed=[0, 0])
+    )
     assert scores[0] is not None and scores[1] is not None and scores[1] > scores[0]
     [broken] = reward_funcs(ENV, rubric=BROKEN_RUBRIC)
     assert asyncio.run(broken(prompts=[None], completions=[answer], seed=[1])) == [None]
@@ -85,13 +86,30 @@ def test_grpo_trainer_runs_two_steps_with_our_env_and_rubric(local_model_dir, tm
             logged.append(dict(logs or {}))
 
     args = GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=2,
-        max_completion_length=48, max_tool_calling_iterations=2, learning_rate=1e-6, beta=0.0, use_cpu=True,
-        report_to=[], logging_steps=1, save_strategy="no", dataloader_num_workers=0, seed=0, temperature=1.0,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=2,
+        max_completion_length=48,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-6,
+        beta=0.0,
+        use_cpu=True,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        dataloader_num_workers=0,
+        seed=0,
+        temperature=1.0,
     )
     trainer = GRPOTrainer(
-        model=model, reward_funcs=reward_funcs(ENV), args=args, train_dataset=task_dataset(ENV, 2),
-        processing_class=tok, environment_factory=environment_factory(ENV), callbacks=[Log()],
+        model=model,
+        reward_funcs=reward_funcs(ENV),
+        args=args,
+        train_dataset=task_dataset(ENV, 2),
+        processing_class=tok,
+        environment_factory=environment_factory(ENV),
+        callbacks=[Log()],
     )
     trainer.train()
     assert trainer.state.global_step == 2

@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_verifiers_loads_the_module_as_a_taskset_with_our_env_and_harness():
-    config = vf.resolve_env_config({"taskset": {"id": "rubricgym_verifiers", "env": "toy-calculator-v0", "n": 3,
-                                                "seed": 5}})
+    config = vf.resolve_env_config(
+        {"taskset": {"id": "rubricgym_verifiers", "env": "toy-calculator-v0", "n": 3, "seed": 5}}
+    )
     env = vf.load_environment(config)
     assert isinstance(env, rubricgym_verifiers.RubricGymEnv)
     assert isinstance(config.agent.runtime, vf.SubprocessConfig)  # never a cloud sandbox by default
@@ -35,10 +36,32 @@ def test_verifiers_loads_the_module_as_a_taskset_with_our_env_and_harness():
 def test_vf_eval_runs_against_rubricgym_model_serve(vllm_server, tmp_path):
     env = {**os.environ, "RG_KEY": "none", "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     vf_eval = Path(sys.executable).with_name("vf-eval")
-    cmd = [str(vf_eval), "rubricgym_verifiers", "--env.taskset.env", "toy-calculator-v0", "--env.taskset.n", "2",
-           "-m", vllm_server.model, "--client.base-url", vllm_server.base_url, "--client.api-key-var", "RG_KEY",
-           "--env.agent.max-turns", "3", "--sampling.max-tokens", "48", "--no-push", "--no-rich", "-n", "2", "-r", "1",
-           "-o", str(tmp_path)]
+    cmd = [
+        str(vf_eval),
+        "rubricgym_verifiers",
+        "--env.taskset.env",
+        "toy-calculator-v0",
+        "--env.taskset.n",
+        "2",
+        "-m",
+        vllm_server.model,
+        "--client.base-url",
+        vllm_server.base_url,
+        "--client.api-key-var",
+        "RG_KEY",
+        "--env.agent.max-turns",
+        "3",
+        "--sampling.max-tokens",
+        "48",
+        "--no-push",
+        "--no-rich",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "-o",
+        str(tmp_path),
+    ]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [traces] = list(tmp_path.rglob("traces.jsonl"))

@@ -111,11 +111,20 @@ RUBRIC = {
     "id": "na",
     "criteria": [
         {"id": "correct", "text": "Correct.", "level": "essential", "check": "final_answer_correct"},
-        {"id": "clean_if_acted", "text": "Clean.", "level": "pitfall", "check": "no_invalid_actions",
-         "applies_if": "acted"},
+        {
+            "id": "clean_if_acted",
+            "text": "Clean.",
+            "level": "pitfall",
+            "check": "no_invalid_actions",
+            "applies_if": "acted",
+        },
         {"id": "calc_pitfall", "text": "Pitfall.", "level": "pitfall", "check": "edits_tests_pitfall"},
-        {"id": "grounded_if_used", "text": "Grounded.", "check": "answer_grounded",
-         "applies_if": ["tool:calculator", "used_calculator"]},
+        {
+            "id": "grounded_if_used",
+            "text": "Grounded.",
+            "check": "answer_grounded",
+            "applies_if": ["tool:calculator", "used_calculator"],
+        },
         {"id": "valid_step", "text": "Valid.", "scope": "step", "check": "step_valid", "applies_if": "acted"},
         {"id": "says_why", "text": "Tried the calculator.", "check": "used_calculator", "applies_if": "not:answered"},
     ],
@@ -126,8 +135,14 @@ async def test_do_nothing_earns_nothing(oracle_trajs):
     empty = response_trajectory(oracle_trajs[0].task, "")
     b = await ProcessRewardModel(RUBRIC, [judge()]).score(empty)
     status = {v.criterion_id: v.status for v in b.verdicts}
-    assert status == {"correct": "unmet", "clean_if_acted": "n/a", "calc_pitfall": "n/a",
-                      "grounded_if_used": "n/a", "valid_step": "n/a", "says_why": "unmet"}
+    assert status == {
+        "correct": "unmet",
+        "clean_if_acted": "n/a",
+        "calc_pitfall": "n/a",
+        "grounded_if_used": "n/a",
+        "valid_step": "n/a",
+        "says_why": "unmet",
+    }
     assert b.total == 0.0 and b.valid and b.n_not_applicable == 4 and b.per_step == [None]
     assert "rubric/criterion/clean_if_acted" not in empty.rewards
     assert next(v for v in b.verdicts if v.criterion_id == "clean_if_acted").judge == "applies_if"
@@ -150,8 +165,10 @@ async def test_unknown_condition_is_an_error_not_a_guess(oracle_trajs):
 
 
 def test_parse_not_applicable_replies():
-    assert parse_verdict('{"rationale": "nothing edited", "applicable": false, "met": true, "score": 1}')[
-        "applicable"] is False
+    assert (
+        parse_verdict('{"rationale": "nothing edited", "applicable": false, "met": true, "score": 1}')["applicable"]
+        is False
+    )
     assert parse_verdict('{"rationale": "-", "met": "N/A"}')["applicable"] is False
     assert parse_verdict("Verdict: not applicable, the agent never cited anything.")["applicable"] is False
     assert parse_verdict('{"rationale": "ok", "applicable": true, "met": false, "score": 0}')["met"] is False

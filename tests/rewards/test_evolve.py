@@ -10,8 +10,9 @@ from rubricgym.rewards.prm import ProcessRewardModel
 
 
 def base_without_used_calculator(toy_rubric) -> Rubric:
-    return Rubric.from_dict({**toy_rubric, "criteria": [c for c in toy_rubric["criteria"]
-                                                         if c["id"] != "used_calculator"]})
+    return Rubric.from_dict(
+        {**toy_rubric, "criteria": [c for c in toy_rubric["criteria"] if c["id"] != "used_calculator"]}
+    )
 
 
 async def scored(rubric, groups):
@@ -24,8 +25,13 @@ async def scored(rubric, groups):
 async def test_buffer_adds_from_contrast_retires_and_records(oracle_trajs, guess_trajs, toy_rubric, tmp_path):
     base = base_without_used_calculator(toy_rubric)
     record = tmp_path / "rubric_versions.jsonl"
-    buf = RubricBuffer(base, ["compute", "answer"], BufferConfig(caps=[3, 2], retire_after=2),
-                       check_writer(env_checks("toy-calculator-v0")), record=record)
+    buf = RubricBuffer(
+        base,
+        ["compute", "answer"],
+        BufferConfig(caps=[3, 2], retire_after=2),
+        check_writer(env_checks("toy-calculator-v0")),
+        record=record,
+    )
     # the oracle computes with the calculator, the guess does not: the unused check "used_calculator" separates
     # them; the stage whose reward separates them most is "compute" (the guess has no compute stage reward)
     groups = await scored(base, [[oracle_trajs[0], guess_trajs[0]]])
@@ -43,20 +49,25 @@ async def test_buffer_adds_from_contrast_retires_and_records(oracle_trajs, guess
     # every version recorded with its hash; a recorded version re-scores a trajectory identically
     versions = read_versions(record)
     assert [(v.step, v.added, v.retired) for v in versions] == [
-        (0, [], []), (1, ["evolved_used_calculator"], []), (3, [], ["evolved_used_calculator"])]
+        (0, [], []),
+        (1, ["evolved_used_calculator"], []),
+        (3, [], ["evolved_used_calculator"]),
+    ]
     for v in versions:
         assert Rubric.model_validate(v.rubric).hash == v.hash
     t = oracle_trajs[0].model_copy(deep=True)
     then = (await ProcessRewardModel(v1).score(t)).model_dump(exclude={"verdicts"})
     again = (await ProcessRewardModel(buf.version(v1.hash)).score(t.model_copy(deep=True))).model_dump(
-        exclude={"verdicts"})
+        exclude={"verdicts"}
+    )
     assert then == again and then["rubric_hash"] == v1.hash
 
 
 async def test_caps_bound_each_stage(oracle_trajs, guess_trajs, toy_rubric):
     base = base_without_used_calculator(toy_rubric)
-    buf = RubricBuffer(base, ["compute", "answer"], BufferConfig(caps=[0, 0]),
-                       check_writer(env_checks("toy-calculator-v0")))
+    buf = RubricBuffer(
+        base, ["compute", "answer"], BufferConfig(caps=[0, 0]), check_writer(env_checks("toy-calculator-v0"))
+    )
     assert await buf.update(1, await scored(base, [[oracle_trajs[0], guess_trajs[0]]])) is None
     assert buf.cap("compute") == 0 and buf.cap("unknown-stage") == 0
     with pytest.raises(KeyError, match="no recorded rubric version"):

@@ -50,8 +50,13 @@ async def test_observe_logs_signals_exploitation_and_alarms(oracle_trajs, toy_ru
     # a reference "panel" of two strict programmatic judges that reject every criterion the training judge credits
     strict = {**env_checks("toy-calculator-v0"), **{n: strict_never for n in env_checks("toy-calculator-v0")}}
     panel = [CheckJudge(strict), CheckJudge(strict)]
-    cfg = MonitorConfig(every=2, alarms=[Alarm(metric="exploitation", above=0.5, action="stop"),
-                                         Alarm(metric="master_key_share", above=0.1, patience=2)])
+    cfg = MonitorConfig(
+        every=2,
+        alarms=[
+            Alarm(metric="exploitation", above=0.5, action="stop"),
+            Alarm(metric="master_key_share", above=0.1, patience=2),
+        ],
+    )
     mon = HackingMonitor(cfg, rubric, reference=panel)
     assert await mon.observe(1, oracle_trajs) == {}  # not due
     out = await mon.observe(2, oracle_trajs)

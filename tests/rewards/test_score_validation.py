@@ -31,8 +31,10 @@ def test_a_rubric_naming_an_unknown_check_fails_before_scoring(app, tmp_path, or
     run_dir.extend(oracle_trajs)
     scores = tmp_path / "run" / "scores.jsonl"
     scores.write_text("previous scores\n")
-    r = CliRunner().invoke(app, ["score", str(tmp_path / "run"), "--rubric",
-                                 str(_rubric(tmp_path / "r.yaml", check="final_answer_corect"))])
+    r = CliRunner().invoke(
+        app,
+        ["score", str(tmp_path / "run"), "--rubric", str(_rubric(tmp_path / "r.yaml", check="final_answer_corect"))],
+    )
     out = " ".join(r.output.split())
     assert r.exit_code == 2 and "final_answer_corect" in out and "final_answer_correct" in out, r.output
     assert scores.read_text() == "previous scores\n", "scores.jsonl was overwritten by a failed scoring"

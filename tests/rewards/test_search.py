@@ -18,13 +18,17 @@ def toy_task():
 async def test_utility_prefers_the_oracles_step_and_a_right_answer():
     task = toy_task()
     agent = PRMGuidedAgent(CalculatorOracle(), "toy-calculator-v0", k=2).episode(task, 0)
-    oracle_first = await CalculatorOracle().episode(task, 0).act(
-        rubricgym.make("toy-calculator-v0").reset_typed(seed=0, task=task).messages, [])
+    oracle_first = (
+        await CalculatorOracle()
+        .episode(task, 0)
+        .act(rubricgym.make("toy-calculator-v0").reset_typed(seed=0, task=task).messages, [])
+    )
     good = await agent.utility(oracle_first)
     junk = await agent.utility("not a tool call")
     wrong = await agent.utility('<tool_call>{"name": "answer", "arguments": {"value": -12345}}</tool_call>')
     right = await agent.utility(
-        "<tool_call>" + json.dumps({"name": "answer", "arguments": {"value": task.hidden["answer"]}}) + "</tool_call>")
+        "<tool_call>" + json.dumps({"name": "answer", "arguments": {"value": task.hidden["answer"]}}) + "</tool_call>"
+    )
     assert junk == 0.0 and wrong == 0.0  # an invalid step, and a wrong terminal answer: its final total
     assert 0.0 < good < 1.0 and right == pytest.approx(0.5)  # right but ungrounded: correct 1, grounded 0...
     assert right > wrong
@@ -84,10 +88,20 @@ def test_run_cli_accepts_a_tts_agent(tmp_path):
 
     from rubricgym.cli import app
 
-    res = CliRunner().invoke(app, ["run", "toy-calculator-v0", "--agent", "tts(k=2):noisy(p=0.5):oracle",
-                                   "--tasks", "2", "--out", str(tmp_path / "r")], env={"COLUMNS": "200"})
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "toy-calculator-v0",
+            "--agent",
+            "tts(k=2):noisy(p=0.5):oracle",
+            "--tasks",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert res.exit_code == 0, res.output
     store = rubricgym.TrajectoryStore(tmp_path / "r")
     assert len(list(store)) == 2
-
-

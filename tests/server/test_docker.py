@@ -54,8 +54,13 @@ def provider_kwargs(podman_url):  # noqa: F811
         client.images.get(image_id).tag(*TAG.rsplit(":", 1))
     venv = Path(sys.prefix)
     mounts = {p: {"bind": p, "mode": "ro"} for p in ("/usr", sys.base_prefix, str(venv), str(ROOT))}
-    return {"base_url": podman_url, "network": "host", "entrypoint": [sys.executable, "-m", "rubricgym"],
-            "volumes": mounts, "environment": {"PYTHONPATH": str(ROOT), "HOME": "/tmp"}}
+    return {
+        "base_url": podman_url,
+        "network": "host",
+        "entrypoint": [sys.executable, "-m", "rubricgym"],
+        "volumes": mounts,
+        "environment": {"PYTHONPATH": str(ROOT), "HOME": "/tmp"},
+    }
 
 
 def _ours(podman_url: str) -> list:  # noqa: F811
@@ -85,8 +90,15 @@ def test_a_server_that_dies_is_noticed_and_its_container_removed(provider_kwargs
     assert not provider.running
     provider.stop()
     assert _ours(podman_url) == []
-    broken = DockerProvider(TAG, **{**provider_kwargs, "environment": {"PYTHONPATH": "/nowhere"},
-                                    "entrypoint": [sys.executable, "-m", "no_such_module"]}, startup_timeout_s=60)
+    broken = DockerProvider(
+        TAG,
+        **{
+            **provider_kwargs,
+            "environment": {"PYTHONPATH": "/nowhere"},
+            "entrypoint": [sys.executable, "-m", "no_such_module"],
+        },
+        startup_timeout_s=60,
+    )
     with pytest.raises(ProviderError, match="exited before it was healthy"):
         broken.start(ServerConfig(env_id="toy-calculator-v0"))
     assert _ours(podman_url) == []

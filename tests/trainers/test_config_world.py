@@ -8,13 +8,16 @@ import pytest
 from rubricgym.trainers.config import ConfigError, load_config
 
 
-@pytest.mark.parametrize("text, field, says", [
-    ("env:\n  id: toy-calculater-v0\n", "env.id", "toy-calculator-v0"),
-    ("env:\n  kwargs: {max_opz: 3}\n", "env.kwargs.max_opz", "max_ops"),
-    ("model:\n  threads: -2\n", "model.threads", "greater than or equal to 1"),
-    ("env:\n  rubric: no/such/rubric.yaml\n", "env.rubric", "no such rubric file"),
-    ("model:\n  name: smollm3-9000b\n", "model.name", "known model"),
-])
+@pytest.mark.parametrize(
+    "text, field, says",
+    [
+        ("env:\n  id: toy-calculater-v0\n", "env.id", "toy-calculator-v0"),
+        ("env:\n  kwargs: {max_opz: 3}\n", "env.kwargs.max_opz", "max_ops"),
+        ("model:\n  threads: -2\n", "model.threads", "greater than or equal to 1"),
+        ("env:\n  rubric: no/such/rubric.yaml\n", "env.rubric", "no such rubric file"),
+        ("model:\n  name: smollm3-9000b\n", "model.name", "known model"),
+    ],
+)
 def test_wrong_values_name_the_field_before_the_run_dir_exists(tmp_path, text, field, says):
     path = tmp_path / "train.yaml"
     path.write_text(f"run_dir: {tmp_path / 'run'}\n" + text)

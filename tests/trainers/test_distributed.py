@@ -33,10 +33,25 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, tmp_path, aggregation)
     out = tmp_path / "grads.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
     subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-         "--master-port", str(port),
-         str(HERE / "ddp_worker.py"), str(tiny_model_dir), aggregation, str(out)],
-        check=True, env=env, timeout=300, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            str(HERE / "ddp_worker.py"),
+            str(tiny_model_dir),
+            aggregation,
+            str(out),
+        ],
+        check=True,
+        env=env,
+        timeout=300,
+        capture_output=True,
     )
     got = torch.load(out)
     assert got["world"] == 2
@@ -64,10 +79,27 @@ def test_torchrun_rubricgym_train_runs_data_parallel_and_ranks_stop_together(tin
         port = sock.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-         "--master-port", str(port), "-m", "rubricgym", "train", "--config", str(tmp_path / "train.yaml"),
-         "--no-live"],
-        env=env, timeout=300, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "rubricgym",
+            "train",
+            "--config",
+            str(tmp_path / "train.yaml"),
+            "--no-live",
+        ],
+        env=env,
+        timeout=300,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     main = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -31,8 +31,9 @@ def test_selected_logprobs_match_naive(monkeypatch, temperature):
 def _prompts(tok):
     system = [{"role": "system", "content": "You solve arithmetic with the calculator tool."}]
     a = tok.apply_chat_template(system + [{"role": "user", "content": "Compute 2 + 3."}], add_generation_prompt=True)
-    b = tok.apply_chat_template(system + [{"role": "user", "content": "Compute 17 * 4 - 1."}],
-                                add_generation_prompt=True)
+    b = tok.apply_chat_template(
+        system + [{"role": "user", "content": "Compute 17 * 4 - 1."}], add_generation_prompt=True
+    )
     ids = [list(x["input_ids"] if hasattr(x, "keys") else x) for x in (a, b)]
     return [ids[0], ids[0], ids[1], ids[0], ids[1]]  # two distinct prompts sharing the system prompt
 
@@ -54,8 +55,16 @@ def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
             return len(tokens) >= stop_at.get(row, 99)
 
         gen = torch.Generator().manual_seed(5)
-        return sample(lm, prompts, max_new_tokens=12, temperature=temperature, pad_id=tok.pad_token_id,
-                      is_end=is_end, generator=gen, share_prefix=share)
+        return sample(
+            lm,
+            prompts,
+            max_new_tokens=12,
+            temperature=temperature,
+            pad_id=tok.pad_token_id,
+            is_end=is_end,
+            generator=gen,
+            share_prefix=share,
+        )
 
     shared, plain = run(True), run(False)
     assert [len(r.tokens) for r in shared] == [3, 12, 9, 12, 12]
@@ -70,10 +79,10 @@ def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
     for prompt, r in zip(prompts, shared, strict=True):
         ids = torch.tensor([prompt + r.tokens])
         mask = torch.zeros_like(ids, dtype=torch.float32)
-        mask[0, len(prompt):] = 1
+        mask[0, len(prompt) :] = 1
         with torch.no_grad():
             full, _ = generated_logprobs(lm, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0)
-        torch.testing.assert_close(torch.tensor(r.logprobs), full[0, len(prompt):], atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.tensor(r.logprobs), full[0, len(prompt) :], atol=1e-4, rtol=0)
 
 
 def test_update_shares_the_prompt_and_keeps_values_and_gradients(tiny_model_dir):
@@ -97,8 +106,9 @@ def test_update_shares_the_prompt_and_keeps_values_and_gradients(tiny_model_dir)
     results = []
     for share in (True, False):
         model.zero_grad(set_to_none=True)
-        logp, ent = generated_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, 0.8, with_entropy=True,
-                                       share_prefix=share)
+        logp, ent = generated_logprobs(
+            model, b.input_ids, b.attention_mask, b.loss_mask, 0.8, with_entropy=True, share_prefix=share
+        )
         (logp * weights).sum().backward()
         results.append((logp.detach(), ent, torch.cat([p.grad.flatten() for p in model.parameters()])))
     (lp1, e1, g1), (lp2, e2, g2) = results
@@ -120,20 +130,31 @@ def test_bf16_with_fp32_islands_keeps_fp32_greedy_decisions(local_model_dir):
 
     agent = LocalAgent(str(local_model_dir)).load()
     lm, tok = agent.model_obj, agent.tokenizer
-    system = Message(role="system", content='Call the calculator: <tool_call>{"name": "calculator", "arguments": '
-                                            '{"expression": "1 + 1"}}</tool_call>')
-    prompts = [agent.prompt_ids([system, Message(role="user", content=q)])
-               for q in ("Compute 22 / 2.", "Compute 17 * 4 - 1.", "Compute 90 - 45.")]
-    rows = sample(lm, prompts, max_new_tokens=24, temperature=0.0, pad_id=tok.pad_token_id,
-                  is_end=lambda r, t: t[-1] == tok.eos_token_id)
+    system = Message(
+        role="system",
+        content='Call the calculator: <tool_call>{"name": "calculator", "arguments": '
+        '{"expression": "1 + 1"}}</tool_call>',
+    )
+    prompts = [
+        agent.prompt_ids([system, Message(role="user", content=q)])
+        for q in ("Compute 22 / 2.", "Compute 17 * 4 - 1.", "Compute 90 - 45.")
+    ]
+    rows = sample(
+        lm,
+        prompts,
+        max_new_tokens=24,
+        temperature=0.0,
+        pad_id=tok.pad_token_id,
+        is_end=lambda r, t: t[-1] == tok.eos_token_id,
+    )
     for prompt, row in zip(prompts, rows, strict=True):
         ids = torch.tensor([prompt + row.tokens])
         mask = torch.zeros_like(ids, dtype=torch.float32)
-        mask[0, len(prompt):] = 1
+        mask[0, len(prompt) :] = 1
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
             logp, _ = generated_logprobs(lm, ids, torch.ones_like(ids), mask)
-            body = lm.model(input_ids=ids).last_hidden_state[0, len(prompt) - 1: -1]
+            body = lm.model(input_ids=ids).last_hidden_state[0, len(prompt) - 1 : -1]
             with torch.autocast("cpu", enabled=False):  # fp32 island: the fp32 head on the bf16 body's output
                 top = lm.lm_head(body.float()).argmax(-1)
         assert top.tolist() == row.tokens  # the fp32 greedy token at every position
-        torch.testing.assert_close(logp[0, len(prompt):], torch.tensor(row.logprobs), atol=0.05, rtol=0)
+        torch.testing.assert_close(logp[0, len(prompt) :], torch.tensor(row.logprobs), atol=0.05, rtol=0)

@@ -18,14 +18,21 @@ def test_with_rubric_appends_to_the_first_message():
 
 @pytest.mark.slow
 def test_a_monitored_run_logs_plots_and_stops(tiny_config, tmp_path):
-    cfg = tiny_config(tmp_path / "mon", steps=3, monitor={
-        "every": 1, "samples": 2,
-        # an alarm on a judge-free drift signal that any output trips: it stops the run after 2 steps
-        "alarms": [{"metric": "response_chars", "above": 0.0, "action": "stop", "patience": 2}]},
-        rubric_buffer={"caps": [1, 1]})
+    cfg = tiny_config(
+        tmp_path / "mon",
+        steps=3,
+        monitor={
+            "every": 1,
+            "samples": 2,
+            # an alarm on a judge-free drift signal that any output trips: it stops the run after 2 steps
+            "alarms": [{"metric": "response_chars", "above": 0.0, "action": "stop", "patience": 2}],
+        },
+        rubric_buffer={"caps": [1, 1]},
+    )
     summary = Trainer(cfg).run()
-    train = [r for r in map(json.loads, (cfg.run_dir / "metrics.jsonl").read_text().splitlines())
-             if r["kind"] == "train"]
+    train = [
+        r for r in map(json.loads, (cfg.run_dir / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "train"
+    ]
     assert [r["step"] for r in train] == [1, 2] and summary["steps"] == 2
     first = train[0]
     assert 0.0 <= first["monitor/master_key_share"] <= 1.0 and first["monitor/response_chars"] > 0

@@ -27,16 +27,18 @@ def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tin
         trainer.policy.forget()
         local = []
         for task, seed in zip(tasks, seeds, strict=True):
-            local += await collect_groups(cfg.env.id, trainer.policy, [task], 2, [seed], env_kwargs=cfg.env.kwargs,
-                                          anchor_greedy=True)
+            local += await collect_groups(
+                cfg.env.id, trainer.policy, [task], 2, [seed], env_kwargs=cfg.env.kwargs, anchor_greedy=True
+            )
         return remote, remote_tokens, local, tokens(local, trainer.policy.turns_for)
 
     try:
         remote, rt, local, lt = asyncio.run(both())
         assert len(remote) == 2 and all(len(g) == 2 for g in remote)
         assert rt == lt
-        assert [[t.steps[0].action.text for t in g] for g in remote] == [[t.steps[0].action.text for t in g]
-                                                                         for g in local]
+        assert [[t.steps[0].action.text for t in g] for g in remote] == [
+            [t.steps[0].action.text for t in g] for g in local
+        ]
         torch.manual_seed(1)
         with torch.no_grad():
             for p in trainer.model.parameters():

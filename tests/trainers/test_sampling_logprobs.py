@@ -12,8 +12,9 @@ from rubricgym.trainers.update import generated_logprobs
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(0.7, 1.0), (0.0, 1.0), (1.0, 0.5)])
 def test_recorded_logprobs_match_teacher_forcing(local_model_dir, temperature, top_p):
-    agent = LocalAgent(str(local_model_dir), temperature=temperature, top_p=top_p, max_new_tokens=12, max_batch=3,
-                       seed=3).load()
+    agent = LocalAgent(
+        str(local_model_dir), temperature=temperature, top_p=top_p, max_new_tokens=12, max_batch=3, seed=3
+    ).load()
     prompt = agent.prompt_ids([Message(role="user", content="Name a colour and say why you like it.")])
 
     async def sample():
@@ -24,11 +25,12 @@ def test_recorded_logprobs_match_teacher_forcing(local_model_dir, temperature, t
         assert len(turn.logprobs) == len(turn.completion_ids) > 0
         ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
         mask = torch.zeros_like(ids, dtype=torch.float32)
-        mask[0, len(turn.prompt_ids):] = 1
+        mask[0, len(turn.prompt_ids) :] = 1
         with torch.no_grad():
-            full, _ = generated_logprobs(agent.model_obj, ids, torch.ones_like(ids), mask,
-                                         temperature=temperature or 1.0)
-        full = full[0, len(turn.prompt_ids):]
+            full, _ = generated_logprobs(
+                agent.model_obj, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0
+            )
+        full = full[0, len(turn.prompt_ids) :]
         recorded = torch.tensor(turn.logprobs)
         if top_p == 1.0:
             torch.testing.assert_close(recorded, full, atol=1e-4, rtol=0)

@@ -17,13 +17,23 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, 
     from rubricgym.trainers.trainer import Trainer
     from rubricgym.trainers.update import generated_logprobs
 
-    cfg = TrainConfig.model_validate({
-        "run_dir": str(tmp_path), "steps": 0, "tasks_per_step": 1, "group_size": 2, "live": False,
-        "model": {"name": "smollm2-135m-instruct", "threads": 1},
-        "generation": {"backend": "vllm", "max_new_tokens": 12, "temperature": 1.0,
-                       "response_prefix": '<tool_call>{"name": "'},
-        "env": {"kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 1}, "train_tasks": 4, "eval_tasks": 1},
-    })
+    cfg = TrainConfig.model_validate(
+        {
+            "run_dir": str(tmp_path),
+            "steps": 0,
+            "tasks_per_step": 1,
+            "group_size": 2,
+            "live": False,
+            "model": {"name": "smollm2-135m-instruct", "threads": 1},
+            "generation": {
+                "backend": "vllm",
+                "max_new_tokens": 12,
+                "temperature": 1.0,
+                "response_prefix": '<tool_call>{"name": "',
+            },
+            "env": {"kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 1}, "train_tasks": 4, "eval_tasks": 1},
+        }
+    )
     trainer = Trainer(cfg)
     backend = trainer.backend
     try:
@@ -38,10 +48,10 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, 
         def our_logprobs(turn):
             ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
             mask = torch.zeros_like(ids, dtype=torch.float32)
-            mask[0, len(turn.prompt_ids):] = 1
+            mask[0, len(turn.prompt_ids) :] = 1
             with torch.no_grad():
                 lp, _ = generated_logprobs(trainer.model, ids, torch.ones_like(ids), mask)
-            return lp[0, len(turn.prompt_ids):]
+            return lp[0, len(turn.prompt_ids) :]
 
         before = greedy_turn()
         assert len(before.completion_ids) == len(before.logprobs) > 0

@@ -20,8 +20,22 @@ from rubricgym.envs.clinical.case import age_band
 from rubricgym.envs.clinical.patient import NORMAL_EXAM
 from rubricgym.envs.clinical.schema import SYSTEMS, load_kb
 
-SHOTGUN_BATTERY = ("cbc", "cmp", "ct_head", "coag", "ct_abdomen", "troponin_i", "ctpa", "mri_brain", "echo",
-                   "lumbar_puncture", "blood_cultures", "endoscopy", "coronary_angiography", "urinalysis")
+SHOTGUN_BATTERY = (
+    "cbc",
+    "cmp",
+    "ct_head",
+    "coag",
+    "ct_abdomen",
+    "troponin_i",
+    "ctpa",
+    "mri_brain",
+    "echo",
+    "lumbar_puncture",
+    "blood_cultures",
+    "endoscopy",
+    "coronary_angiography",
+    "urinalysis",
+)
 _PROMPT = re.compile(r"A (\d+)-year-old (man|woman) presents with (.+?)\. You have at most (\d+) turns")
 
 
@@ -79,8 +93,11 @@ class Oracle(_Planned):
         differential = cant + [kb.conditions[d].name if d in kb.conditions else d for d in others]
         evidence = (", ".join(keys) + " results") if keys else "the history and examination"
         found = "; ".join(present[:2])
-        out.append(tool_call("diagnose", diagnosis=diagnosis, reason=f"{found}; supported by {evidence}.",
-                             differential=differential))
+        out.append(
+            tool_call(
+                "diagnose", diagnosis=diagnosis, reason=f"{found}; supported by {evidence}.", differential=differential
+            )
+        )
         return out
 
 
@@ -95,9 +112,10 @@ class Shotgun(_Planned):
         keys = list(task.hidden.get("key_exams", []))
         battery = [e for e in SHOTGUN_BATTERY if e not in keys]
         exams = (keys + battery)[: max(0, turns - 1)]
-        exams = exams[len(keys):][:1] + exams[: len(keys)] + exams[len(keys) + 1:]  # key exams early, not first
-        out = [tool_call("order", exam=e, impression="unclear", reason="screening everything")
-               for e in _names(task, exams)]
+        exams = exams[len(keys) :][:1] + exams[: len(keys)] + exams[len(keys) + 1 :]  # key exams early, not first
+        out = [
+            tool_call("order", exam=e, impression="unclear", reason="screening everything") for e in _names(task, exams)
+        ]
         out.append(tool_call("diagnose", diagnosis=task.hidden["diagnosis"]["name"], reason="full work-up done"))
         return out
 
@@ -132,7 +150,7 @@ class RandomAgent(SeededAgent):
         kb = load_kb()
         r = rng.random()
         if r < 0.1:
-            return "".join(rng.choice(list("abc xyz{}[]\":,<>0123456789é中"), size=int(rng.integers(0, 40))))
+            return "".join(rng.choice(list('abc xyz{}[]":,<>0123456789é中'), size=int(rng.integers(0, 40))))
         if r < 0.15:
             return '<tool_call>{"name": "order", "arguments": {"exam": </tool_call>'
         if r < 0.4:

@@ -145,14 +145,24 @@ def physician_rubric(kb: KnowledgeBase, cond: Condition, history: dict[str, str 
     """A DiagBench-style weighted rubric for a synthetic case, written from the knowledge base."""
     items = [RubricItem(text=f"Reaches the diagnosis of {cond.name}.", weight=5, kind="diagnosis")]
     for e in cond.key_exams:
-        items.append(RubricItem(text=f"Orders {kb.exams[e].name} to establish the diagnosis.", weight=3,
-                                kind="exam_ordered", target=e))
+        items.append(
+            RubricItem(
+                text=f"Orders {kb.exams[e].name} to establish the diagnosis.", weight=3, kind="exam_ordered", target=e
+            )
+        )
     for d in cond.cant_miss:
-        items.append(RubricItem(text=f"Considers and excludes {kb.conditions[d].name} before committing.", weight=2,
-                                kind="considered", target=d))
+        items.append(
+            RubricItem(
+                text=f"Considers and excludes {kb.conditions[d].name} before committing.",
+                weight=2,
+                kind="considered",
+                target=d,
+            )
+        )
     present = [f for f, v in history.items() if v]
     for f in sorted(present, key=lambda f: -cond.history[f])[:2]:
         items.append(RubricItem(text=f"Asks about {f}.", weight=1, kind="asked", target=f))
-    items.append(RubricItem(text="Avoids invasive tests the presentation does not call for.", weight=2,
-                            kind="avoid_invasive"))
+    items.append(
+        RubricItem(text="Avoids invasive tests the presentation does not call for.", weight=2, kind="avoid_invasive")
+    )
     return items

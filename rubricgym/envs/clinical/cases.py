@@ -83,8 +83,9 @@ def _exam_id(kb: KnowledgeBase, name: str, where: str, field: str, analytes: boo
     index = exam_index(kb)
     found = index.names.get(fold(name))
     if found is None and analytes:
-        found = next((e.id for e in kb.exams.values() if fold(name) in {fold(e.id), fold(e.name),
-                                                                      *map(fold, e.aliases)}), None)
+        found = next(
+            (e.id for e in kb.exams.values() if fold(name) in {fold(e.id), fold(e.name), *map(fold, e.aliases)}), None
+        )
     if found is None:
         close = ", ".join(index.suggest(name, 4))
         hint = f" (close: {close})" if close else ""
@@ -148,9 +149,14 @@ def scoring_facts(kb: KnowledgeBase, case: CaseRecord) -> dict[str, Any]:
     for name in case.cant_miss:
         cid = name if name in kb.conditions else index.resolve(name)
         cond = kb.conditions.get(cid or "")
-        cant_miss.append({"id": cid or name, "name": cond.name if cond else name,
-                          "aliases": list(cond.aliases) if cond else [], "key_exams": list(cond.key_exams) if cond
-                          else []})
+        cant_miss.append(
+            {
+                "id": cid or name,
+                "name": cond.name if cond else name,
+                "aliases": list(cond.aliases) if cond else [],
+                "key_exams": list(cond.key_exams) if cond else [],
+            }
+        )
     differential = [d if d in kb.conditions else (index.resolve(d) or d) for d in case.differential]
     justified = set(case.key_exams) | set(ALWAYS_JUSTIFIED)
     for d in differential:
@@ -158,9 +164,13 @@ def scoring_facts(kb: KnowledgeBase, case: CaseRecord) -> dict[str, Any]:
             justified.update(kb.conditions[d].key_exams)
     rubric = case.rubric or default_rubric_items(kb, case, cant_miss)
     return {
-        "diagnosis": case.diagnosis.model_dump(), "condition": case.condition,
-        "key_exams": list(case.key_exams), "key_analytes": {k: kb.analytes_of(k) for k in case.key_exams},
-        "cant_miss": cant_miss, "differential": differential, "justified": sorted(justified),
+        "diagnosis": case.diagnosis.model_dump(),
+        "condition": case.condition,
+        "key_exams": list(case.key_exams),
+        "key_analytes": {k: kb.analytes_of(k) for k in case.key_exams},
+        "cant_miss": cant_miss,
+        "differential": differential,
+        "justified": sorted(justified),
         "key_cost": sum(kb.exams[k].cost for k in case.key_exams),
         "rubric": [r.model_dump(exclude_defaults=False) for r in rubric],
     }
@@ -169,10 +179,14 @@ def scoring_facts(kb: KnowledgeBase, case: CaseRecord) -> dict[str, Any]:
 def default_rubric_items(kb: KnowledgeBase, case: CaseRecord, cant_miss: list[dict[str, Any]]) -> list[RubricItem]:
     """The physician rubric of a real case that gives none: diagnosis, key exams, can't-miss, no invasive excess."""
     items = [RubricItem(text=f"Reaches the diagnosis of {case.diagnosis.name}.", weight=5, kind="diagnosis")]
-    items += [RubricItem(text=f"Orders {kb.exams[k].name}.", weight=3, kind="exam_ordered", target=k)
-              for k in case.key_exams]
-    items += [RubricItem(text=f"Considers and excludes {c['name']}.", weight=2, kind="considered", target=c["id"])
-              for c in cant_miss]
-    items.append(RubricItem(text="Avoids invasive tests the presentation does not call for.", weight=2,
-                            kind="avoid_invasive"))
+    items += [
+        RubricItem(text=f"Orders {kb.exams[k].name}.", weight=3, kind="exam_ordered", target=k) for k in case.key_exams
+    ]
+    items += [
+        RubricItem(text=f"Considers and excludes {c['name']}.", weight=2, kind="considered", target=c["id"])
+        for c in cant_miss
+    ]
+    items.append(
+        RubricItem(text="Avoids invasive tests the presentation does not call for.", weight=2, kind="avoid_invasive")
+    )
     return items

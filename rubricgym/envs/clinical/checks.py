@@ -54,8 +54,12 @@ def exam_f1(traj: Trajectory, step: int | None = None) -> CheckResult:
     if not info:
         return CheckResult(score=0.0, met=False, rationale="no diagnosis, no F1")
     f1 = float(info["exam_f1"])
-    return CheckResult(score=f1, met=f1 >= 0.999, rationale=f"precision {info['exam_precision']:.2f}, recall "
-                       f"{info['exam_recall']:.2f}", evidence=[s.index for s in _orders(traj)])
+    return CheckResult(
+        score=f1,
+        met=f1 >= 0.999,
+        rationale=f"precision {info['exam_precision']:.2f}, recall {info['exam_recall']:.2f}",
+        evidence=[s.index for s in _orders(traj)],
+    )
 
 
 @check(description="DiagGym's reward 0.1·issued + accuracy + 0.5·F1, divided by its maximum 1.6.")
@@ -73,12 +77,18 @@ def key_exams_ordered(traj: Trajectory, step: int | None = None) -> CheckResult:
         return CheckResult.of(True, "the case needs no exam to settle it")
     score = len(covered & set(keys)) / len(keys)
     missing = sorted(set(keys) - covered)
-    return CheckResult(score=score, met=not missing, rationale="missing: " + (", ".join(missing) or "none"),
-                       evidence=[s.index for s in _orders(traj) if s.info.get("covers")])
+    return CheckResult(
+        score=score,
+        met=not missing,
+        rationale="missing: " + (", ".join(missing) or "none"),
+        evidence=[s.index for s in _orders(traj) if s.info.get("covers")],
+    )
 
 
-@check(description="A focused history and examination came first: >= 2 questions and >= 1 system examined "
-       "before the first exam or the diagnosis.")
+@check(
+    description="A focused history and examination came first: >= 2 questions and >= 1 system examined "
+    "before the first exam or the diagnosis."
+)
 def history_taken(traj: Trajectory, step: int | None = None) -> CheckResult:
     asked = examined = 0
     for s in traj.steps:
@@ -91,32 +101,47 @@ def history_taken(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult(score=score, met=score == 1.0, rationale=f"{asked} question(s), {examined} exam(s) first")
 
 
-@check(description="Every can't-miss condition was named in the differential or an impression, or excluded by "
-       "its key exam, before committing.")
+@check(
+    description="Every can't-miss condition was named in the differential or an impression, or excluded by "
+    "its key exam, before committing."
+)
 def cant_miss_considered(traj: Trajectory, step: int | None = None) -> CheckResult:
     wanted = [c["id"] for c in traj.task.hidden.get("cant_miss", [])]
     if not wanted:
         return CheckResult.of(bool(_final(traj)), "no can't-miss condition for this case")
     got = set(_final(traj).get("considered", []))
     score = len(got & set(wanted)) / len(wanted)
-    return CheckResult(score=score, met=score == 1.0, rationale="not considered: " + (
-        ", ".join(sorted(set(wanted) - got)) or "none"))
+    return CheckResult(
+        score=score, met=score == 1.0, rationale="not considered: " + (", ".join(sorted(set(wanted) - got)) or "none")
+    )
 
 
-@check(description="No invasive (level >= 2) or costly (>= $300) exam outside the key exams and the "
-       "differential's rule-out tests.")
+@check(
+    description="No invasive (level >= 2) or costly (>= $300) exam outside the key exams and the "
+    "differential's rule-out tests."
+)
 def no_unnecessary_exams(traj: Trajectory, step: int | None = None) -> CheckResult:
-    bad = [s for s in _orders(traj) if not s.info.get("justified")
-           and (s.info.get("invasiveness", 0) >= INVASIVE or s.info.get("cost", 0) >= COSTLY)]
+    bad = [
+        s
+        for s in _orders(traj)
+        if not s.info.get("justified")
+        and (s.info.get("invasiveness", 0) >= INVASIVE or s.info.get("cost", 0) >= COSTLY)
+    ]
     if not _final(traj):
         return CheckResult(score=0.0, met=False, rationale="no diagnosis: the work-up led nowhere")
     score = max(0.0, 1.0 - 0.34 * len(bad))
-    return CheckResult(score=score, met=not bad, rationale="unnecessary: " + (
-        ", ".join(s.info["name"] for s in bad) or "none"), evidence=[s.index for s in bad])
+    return CheckResult(
+        score=score,
+        met=not bad,
+        rationale="unnecessary: " + (", ".join(s.info["name"] for s in bad) or "none"),
+        evidence=[s.index for s in bad],
+    )
 
 
-@check(description="The diagnosis's reasoning cites results actually seen, abnormal ones when there were any "
-       "(programmatic stand-in for an LLM judge of consistency).")
+@check(
+    description="The diagnosis's reasoning cites results actually seen, abnormal ones when there were any "
+    "(programmatic stand-in for an LLM judge of consistency)."
+)
 def reasoning_consistent(traj: Trajectory, step: int | None = None) -> CheckResult:
     info = _final(traj)
     if not info or not info.get("reason"):
@@ -127,12 +152,17 @@ def reasoning_consistent(traj: Trajectory, step: int | None = None) -> CheckResu
         return CheckResult.of(True, "cites abnormal results: " + ", ".join(info["cites_abnormal"]))
     if not info.get("any_abnormal") and any(_tool(s) in ("ask", "examine") for s in traj.steps):
         return CheckResult.of(True, "no abnormal result to cite; reasoning rests on history and examination")
-    return CheckResult(score=0.5 if info.get("cites") else 0.25, met=False,
-                       rationale="reasoning does not cite the abnormal results seen")
+    return CheckResult(
+        score=0.5 if info.get("cites") else 0.25,
+        met=False,
+        rationale="reasoning does not cite the abnormal results seen",
+    )
 
 
-@check(description="Score of the case's weighted physician rubric (DiagBench style): Σ w·met / Σ w over the items "
-       "that can be checked without an LLM.")
+@check(
+    description="Score of the case's weighted physician rubric (DiagBench style): Σ w·met / Σ w over the items "
+    "that can be checked without an LLM."
+)
 def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     hidden, final = traj.task.hidden, _final(traj)
     ordered = {k for s in _orders(traj) for k in [s.info["exam"], *s.info.get("covers", [])]}
@@ -145,9 +175,13 @@ def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
         kind, target = item.get("kind", "judge"), item.get("target")
         if kind == "judge":
             continue
-        met = {"diagnosis": bool(final.get("correct")), "exam_ordered": target in ordered,
-               "considered": target in considered, "asked": target in asked,
-               "avoid_invasive": bool(final) and not invasive_bad}[kind]
+        met = {
+            "diagnosis": bool(final.get("correct")),
+            "exam_ordered": target in ordered,
+            "considered": target in considered,
+            "asked": target in asked,
+            "avoid_invasive": bool(final) and not invasive_bad,
+        }[kind]
         total += item["weight"]
         got += item["weight"] * met
         if not met:
@@ -167,8 +201,11 @@ def workup_cost(traj: Trajectory, step: int | None = None) -> CheckResult:
             cost += float(s.info.get("cost", 0))
     excess = max(0.0, cost - float(traj.task.hidden.get("key_cost", 0)))
     score = max(0.0, 1.0 - excess / COST_BUDGET) if _final(traj) else 0.0
-    return CheckResult(score=score, met=excess == 0 and bool(_final(traj)), rationale=f"${cost:.0f} spent, "
-                       f"${excess:.0f} beyond the key exams")
+    return CheckResult(
+        score=score,
+        met=excess == 0 and bool(_final(traj)),
+        rationale=f"${cost:.0f} spent, ${excess:.0f} beyond the key exams",
+    )
 
 
 @check(description="Invasiveness burden of exams outside the justified ones: 1 with none, 0 at a total level of 6.")
@@ -179,6 +216,7 @@ def workup_invasiveness(traj: Trajectory, step: int | None = None) -> CheckResul
 
 
 # ---- step-level process checks ------------------------------------------------------------------------------
+
 
 def _step(traj: Trajectory, step: int | None) -> Step:
     return traj.steps[step or 0]
@@ -217,7 +255,20 @@ def history_before_invasive(traj: Trajectory, step: int | None = None) -> CheckR
 
 
 ALL = check_set(
-    diagnosis_issued, diagnosis_correct, exam_f1, diaggym_reward, key_exams_ordered, history_taken,
-    cant_miss_considered, no_unnecessary_exams, reasoning_consistent, physician_rubric, workup_cost,
-    workup_invasiveness, step_valid, order_justified, no_repeat_exam, history_before_invasive,
+    diagnosis_issued,
+    diagnosis_correct,
+    exam_f1,
+    diaggym_reward,
+    key_exams_ordered,
+    history_taken,
+    cant_miss_considered,
+    no_unnecessary_exams,
+    reasoning_consistent,
+    physician_rubric,
+    workup_cost,
+    workup_invasiveness,
+    step_valid,
+    order_justified,
+    no_repeat_exam,
+    history_before_invasive,
 )

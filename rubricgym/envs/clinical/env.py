@@ -123,13 +123,22 @@ class ClinicalEnv(RubricEnv):
         """The task of one case (synthetic or real)."""
         p = case.profile
         who = {"M": "man", "F": "woman"}[p.sex]
-        prompt = (f"A {p.age}-year-old {who} presents with {case.complaint}. You have at most {self.max_steps} "
-                  "turns; commit to a diagnosis with the diagnose tool before they run out.")
+        prompt = (
+            f"A {p.age}-year-old {who} presents with {case.complaint}. You have at most {self.max_steps} "
+            "turns; commit to a diagnosis with the diagnose tool before they run out."
+        )
         params: dict[str, Any] = {"case": case.model_dump(exclude_defaults=True)}
         if self.kb_path:
             params["kb"] = self.kb_path
-        return Task(id=case.id, env_id=self.env_id, split=split, prompt=prompt, params=params,
-                    hidden=scoring_facts(self.kb, case), rubric=self._task_rubric(case))
+        return Task(
+            id=case.id,
+            env_id=self.env_id,
+            split=split,
+            prompt=prompt,
+            params=params,
+            hidden=scoring_facts(self.kb, case),
+            rubric=self._task_rubric(case),
+        )
 
     def _task_rubric(self, case: CaseRecord) -> dict[str, Any] | None:
         """The default rubric plus the case's free-text physician items as LLM-judged criteria (None if none)."""
@@ -138,8 +147,9 @@ class ClinicalEnv(RubricEnv):
             return None
         rubric = self.default_rubric().model_dump(exclude_none=True)
         rubric["id"] = f"{rubric['id']}+{case.id}"
-        rubric["criteria"] += [{"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text}
-                               for i, r in enumerate(judged)]
+        rubric["criteria"] += [
+            {"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text} for i, r in enumerate(judged)
+        ]
         return rubric
 
     def begin(self, task: Task) -> None:
@@ -184,12 +194,16 @@ class ClinicalEnv(RubricEnv):
         source = "rules"
         if self.patient_llm is not None:
             key = ("ask", question)
-            answer = self._pending.pop(key) if key in self._pending else run_sync(
-                ask_patient(self.patient_llm, self._case, self._patient, question))
+            answer = (
+                self._pending.pop(key)
+                if key in self._pending
+                else run_sync(ask_patient(self.patient_llm, self._case, self._patient, question))
+            )
             source = "llm"
         present = [f for f in matched if self._case.history.get(f, False) is not False]
-        return ToolOutput(text=f'Patient: "{answer}"',
-                          info={"tool": "ask", "matched": matched, "present": present, "source": source})
+        return ToolOutput(
+            text=f'Patient: "{answer}"', info={"tool": "ask", "matched": matched, "present": present, "source": source}
+        )
 
     @tool(examples={"system": "cardiovascular"})
     def examine(self, system: str) -> ToolOutput:
@@ -206,8 +220,13 @@ class ClinicalEnv(RubricEnv):
         text = self._patient.examine(name)
         return ToolOutput(text=f"Examination ({name}): {text}", info={"tool": "examine", "system": name})
 
-    @tool(examples={"exam": "Troponin I", "impression": "acute coronary syndrome",
-                    "reason": "central chest pain with sweating; need to confirm myocardial injury"})
+    @tool(
+        examples={
+            "exam": "Troponin I",
+            "impression": "acute coronary syndrome",
+            "reason": "central chest pain with sweating; need to confirm myocardial injury",
+        }
+    )
     def order(self, exam: str, impression: str = "", reason: str = "") -> ToolOutput:
         """Order ONE exam (lab test, panel, imaging, ECG, culture or procedure) and get its result.
 
@@ -229,15 +248,21 @@ class ClinicalEnv(RubricEnv):
         source = "patient"
         if self.world_llm is not None and not repeat:
             key = ("order", exam_id)
-            text = self._pending.pop(key) if key in self._pending else run_sync(
-                generate_result(self.world_llm, self._case, self._history_results(), spec.name))
+            text = (
+                self._pending.pop(key)
+                if key in self._pending
+                else run_sync(generate_result(self.world_llm, self._case, self._history_results(), spec.name))
+            )
             body, abnormal, source = text, [], "world_model"
             self._results_text[exam_id] = text
         elif self.world_llm is not None:
             body = self._results_text[exam_id]
         else:
-            body = lines[0].text if len(lines) == 1 and not spec.members else spec.name + "\n" + "\n".join(
-                "  " + ln.text for ln in lines)
+            body = (
+                lines[0].text
+                if len(lines) == 1 and not spec.members
+                else spec.name + "\n" + "\n".join("  " + ln.text for ln in lines)
+            )
         head = f"Already resulted at turn {self._ordered[exam_id]}. " if repeat else ""
         self._ordered.setdefault(exam_id, turn)
         self._seen.update(analytes + [exam_id])
@@ -245,15 +270,32 @@ class ClinicalEnv(RubricEnv):
         self._impressions.append(impression)
         key = self._facts.get("key_analytes", {})
         covers = [k for k, members in key.items() if set(members) <= set(analytes) or k == exam_id]
-        info = {"tool": "order", "exam": exam_id, "name": spec.name, "analytes": analytes, "abnormal": abnormal,
-                "cost": spec.cost, "invasiveness": spec.invasiveness, "turnaround_h": spec.turnaround_h,
-                "repeat": repeat, "impression": impression.strip(), "reason": reason.strip(), "covers": covers,
-                "justified": exam_id in self._facts.get("justified", []) or bool(covers), "source": source,
-                "result": body}
+        info = {
+            "tool": "order",
+            "exam": exam_id,
+            "name": spec.name,
+            "analytes": analytes,
+            "abnormal": abnormal,
+            "cost": spec.cost,
+            "invasiveness": spec.invasiveness,
+            "turnaround_h": spec.turnaround_h,
+            "repeat": repeat,
+            "impression": impression.strip(),
+            "reason": reason.strip(),
+            "covers": covers,
+            "justified": exam_id in self._facts.get("justified", []) or bool(covers),
+            "source": source,
+            "result": body,
+        }
         return ToolOutput(text=f"{head}Here is the result: {body}", info=info)
 
-    @tool(examples={"diagnosis": "Acute inferior STEMI", "reason": "ST elevation in II, III, aVF and a raised "
-                    "troponin", "differential": ["aortic dissection", "pulmonary embolism"]})
+    @tool(
+        examples={
+            "diagnosis": "Acute inferior STEMI",
+            "reason": "ST elevation in II, III, aVF and a raised troponin",
+            "differential": ["aortic dissection", "pulmonary embolism"],
+        }
+    )
     def diagnose(self, diagnosis: str, reason: str = "", differential: list[str] | None = None) -> ToolOutput:
         """Commit to a final diagnosis; this ends the episode.
 
@@ -270,16 +312,33 @@ class ClinicalEnv(RubricEnv):
         correct = matched == "case"
         considered = self._considered(diff + self._impressions + [reason])
         cites = self._cited_exams(reason)
-        covers = [r.out.info["covers"] for r in self._records
-                  if r.out.info.get("tool") == "order" and not r.out.info["repeat"]]
+        covers = [
+            r.out.info["covers"]
+            for r in self._records
+            if r.out.info.get("tool") == "order" and not r.out.info["repeat"]
+        ]
         parts = diaggym_reward(True, correct, covers, facts.get("key_exams", []))
-        info = {"tool": "diagnose", "diagnosis": diagnosis.strip(), "matched": matched, "correct": correct,
-                "differential": diff, "considered": considered, "reason": reason.strip(), "cites": cites,
-                "cites_unseen": [c for c in cites if c not in self._seen],
-                "cites_abnormal": [c for c in cites if c in self._abnormal], "any_abnormal": bool(self._abnormal),
-                **parts}
-        return ToolOutput(text=f"Diagnosis recorded: {diagnosis.strip()}.", done=True, answer=diagnosis.strip(),
-                          reward=parts["diaggym"], info=info)
+        info = {
+            "tool": "diagnose",
+            "diagnosis": diagnosis.strip(),
+            "matched": matched,
+            "correct": correct,
+            "differential": diff,
+            "considered": considered,
+            "reason": reason.strip(),
+            "cites": cites,
+            "cites_unseen": [c for c in cites if c not in self._seen],
+            "cites_abnormal": [c for c in cites if c in self._abnormal],
+            "any_abnormal": bool(self._abnormal),
+            **parts,
+        }
+        return ToolOutput(
+            text=f"Diagnosis recorded: {diagnosis.strip()}.",
+            done=True,
+            answer=diagnosis.strip(),
+            reward=parts["diaggym"],
+            info=info,
+        )
 
     # ---- helpers ----------------------------------------------------------------------------------------
 
@@ -329,8 +388,11 @@ class ClinicalEnv(RubricEnv):
         return sorted({i for _, _, i in analyte_index(self.kb).contained(reason)})
 
     def _history_results(self) -> list[tuple[str, str]]:
-        return [(r.out.info["name"], r.out.info.get("result", "")) for r in self._records
-                if r.out.info.get("tool") == "order"]
+        return [
+            (r.out.info["name"], r.out.info.get("result", ""))
+            for r in self._records
+            if r.out.info.get("tool") == "order"
+        ]
 
     # ---- async path for the LLM patient / world model -----------------------------------------------------
 
@@ -339,31 +401,44 @@ class ClinicalEnv(RubricEnv):
         if (self.patient_llm or self.world_llm) and self._task is not None and not self._done:
             act = action if isinstance(action, Action) else parse_action(action, self.tools())
             call = act.tool_call if act.parse_error is None else None
-            if call is not None and call.name == "ask" and self.patient_llm and isinstance(
-                    call.arguments.get("question"), str):
+            if (
+                call is not None
+                and call.name == "ask"
+                and self.patient_llm
+                and isinstance(call.arguments.get("question"), str)
+            ):
                 q = call.arguments["question"]
                 assert self._case is not None and self._patient is not None
                 self._pending[("ask", q)] = await ask_patient(self.patient_llm, self._case, self._patient, q)
-            elif call is not None and call.name == "order" and self.world_llm and isinstance(
-                    call.arguments.get("exam"), str):
+            elif (
+                call is not None
+                and call.name == "order"
+                and self.world_llm
+                and isinstance(call.arguments.get("exam"), str)
+            ):
                 try:
                     exam_id = self._resolve_exam(call.arguments["exam"])
                 except ToolError:
                     exam_id = None
                 if exam_id is not None and exam_id not in self._ordered:
                     self._pending[("order", exam_id)] = await generate_result(
-                        self.world_llm, self._case, self._history_results(), self.kb.exams[exam_id].name)
+                        self.world_llm, self._case, self._history_results(), self.kb.exams[exam_id].name
+                    )
         return self.step_typed(action)
 
     def summary(self) -> dict[str, Any]:
         infos = [r.out.info for r in self._records]
         last = infos[-1] if infos else {}
         orders = [i for i in infos if i.get("tool") == "order"]
-        return {"asked": sum(i.get("tool") == "ask" for i in infos),
-                "examined": sum(i.get("tool") == "examine" for i in infos),
-                "ordered": [i["exam"] for i in orders], "cost": sum(i["cost"] for i in orders),
-                "diagnosed": last.get("tool") == "diagnose", "correct": bool(last.get("correct")),
-                "diaggym": float(last.get("diaggym", 0.0))}
+        return {
+            "asked": sum(i.get("tool") == "ask" for i in infos),
+            "examined": sum(i.get("tool") == "examine" for i in infos),
+            "ordered": [i["exam"] for i in orders],
+            "cost": sum(i["cost"] for i in orders),
+            "diagnosed": last.get("tool") == "diagnose",
+            "correct": bool(last.get("correct")),
+            "diaggym": float(last.get("diaggym", 0.0)),
+        }
 
 
 def _as_list(value: Any) -> list[str]:
@@ -373,8 +448,7 @@ def _as_list(value: Any) -> list[str]:
         return [p.strip() for p in re.split(r"[;,\n]", value) if p.strip()]
     if isinstance(value, list):
         return [str(v) for v in value if v is not None and str(v).strip()]
-    raise ToolError("differential must be a list of diagnoses, e.g. [\"pulmonary embolism\", \"pericarditis\"]")
-
+    raise ToolError('differential must be a list of diagnoses, e.g. ["pulmonary embolism", "pericarditis"]')
 
 
 class CostAwareClinicalEnv(ClinicalEnv):

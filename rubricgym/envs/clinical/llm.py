@@ -34,10 +34,13 @@ class LLMConfig:
         if spec is None:
             return None
         if not isinstance(spec, dict) or "base_url" not in spec or "model" not in spec:
-            raise ValueError(f"{role} must be a dict with 'base_url' and 'model' (and optional 'api_key', "
-                             f"'temperature', 'max_tokens'), got {spec!r}")
-        client = ChatClient(spec["base_url"], spec["model"], api_key=spec.get("api_key"),
-                            timeout_s=float(spec.get("timeout_s", 60.0)))
+            raise ValueError(
+                f"{role} must be a dict with 'base_url' and 'model' (and optional 'api_key', "
+                f"'temperature', 'max_tokens'), got {spec!r}"
+            )
+        client = ChatClient(
+            spec["base_url"], spec["model"], api_key=spec.get("api_key"), timeout_s=float(spec.get("timeout_s", 60.0))
+        )
         return cls(client, float(spec.get("temperature", 0.0)), int(spec.get("max_tokens", 200)))
 
 
@@ -55,8 +58,13 @@ def patient_prompt(case: CaseRecord, patient: VirtualPatient) -> str:
     ]
     if lacking:
         lines.append("What you have NOT had: " + "; ".join(lacking) + ".")
-    lines.append("Past medical history: " + (", ".join(p.history) or "none") + ". Medicines: "
-                 + ("; ".join(p.medications) or "none") + f". {p.allergies} {p.social}".rstrip())
+    lines.append(
+        "Past medical history: "
+        + (", ".join(p.history) or "none")
+        + ". Medicines: "
+        + ("; ".join(p.medications) or "none")
+        + f". {p.allergies} {p.social}".rstrip()
+    )
     return "\n".join(lines)
 
 
@@ -69,8 +77,7 @@ def redact(text: str, case: CaseRecord) -> str:
 
 
 async def ask_patient(cfg: LLMConfig, case: CaseRecord, patient: VirtualPatient, question: str) -> str:
-    messages = [Message(role="system", content=patient_prompt(case, patient)),
-                Message(role="user", content=question)]
+    messages = [Message(role="system", content=patient_prompt(case, patient)), Message(role="user", content=question)]
     result = await cfg.client.chat(messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
     return redact((result.message.content or "").strip() or "I'm not sure, doctor.", case)
 
@@ -84,8 +91,10 @@ def world_model_prompt(case: CaseRecord, past: list[tuple[str, str]], exam: str)
     lines.append("Past examinations:" if past else "Past examinations: none.")
     lines += [f"- {name}: {result}" for name, result in past]
     lines.append(f"Requested examination: {exam}")
-    lines.append("Write the result of the requested examination as it would appear in the medical record "
-                 "(values with units and reference ranges, or the report text), and nothing else.")
+    lines.append(
+        "Write the result of the requested examination as it would appear in the medical record "
+        "(values with units and reference ranges, or the report text), and nothing else."
+    )
     return "\n".join(lines)
 
 

@@ -47,8 +47,17 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "head": ("headache", "headaches", "migraine"),
     "smoke": ("smoker", "smoking", "cigarette", "cigarettes", "tobacco"),
     "alcohol": ("drink", "drinking", "drinker", "booze", "beer", "wine", "alcoholic"),
-    "tired": ("tiredness", "fatigue", "fatigued", "exhausted", "exhaustion", "weary", "lethargy", "lethargic",
-              "energy"),
+    "tired": (
+        "tiredness",
+        "fatigue",
+        "fatigued",
+        "exhausted",
+        "exhaustion",
+        "weary",
+        "lethargy",
+        "lethargic",
+        "energy",
+    ),
     "weak": ("weakness", "paralysis", "paralysed", "numb", "numbness"),
     "dizzy": ("dizziness", "lightheaded", "light", "faint", "fainting", "fainted", "vertigo", "syncope", "collapse"),
     "rash": ("spots", "blotches", "hives", "urticaria", "itchy", "itching", "itch", "petechiae"),
@@ -182,7 +191,7 @@ class NameIndex:
         found = []
         for i, w in enumerate(words):
             for n in self._lengths.get(w, ()):
-                id_ = self.names.get(" ".join(words[i:i + n])) if i + n <= len(words) else None
+                id_ = self.names.get(" ".join(words[i : i + n])) if i + n <= len(words) else None
                 if id_ is not None:
                     found.append((i, i + n, id_))
         found.sort(key=lambda f: f[0] - f[1])
@@ -202,9 +211,11 @@ class NameIndex:
         best: dict[str, float] = {}
         for name, id_ in self.names.items():
             nwords = set(name.split())
-            score = max(difflib.SequenceMatcher(None, folded, name).ratio(),
-                        difflib.SequenceMatcher(None, compact, name.replace(" ", "")).ratio(),
-                        len(words & nwords) / len(words | nwords) + 0.1 if words & nwords else 0.0)
+            score = max(
+                difflib.SequenceMatcher(None, folded, name).ratio(),
+                difflib.SequenceMatcher(None, compact, name.replace(" ", "")).ratio(),
+                len(words & nwords) / len(words | nwords) + 0.1 if words & nwords else 0.0,
+            )
             best[id_] = max(best.get(id_, 0.0), score)
         ranked = sorted((i for i, sc in best.items() if sc >= 0.4), key=lambda i: -best[i])
         return [self.display[i] for i in ranked[:n]]

@@ -202,8 +202,10 @@ class VirtualPatient:
         absent = local.best(question, denied + [f for f in index.phrases if f not in hist])
         if absent:
             return f"No, I haven't had {absent[0][1]}.", [absent[0][1]]
-        return (f"I'm not sure what you mean, doctor. I came in because of {case.complaint}. "
-                "Could you ask me about a particular symptom?"), []
+        return (
+            f"I'm not sure what you mean, doctor. I came in because of {case.complaint}. "
+            "Could you ask me about a particular symptom?"
+        ), []
 
     def _topic_answer(self, topic: str) -> str:
         p = self.case.profile
@@ -235,14 +237,34 @@ def _say(finding: str, value: str | bool) -> str:
 
 
 _TOPICS = {
-    "pmh": ("medical history", "past history", "health problems", "conditions", "illnesses", "diagnosed with",
-             "past medical", "pmh", "operations", "surgery"),
+    "pmh": (
+        "medical history",
+        "past history",
+        "health problems",
+        "conditions",
+        "illnesses",
+        "diagnosed with",
+        "past medical",
+        "pmh",
+        "operations",
+        "surgery",
+    ),
     "meds": ("medication", "medicines", "medicine", "tablets", "pills", "drugs do you take", "prescribed"),
     "allergies": ("allerg",),
     "social": ("smoke", "smoking", "alcohol", "drink", "work", "job", "live", "social"),
     "family": ("family", "parents", "relatives"),
-    "open": ("what brings", "what happened", "symptoms", "tell me", "describe", "how can i help", "what's wrong",
-             "complaint", "problem today", "what is wrong"),
+    "open": (
+        "what brings",
+        "what happened",
+        "symptoms",
+        "tell me",
+        "describe",
+        "how can i help",
+        "what's wrong",
+        "complaint",
+        "problem today",
+        "what is wrong",
+    ),
 }
 
 

@@ -28,5 +28,12 @@ def diaggym_reward(issued: bool, correct: bool, covers: list[list[str]], key_exa
     """The reward and its parts (``diaggym`` is in [0, 1.6]; ``diaggym_norm`` divides by 1.6)."""
     precision, recall, f1 = exam_f1(covers, key_exams)
     total = ISSUED_WEIGHT * issued + float(correct) + F1_WEIGHT * f1
-    return {"issued": float(issued), "accuracy": float(correct), "exam_precision": precision,
-            "exam_recall": recall, "exam_f1": f1, "diaggym": total, "diaggym_norm": total / MAX_REWARD}
+    return {
+        "issued": float(issued),
+        "accuracy": float(correct),
+        "exam_precision": precision,
+        "exam_recall": recall,
+        "exam_f1": f1,
+        "diaggym": total,
+        "diaggym_norm": total / MAX_REWARD,
+    }

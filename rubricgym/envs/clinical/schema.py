@@ -19,8 +19,16 @@ AGE_BANDS = ("18-39", "40-64", "65+")
 Kind = Literal["lab", "panel", "imaging", "ecg", "culture", "bedside", "procedure", "serology"]
 Level = Literal["low", "very low", "high", "very high"]
 SYSTEMS = (
-    "general", "vital signs", "cardiovascular", "respiratory", "abdominal", "neurological",
-    "musculoskeletal", "skin", "head and neck", "pelvic",
+    "general",
+    "vital signs",
+    "cardiovascular",
+    "respiratory",
+    "abdominal",
+    "neurological",
+    "musculoskeletal",
+    "skin",
+    "head and neck",
+    "pelvic",
 )
 DEFAULT_KB = Path(__file__).with_name("kb")
 
@@ -68,8 +76,9 @@ class Exam(_Strict):
             raise ValueError("'ref_f' needs 'ref' too")
         kinds = [numeric, bool(self.members), self.normal is not None]
         if sum(kinds) != 1:
-            raise ValueError("an exam is exactly one of: analyte ('unit' + 'ref'), panel ('members'), report "
-                             "('normal')")
+            raise ValueError(
+                "an exam is exactly one of: analyte ('unit' + 'ref'), panel ('members'), report ('normal')"
+            )
         return self
 
     @property
@@ -202,7 +211,7 @@ def _records(path: Path, model: type[_Strict], key: str) -> list[Any]:
     return out
 
 
-def _cross_check(conditions: list[Condition], exams: list[Exam], where: dict[str, Path]) -> None:
+def _cross_check(conditions: list[Condition], exams: list[Exam], where: dict[str, Path]) -> None:  # noqa: C901 (one pass over every cross-reference of the knowledge base)
     by_id = {e.id: e for e in exams}
     ids = {c.id for c in conditions}
     for e in exams:
@@ -234,8 +243,9 @@ def _cross_check(conditions: list[Condition], exams: list[Exam], where: dict[str
             if not numeric and not isinstance(eff, str):
                 raise KnowledgeBaseError(f"{path}: condition {c.id!r}, field 'effects.{n}': a report needs text")
             if by_id[n].members:
-                raise KnowledgeBaseError(f"{path}: condition {c.id!r}, field 'effects.{n}': set effects on analytes, "
-                                         "not panels")
+                raise KnowledgeBaseError(
+                    f"{path}: condition {c.id!r}, field 'effects.{n}': set effects on analytes, not panels"
+                )
         for d in c.differential:
             if d not in ids:
                 raise KnowledgeBaseError(f"{path}: condition {c.id!r}, field 'differential': unknown condition {d!r}")

@@ -61,8 +61,12 @@ class OracleAgent(_ScriptedAgent):
         ents: dict[str, dict[str, Any]] = hidden.get("entities", {})
         names = {eid: e["name"] for eid, e in ents.items()}
         order = sorted(ents, key=lambda e: int(e[1:]), reverse=True)  # from the leaf back to the answer
-        yield tool_call("plan", text="Resolve the chain from its most constrained end: "
-                        + " -> ".join(f"{e} ({names[e]})" for e in order) + ", then answer with citations.")
+        yield tool_call(
+            "plan",
+            text="Resolve the chain from its most constrained end: "
+            + " -> ".join(f"{e} ({names[e]})" for e in order)
+            + ", then answer with citations.",
+        )
         opened: set[str] = set()
         for eid in order:
             obs = yield tool_call("search", query=names[eid], k=5)
@@ -92,7 +96,6 @@ class OracleAgent(_ScriptedAgent):
                 confirmed[sentence] = url
             lines.append(f"- {fact} [{k}]({url})" if url else f"- {fact}")
         yield tool_call("answer", text="\n".join(lines))
-
 
     def _derived(self, task: Task) -> Script:
         """A question without statements: search its words, read the (gold) page naming the answer, cite it."""
@@ -147,7 +150,7 @@ class RandomAgent(SeededAgent):
         urls = [u for m in messages for u in _URL.findall(m.content or "")] or ["https://nowhere.test/x"]
         r = rng.random()
         if r < 0.1:
-            return "".join(rng.choice(list("abc xyz{}[]\":,<>0123456789é中"), size=int(rng.integers(0, 40))))
+            return "".join(rng.choice(list('abc xyz{}[]":,<>0123456789é中'), size=int(rng.integers(0, 40))))
         if r < 0.15:
             return '<tool_call>{"name": "search", "arguments": {"query": </tool_call>'
         if r < 0.5:

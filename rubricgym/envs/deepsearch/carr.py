@@ -35,18 +35,73 @@ _REFERENCES = re.compile(
     r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:references|sources|citations|bibliography|works cited)(?:\*\*)?[ \t]*:?[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
-_ANSWER_LINE = re.compile(r"^[\W_]*(?:final[ \t]+)?answer(?:[ \t]+is)?[ \t]*(?:\*\*)?[ \t]*[:：=-][ \t]*(.+)$",
-                          re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE = re.compile(
+    r"^[\W_]*(?:final[ \t]+)?answer(?:[ \t]+is)?[ \t]*(?:\*\*)?[ \t]*[:：=-][ \t]*(.+)$", re.IGNORECASE | re.MULTILINE
+)
 _PLACEHOLDER = re.compile(r"<(E\d+)>")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_FACTS = 8
-_STOP = frozenset((
-    "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was", "were",
-    "be", "been", "are", "from", "as", "that", "which", "who", "this", "these", "those", "its", "it", "his",
-    "her", "their", "has", "have", "had", "not", "no", "into", "than", "then", "there",
-    "what", "whose", "whom", "where", "when", "how", "did", "does", "can", "name", "one", "she", "him", "they",
-    "them", "also",
-))
+_STOP = frozenset(
+    (
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "and",
+        "or",
+        "is",
+        "was",
+        "were",
+        "be",
+        "been",
+        "are",
+        "from",
+        "as",
+        "that",
+        "which",
+        "who",
+        "this",
+        "these",
+        "those",
+        "its",
+        "it",
+        "his",
+        "her",
+        "their",
+        "has",
+        "have",
+        "had",
+        "not",
+        "no",
+        "into",
+        "than",
+        "then",
+        "there",
+        "what",
+        "whose",
+        "whom",
+        "where",
+        "when",
+        "how",
+        "did",
+        "does",
+        "can",
+        "name",
+        "one",
+        "she",
+        "him",
+        "they",
+        "them",
+        "also",
+    )
+)
 
 
 def strip_references(text: str) -> str:
@@ -128,8 +183,9 @@ def content_words(text: str) -> set[str]:
     return {w for w in normalize(text).split() if len(w) > 2 and w not in _STOP}
 
 
-def supported_by(statement: dict[str, Any], names: dict[str, str], cited: Sequence[str],
-                 seen: dict[str, str]) -> str | None:
+def supported_by(
+    statement: dict[str, Any], names: dict[str, str], cited: Sequence[str], seen: dict[str, str]
+) -> str | None:
     """The cited URL whose seen content fully supports ``statement``, or None."""
     evidence = statement.get("evidence") or []
     if evidence:
@@ -165,7 +221,7 @@ def _facts(text: str) -> list[str]:
     """The sentences stated with the answer (the answer line excluded), each with its inline citations."""
     body = strip_references(text)
     m = _ANSWER_LINE.search(body)  # without an 'Answer:' line the first line is the answer, as ``answer_line`` reads
-    body = body[: m.start()] + body[m.end():] if m else body.lstrip().partition("\n")[2]
+    body = body[: m.start()] + body[m.end() :] if m else body.lstrip().partition("\n")[2]
     out = []
     for sentence in _SENTENCE_END.split(body):
         plain = CITATION.sub("", sentence).strip(" -*•\t")
@@ -174,8 +230,9 @@ def _facts(text: str) -> list[str]:
     return out[:MAX_FACTS]
 
 
-def derived_statements(hidden: dict[str, Any], answer_text: str, correct: bool, cited: Sequence[str],
-                       seen: dict[str, str]) -> list[dict[str, Any]]:
+def derived_statements(
+    hidden: dict[str, Any], answer_text: str, correct: bool, cited: Sequence[str], seen: dict[str, str]
+) -> list[dict[str, Any]]:
     """CaRR rows for a question without statements: the answer, its stated facts, and citation integrity.
 
     Every row mentions only ``E0`` (so each supported row is reachable from the answer); rows are identified only
@@ -185,23 +242,37 @@ def derived_statements(hidden: dict[str, Any], answer_text: str, correct: bool, 
     gold = set(hidden.get("gold_docs") or [])
     support_pool = [u for u in cited if not gold or u in gold]
     via = next((u for u in support_pool if any(mentions(seen.get(u, ""), n) for n in names)), None)
-    rows = [{"id": "answer", "text": "<E0> is stated in a cited page the agent saw"
-             + (" (a gold page)" if gold else ""), "via": via if correct else None}]
+    rows = [
+        {
+            "id": "answer",
+            "text": "<E0> is stated in a cited page the agent saw" + (" (a gold page)" if gold else ""),
+            "via": via if correct else None,
+        }
+    ]
     for k, fact in enumerate(_facts(answer_text), 1):
         urls = [m.group(2).rstrip(".,;") for m in CITATION.finditer(fact)]
         words = content_words(CITATION.sub("", fact))
-        via_f = next((u for u in urls if len(words & content_words(seen.get(u, ""))) / len(words)
-                      >= LEXICAL_RECALL), None)
+        via_f = next(
+            (u for u in urls if len(words & content_words(seen.get(u, ""))) / len(words) >= LEXICAL_RECALL), None
+        )
         rows.append({"id": f"fact{k}", "text": CITATION.sub("", fact).strip(), "via": via_f if correct else None})
     unseen = [u for u in cited if u not in seen]
-    rows.append({"id": "cited_seen", "text": "every cited page is one the agent saw",
-                 "via": ("(no unseen citation)" if not unseen else None) if correct else None})
-    return [{**r, "entities": ["E0"], "filled": {"E0": correct}, "supported": r["via"] is not None,
-             "derived": True} for r in rows]
+    rows.append(
+        {
+            "id": "cited_seen",
+            "text": "every cited page is one the agent saw",
+            "via": ("(no unseen citation)" if not unseen else None) if correct else None,
+        }
+    )
+    return [
+        {**r, "entities": ["E0"], "filled": {"E0": correct}, "supported": r["via"] is not None, "derived": True}
+        for r in rows
+    ]
 
 
-def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | dict[str, Any]],
-          alpha: float = ALPHA) -> dict[str, Any]:
+def score(
+    hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | dict[str, Any]], alpha: float = ALPHA
+) -> dict[str, Any]:
     """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details.
 
     ``steps`` are ``Step``s or their ``info`` dicts (the env scores its answer from the infos it recorded).
@@ -221,18 +292,36 @@ def score(hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step 
         ents = list(st["entities"])
         all_filled = all(filled.get(e, False) for e in ents)
         via = supported_by(st, ent_names, cited, seen) if all_filled else None
-        rows.append({"id": st.get("id"), "text": st["text"], "entities": ents,
-                     "filled": {e: filled.get(e, False) for e in ents}, "supported": via is not None, "via": via})
+        rows.append(
+            {
+                "id": st.get("id"),
+                "text": st["text"],
+                "entities": ents,
+                "filled": {e: filled.get(e, False) for e in ents},
+                "supported": via is not None,
+                "via": via,
+            }
+        )
     if not statements:
         rows = derived_statements(hidden, text, correct, cited, seen) if answer_text is not None else []
     rubrics = [r["entities"] for r in rows]
     supported = [r["supported"] for r in rows]
     r_rubric = carr_rubric_reward(rubrics, supported) if rows else 0.0
     for i, r in enumerate(rows):  # a statement is reachable iff dropping it lowers the chain reward
-        r["reachable"] = bool(supported[i]) and carr_rubric_reward(
-            rubrics, [s and j != i for j, s in enumerate(supported)]) < r_rubric
+        r["reachable"] = (
+            bool(supported[i])
+            and carr_rubric_reward(rubrics, [s and j != i for j, s in enumerate(supported)]) < r_rubric
+        )
     outcome = 1.0 if correct else 0.0
     total = c_grpo_reward(outcome, r_rubric, alpha)
-    return {"answer": answer, "correct": correct, "outcome": outcome, "rubric": r_rubric, "c_grpo": total,
-            "cited": cited, "unseen_cited": [u for u in cited if u not in seen], "statements": rows,
-            "identified": filled}
+    return {
+        "answer": answer,
+        "correct": correct,
+        "outcome": outcome,
+        "rubric": r_rubric,
+        "c_grpo": total,
+        "cited": cited,
+        "unseen_cited": [u for u in cited if u not in seen],
+        "statements": rows,
+        "identified": filled,
+    }

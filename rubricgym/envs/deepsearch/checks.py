@@ -43,40 +43,59 @@ def _calls(traj: Trajectory, tool: str, before: int | None = None) -> list[Step]
 def outcome_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = parts(traj)
     _, at = answer_of(traj)
-    return CheckResult.of(p["correct"], f"answered {p['answer']!r}, expected {traj.task.hidden.get('answer')!r}",
-                          [at] if at < len(traj.steps) else [])
+    return CheckResult.of(
+        p["correct"],
+        f"answered {p['answer']!r}, expected {traj.task.hidden.get('answer')!r}",
+        [at] if at < len(traj.steps) else [],
+    )
 
 
-@check("carr_rubric", description="CaRR R_rubric: share of statements supported by cited seen content and "
-                                  "connected to the answer entity.")
+@check(
+    "carr_rubric",
+    description="CaRR R_rubric: share of statements supported by cited seen content and "
+    "connected to the answer entity.",
+)
 def carr_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = parts(traj)
     rows = p["statements"]
     n_ok = sum(r["reachable"] for r in rows)
-    return CheckResult(score=p["rubric"], met=bool(rows) and n_ok == len(rows),
-                       rationale=f"{n_ok}/{len(rows)} statements supported and reachable from E0; "
-                                 f"{len(p['cited'])} page(s) cited",
-                       details={"statements": rows, "cited": p["cited"], "identified": p["identified"],
-                                "unseen_cited": p["unseen_cited"]})
+    return CheckResult(
+        score=p["rubric"],
+        met=bool(rows) and n_ok == len(rows),
+        rationale=f"{n_ok}/{len(rows)} statements supported and reachable from E0; {len(p['cited'])} page(s) cited",
+        details={
+            "statements": rows,
+            "cited": p["cited"],
+            "identified": p["identified"],
+            "unseen_cited": p["unseen_cited"],
+        },
+    )
 
 
 @check("c_grpo", description="C-GRPO reward: the outcome if wrong, else (1-α)·outcome + α·R_rubric (α=0.3).")
 def c_grpo(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = parts(traj)
-    return CheckResult(score=p["c_grpo"], met=p["correct"],
-                       rationale=f"outcome {p['outcome']:g}, R_rubric {p['rubric']:.3f} -> {p['c_grpo']:.3f}",
-                       details={"outcome": p["outcome"], "rubric": p["rubric"], "alpha": carr.ALPHA})
+    return CheckResult(
+        score=p["c_grpo"],
+        met=p["correct"],
+        rationale=f"outcome {p['outcome']:g}, R_rubric {p['rubric']:.3f} -> {p['c_grpo']:.3f}",
+        details={"outcome": p["outcome"], "rubric": p["rubric"], "alpha": carr.ALPHA},
+    )
 
 
 @check("answered", description="The episode ended with an answer.")
 def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
     text, at = answer_of(traj)
-    return CheckResult.of(text is not None, "answered" if text is not None else "never answered",
-                          [at] if text is not None else [])
+    return CheckResult.of(
+        text is not None, "answered" if text is not None else "never answered", [at] if text is not None else []
+    )
 
 
-@check("hops_searched", description="Each entity of the question's chain (not the answer) was searched for before "
-                                    "answering: named in a query, or its page among the results and then opened.")
+@check(
+    "hops_searched",
+    description="Each entity of the question's chain (not the answer) was searched for before "
+    "answering: named in a query, or its page among the results and then opened.",
+)
 def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     _, at = answer_of(traj)
     searches = _calls(traj, "search", at)
@@ -88,15 +107,24 @@ def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     for eid, e in sorted(ents.items()):
         names = [n for n in [e.get("name"), *e.get("aliases", [])] if n]
         url = e.get("url")
-        hit = [s.index for s in searches if any(carr.mentions(str(s.info.get("query", "")), n) for n in names)
-               or url in opened and any(r.get("url") == url for r in s.info.get("results", []) if url)]
+        hit = [
+            s.index
+            for s in searches
+            if any(carr.mentions(str(s.info.get("query", "")), n) for n in names)
+            or url in opened
+            and any(r.get("url") == url for r in s.info.get("results", []) if url)
+        ]
         if hit:
             evidence.add(hit[0])
         else:
             missing.append(eid)
     score = 1 - len(missing) / len(ents)
-    return CheckResult(score=score, met=not missing, evidence=sorted(evidence),
-                       rationale="every entity searched" if not missing else f"never searched: {', '.join(missing)}")
+    return CheckResult(
+        score=score,
+        met=not missing,
+        evidence=sorted(evidence),
+        rationale="every entity searched" if not missing else f"never searched: {', '.join(missing)}",
+    )
 
 
 def _question_terms_searched(traj: Trajectory, searches: list[Step]) -> CheckResult:
@@ -114,9 +142,13 @@ def _question_terms_searched(traj: Trajectory, searches: list[Step]) -> CheckRes
             used |= new
             evidence.append(s.index)
     score = len(used) / len(terms)
-    return CheckResult(score=score, met=score >= carr.LEXICAL_RECALL, evidence=evidence,
-                       rationale=f"searched {len(used)}/{len(terms)} key words of the question"
-                                 + (f"; never: {', '.join(sorted(terms - used)[:8])}" if terms - used else ""))
+    return CheckResult(
+        score=score,
+        met=score >= carr.LEXICAL_RECALL,
+        evidence=evidence,
+        rationale=f"searched {len(used)}/{len(terms)} key words of the question"
+        + (f"; never: {', '.join(sorted(terms - used)[:8])}" if terms - used else ""),
+    )
 
 
 @check("cited_pages_opened", description="Every cited page was opened before it was cited.")
@@ -127,9 +159,12 @@ def cited_pages_opened(traj: Trajectory, step: int | None = None) -> CheckResult
         return CheckResult.of(False, "no citations")
     opened = {s.info.get("url") for s in _calls(traj, "open", at)}
     missing = [u for u in cited if u not in opened]
-    return CheckResult(score=1 - len(missing) / len(cited), met=not missing,
-                       rationale="all cited pages opened" if not missing else f"cited but never opened: {missing}",
-                       evidence=[at] if at < len(traj.steps) else [])
+    return CheckResult(
+        score=1 - len(missing) / len(cited),
+        met=not missing,
+        rationale="all cited pages opened" if not missing else f"cited but never opened: {missing}",
+        evidence=[at] if at < len(traj.steps) else [],
+    )
 
 
 @check("no_unseen_citations", description="No cited page is one the agent never saw (pitfall, phrased positively).")
@@ -137,8 +172,9 @@ def no_unseen_citations(traj: Trajectory, step: int | None = None) -> CheckResul
     p = parts(traj)
     unseen, cited = p["unseen_cited"], p["cited"]
     score = 1.0 if not cited else 1 - len(unseen) / len(cited)
-    return CheckResult(score=score, met=not unseen,
-                       rationale="no unseen page cited" if not unseen else f"cited unseen pages: {unseen}")
+    return CheckResult(
+        score=score, met=not unseen, rationale="no unseen page cited" if not unseen else f"cited unseen pages: {unseen}"
+    )
 
 
 @check("no_repeated_searches", description="No identical search was repeated.")
@@ -152,8 +188,9 @@ def no_repeated_searches(traj: Trajectory, step: int | None = None) -> CheckResu
             repeats.append(s.index)
         seen.add(key)
     score = 1.0 if not searches else 1 - len(repeats) / len(searches)
-    return CheckResult(score=score, met=not repeats, evidence=repeats,
-                       rationale=f"{len(repeats)} repeated of {len(searches)} searches")
+    return CheckResult(
+        score=score, met=not repeats, evidence=repeats, rationale=f"{len(repeats)} repeated of {len(searches)} searches"
+    )
 
 
 @check("step_valid", scope="step", description="This step's action was a well-formed tool call that ran.")
@@ -163,8 +200,11 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult.of(reason is None, reason or "valid call", [s.index])
 
 
-@check("step_new_evidence", scope="step",
-       description="This step showed the agent a supporting sentence of a rubric statement it had not seen yet.")
+@check(
+    "step_new_evidence",
+    scope="step",
+    description="This step showed the agent a supporting sentence of a rubric statement it had not seen yet.",
+)
 def step_new_evidence(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = traj.steps[step or 0]
     before = carr.seen_by_url(traj.steps[: s.index])
@@ -173,7 +213,8 @@ def step_new_evidence(traj: Trajectory, step: int | None = None) -> CheckResult:
     for st in traj.task.hidden.get("statements", []):
         for ev in st.get("evidence", []):
             if carr.contains_sentence(now.get(ev["url"], ""), ev["text"]) and not carr.contains_sentence(
-                    before.get(ev["url"], ""), ev["text"]):
+                before.get(ev["url"], ""), ev["text"]
+            ):
                 new.append(st.get("id"))
                 break
     return CheckResult.of(bool(new), f"new evidence for {new}" if new else "no new evidence", [s.index])
@@ -186,18 +227,37 @@ def _statement_check(k: int) -> NamedCheck:
             return CheckResult.of(False, f"the task has {len(rows)} statements, not {k}")
         r = rows[k - 1]
         unfilled = [e for e, ok in r["filled"].items() if not ok]
-        why = (f"entities not identified: {unfilled}" if unfilled else
-               f"supported by {r['via']}" if r["supported"] else "no cited content the agent saw supports it")
+        why = (
+            f"entities not identified: {unfilled}"
+            if unfilled
+            else f"supported by {r['via']}"
+            if r["supported"]
+            else "no cited content the agent saw supports it"
+        )
         return CheckResult.of(r["supported"], f"{r['text']}: {why}", details=r)
 
-    return check(f"statement_{k}", description=f"Rubric statement {k} of the task is identified and supported "
-                                                 "by cited content the agent saw.")(fn)
+    return check(
+        f"statement_{k}",
+        description=f"Rubric statement {k} of the task is identified and supported by cited content the agent saw.",
+    )(fn)
 
 
-ALL: dict[str, NamedCheck] = {c.name: c for c in (
-    outcome_correct, carr_rubric, c_grpo, answered, hops_searched, cited_pages_opened, no_unseen_citations,
-    no_repeated_searches, step_valid, step_new_evidence, *(_statement_check(k) for k in range(1, MAX_STATEMENTS + 1)),
-)}
+ALL: dict[str, NamedCheck] = {
+    c.name: c
+    for c in (
+        outcome_correct,
+        carr_rubric,
+        c_grpo,
+        answered,
+        hops_searched,
+        cited_pages_opened,
+        no_unseen_citations,
+        no_repeated_searches,
+        step_valid,
+        step_new_evidence,
+        *(_statement_check(k) for k in range(1, MAX_STATEMENTS + 1)),
+    )
+}
 
 RUBRIC_FILE = Path(__file__).with_name("rubric.yaml")
 DEFAULT_RUBRIC: dict[str, Any] = yaml.safe_load(RUBRIC_FILE.read_text(encoding="utf-8"))
@@ -216,8 +276,21 @@ def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
     statements = hidden.get("statements", [])[:MAX_STATEMENTS]
     if not statements:
         return None
-    crits = [{"id": st.get("id") or f"S{k}", "text": st["text"], "level": "essential", "scope": "trajectory",
-              "stage": "answer", "check": f"statement_{k}", "entities": list(st["entities"])}
-             for k, st in enumerate(statements, 1)]
-    return {"id": f"deepsearch/{task_id}", "version": "1", "criteria": copy.deepcopy([_OUTCOME, *crits, *_PROCESS]),
-            "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct"}}
+    crits = [
+        {
+            "id": st.get("id") or f"S{k}",
+            "text": st["text"],
+            "level": "essential",
+            "scope": "trajectory",
+            "stage": "answer",
+            "check": f"statement_{k}",
+            "entities": list(st["entities"]),
+        }
+        for k, st in enumerate(statements, 1)
+    ]
+    return {
+        "id": f"deepsearch/{task_id}",
+        "version": "1",
+        "criteria": copy.deepcopy([_OUTCOME, *crits, *_PROCESS]),
+        "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct"},
+    }

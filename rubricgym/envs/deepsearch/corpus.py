@@ -169,8 +169,7 @@ def load_folder(path: str | Path) -> Corpus:
             title, text = _md_title(raw), raw
         if not text.strip():
             continue
-        docs.append(Document(id=rel, title=title or f.stem.replace("_", " "), url="file://" + quote(str(f)),
-                             text=text))
+        docs.append(Document(id=rel, title=title or f.stem.replace("_", " "), url="file://" + quote(str(f)), text=text))
     if not docs:
         raise CorpusError(f"{root} holds no non-empty {'/'.join(CORPUS_SUFFIXES)} files")
     return Corpus(docs)
@@ -184,8 +183,14 @@ def load_jsonl(path: str | Path) -> Corpus:
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
             raise CorpusError(f"{p}:{n}: expected an object with a string 'text' field")
         doc_id = str(rec.get("id", n))
-        docs.append(Document(id=doc_id, title=str(rec.get("title") or doc_id),
-                             url=str(rec.get("url") or f"doc://{quote(doc_id)}"), text=rec["text"]))
+        docs.append(
+            Document(
+                id=doc_id,
+                title=str(rec.get("title") or doc_id),
+                url=str(rec.get("url") or f"doc://{quote(doc_id)}"),
+                text=rec["text"],
+            )
+        )
     return Corpus(docs)
 
 

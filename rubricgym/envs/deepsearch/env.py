@@ -67,9 +67,15 @@ class DeepSearchEnv(RubricEnv):
     max_observation_chars = 6000
     check_set = ALL
     rubric_file = RUBRIC_FILE
-    scripted_agents = {name: f"rubricgym.envs.deepsearch.agents:{cls}" for name, cls in (
-        ("oracle", "OracleAgent"), ("shortcut", "ShortcutAgent"), ("shortcut-lucky", "LuckyShortcutAgent"),
-        ("random", "RandomAgent"))}
+    scripted_agents = {
+        name: f"rubricgym.envs.deepsearch.agents:{cls}"
+        for name, cls in (
+            ("oracle", "OracleAgent"),
+            ("shortcut", "ShortcutAgent"),
+            ("shortcut-lucky", "LuckyShortcutAgent"),
+            ("random", "RandomAgent"),
+        )
+    }
 
     def __init__(
         self,
@@ -137,17 +143,25 @@ class DeepSearchEnv(RubricEnv):
         return super().system_prompt() + "\n" + GUIDE.strip()
 
     def _question_task(self, q: dict[str, Any], split: str) -> Task:
-        return Task(id=q["id"], env_id=self.env_id, split=split, prompt=q["prompt"],
-                    params={"world": self._world_params(), "hops": q["hops"], "difficulty": "real"},
-                    hidden=copy.deepcopy(q["hidden"]), rubric=task_rubric(q["id"], q["hidden"]))
+        return Task(
+            id=q["id"],
+            env_id=self.env_id,
+            split=split,
+            prompt=q["prompt"],
+            params={"world": self._world_params(), "hops": q["hops"], "difficulty": "real"},
+            hidden=copy.deepcopy(q["hidden"]),
+            rubric=task_rubric(q["id"], q["hidden"]),
+        )
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
         """Generated questions, or (real corpus) the first ``n`` questions of the file, in file order, each once."""
         if not self.corpus_path:
             return super().task_set(n, seed=seed, split=split)
         if n > len(self.questions):
-            raise ValueError(f"the questions file has {len(self.questions)} question(s), fewer than the {n} asked "
-                             f"for; ask for at most {len(self.questions)} or add questions to the file")
+            raise ValueError(
+                f"the questions file has {len(self.questions)} question(s), fewer than the {n} asked "
+                f"for; ask for at most {len(self.questions)} or add questions to the file"
+            )
         return [self._question_task(q, split) for q in self.questions[:n]]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
@@ -160,9 +174,15 @@ class DeepSearchEnv(RubricEnv):
         q = make_question(self._world, self._corpus, qrng, difficulty, self.hops)
         key = hashlib.sha1(f"{self._corpus.key}|{split}|{q['prompt']}".encode()).hexdigest()[:12]
         task_id = f"ds-{key}"
-        return Task(id=task_id, env_id=self.env_id, split=split, prompt=q["prompt"],
-                    params={"world": params, "hops": q["hops"], "difficulty": difficulty},
-                    hidden=q["hidden"], rubric=task_rubric(task_id, q["hidden"]))
+        return Task(
+            id=task_id,
+            env_id=self.env_id,
+            split=split,
+            prompt=q["prompt"],
+            params={"world": params, "hops": q["hops"], "difficulty": difficulty},
+            hidden=q["hidden"],
+            rubric=task_rubric(task_id, q["hidden"]),
+        )
 
     def begin(self, task: Task) -> None:
         params = task.params.get("world")
@@ -187,8 +207,9 @@ class DeepSearchEnv(RubricEnv):
         Args:
             text: your plan
         """
-        return ToolOutput(text="Plan noted. Now search for the first entity you need.",
-                          info={"tool": "plan", "seen": []})
+        return ToolOutput(
+            text="Plan noted. Now search for the first entity you need.", info={"tool": "plan", "seen": []}
+        )
 
     @tool(examples={"query": "harbour town Dunmere road"})
     def search(self, query: str, k: int = 5) -> ToolOutput:
@@ -200,8 +221,16 @@ class DeepSearchEnv(RubricEnv):
             k: number of results, 1-10 (default 5)
         """
         text, seen, results = tools.search(self._index, query, k)
-        return ToolOutput(text=text, info={"tool": "search", "query": " ".join(str(query).split()),
-                                           "k": tools.as_int(k, 5), "results": results, "seen": seen})
+        return ToolOutput(
+            text=text,
+            info={
+                "tool": "search",
+                "query": " ".join(str(query).split()),
+                "k": tools.as_int(k, 5),
+                "results": results,
+                "seen": seen,
+            },
+        )
 
     @tool(examples={"doc": "https://fictopedia.test/wiki/Brook"})
     def open(self, doc: str, offset: int = 0) -> ToolOutput:
@@ -227,7 +256,9 @@ class DeepSearchEnv(RubricEnv):
         text, seen, url = tools.find(self._corpus, doc, pattern)
         return ToolOutput(text=text, info={"tool": "find", "url": url, "pattern": str(pattern), "seen": seen})
 
-    @tool(examples={"text": "Answer: Ada Vell\n- Ada Vell was born in Brook [1](https://fictopedia.test/wiki/Ada_Vell)"})
+    @tool(
+        examples={"text": "Answer: Ada Vell\n- Ada Vell was born in Brook [1](https://fictopedia.test/wiki/Ada_Vell)"}
+    )
     def answer(self, text: str) -> ToolOutput:
         """Give the final answer and end the episode: a line 'Answer: <name>' then the supporting facts, each cited
         inline as [n](url) with the URL of a page you read.
@@ -240,19 +271,29 @@ class DeepSearchEnv(RubricEnv):
         assert self._task is not None
         parts = carr.score(self._task.hidden, str(text), self._infos, self.alpha)
         reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
-        info = {"tool": "answer", "seen": [], **{k: parts[k] for k in
-                                                 ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")}}
+        info = {
+            "tool": "answer",
+            "seen": [],
+            **{k: parts[k] for k in ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")},
+        }
         return ToolOutput(text="Answer recorded.", done=True, answer=str(text), reward=float(reward), info=info)
 
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:
             return self._stage or "plan"
         return {"plan": "plan", "search": "gather", "find": "review", "answer": "answer"}.get(
-            call.name, "review" if self._reopened else "gather")
+            call.name, "review" if self._reopened else "gather"
+        )
 
     def summary(self) -> dict[str, Any]:
         used = [i.get("tool") for i in self._infos]
         last = self._infos[-1] if self._infos else {}
-        return {"searches": used.count("search"), "opened": len(self._opened), "finds": used.count("find"),
-                "answered": "answer" in used, "correct": bool(last.get("correct")),
-                "rubric": float(last.get("rubric", 0.0)), "c_grpo": float(last.get("c_grpo", 0.0))}
+        return {
+            "searches": used.count("search"),
+            "opened": len(self._opened),
+            "finds": used.count("find"),
+            "answered": "answer" in used,
+            "correct": bool(last.get("correct")),
+            "rubric": float(last.get("rubric", 0.0)),
+            "c_grpo": float(last.get("c_grpo", 0.0)),
+        }

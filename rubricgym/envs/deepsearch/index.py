@@ -144,8 +144,9 @@ class SearchIndex:
         limit = k * 4 + 8
         while True:  # long pages fill the pool with their passages: widen it until k distinct pages are found
             raw = self.searcher.search(q, limit, count=False).hits
-            scored = sorted(((round(s, 5), self.searcher.doc(a)["cid"][0]) for s, a in raw),
-                            key=lambda x: (-x[0], x[1]))
+            scored = sorted(
+                ((round(s, 5), self.searcher.doc(a)["cid"][0]) for s, a in raw), key=lambda x: (-x[0], x[1])
+            )
             best: dict[int, tuple[float, int]] = {}
             for score, cid in scored:
                 best.setdefault(chunks[cid].doc, (score, cid))
@@ -178,13 +179,14 @@ class SearchIndex:
             for j in (i, i + 1):
                 if j >= len(sentences):
                     continue
-                span = " ".join(sentences[i:j + 1])
+                span = " ".join(sentences[i : j + 1])
                 score = len(found[i] | found[j]) - (0.01 if j > i else 0.0)
                 if len(span) <= max_chars and score > best_score:
                     best, best_score = i, score
                     end = j
         # when every sentence is longer than the budget, cut the first one
-        plain = sentences[0][: max_chars - 1] + "…" if best_score < 0 else " ".join(sentences[best:end + 1])
-        marked = _WORD.sub(lambda m: f"**{m.group(0)}**" if set(self._word_terms(m.group(0))) & wanted
-                           else m.group(0), plain)
+        plain = sentences[0][: max_chars - 1] + "…" if best_score < 0 else " ".join(sentences[best : end + 1])
+        marked = _WORD.sub(
+            lambda m: f"**{m.group(0)}**" if set(self._word_terms(m.group(0))) & wanted else m.group(0), plain
+        )
         return plain, marked

@@ -80,8 +80,12 @@ async def llm_outcome(client: ChatClient, question: str, hidden: dict[str, Any],
         return True
     if not answer.strip():
         return False
-    prompt = OUTCOME_PROMPT.format(question=question, gold=hidden.get("answer"),
-                                   aliases=", ".join(hidden.get("aliases", [])) or "none", answer=answer)
+    prompt = OUTCOME_PROMPT.format(
+        question=question,
+        gold=hidden.get("answer"),
+        aliases=", ".join(hidden.get("aliases", [])) or "none",
+        answer=answer,
+    )
     return _flag(await _ask(client, prompt), "correct")
 
 
@@ -89,8 +93,14 @@ async def llm_score(client: ChatClient, trajectory: Trajectory, alpha: float = c
     """CaRR outcome, R_rubric and C-GRPO of ``trajectory`` with an LLM grader; ``error`` is set on failure."""
     hidden = trajectory.task.hidden
     text, at = answer_of(trajectory)
-    out: dict[str, Any] = {"correct": False, "outcome": 0.0, "rubric": 0.0, "c_grpo": 0.0, "statements": [],
-                           "error": None}
+    out: dict[str, Any] = {
+        "correct": False,
+        "outcome": 0.0,
+        "rubric": 0.0,
+        "c_grpo": 0.0,
+        "statements": [],
+        "error": None,
+    }
     if text is None:
         return out
     try:
@@ -117,6 +127,12 @@ async def llm_score(client: ChatClient, trajectory: Trajectory, alpha: float = c
         return out
     rubric = carr_rubric_reward([r["entities"] for r in rows], [r["supported"] for r in rows]) if rows else 0.0
     outcome = 1.0 if correct else 0.0
-    out.update(correct=correct, outcome=outcome, rubric=rubric, statements=rows, identified=filled,
-               c_grpo=c_grpo_reward(outcome, rubric, alpha) if rows else outcome)
+    out.update(
+        correct=correct,
+        outcome=outcome,
+        rubric=rubric,
+        statements=rows,
+        identified=filled,
+        c_grpo=c_grpo_reward(outcome, rubric, alpha) if rows else outcome,
+    )
     return out

@@ -22,20 +22,44 @@ from rubricgym.envs.deepsearch.world import Entity, Relation, World
 DIFFICULTY_HOPS = {"easy": (2, 2), "medium": (3, 3), "hard": (4, 5)}
 KIND_WEIGHTS = {"person": 0.5, "organisation": 0.2, "place": 0.1, "event": 0.2}
 KIND_ATTR = {"person": "occupation", "place": "place_kind", "organisation": "org_kind", "event": "event_kind"}
-SPECIFIC = {"person": ["birth_year"], "place": ["founded", "region", "river", "population"],
-            "organisation": ["founded", "staff"], "event": ["year", "attendance"]}
+SPECIFIC = {
+    "person": ["birth_year"],
+    "place": ["founded", "region", "river", "population"],
+    "organisation": ["founded", "staff"],
+    "event": ["year", "attendance"],
+}
 GENERIC_NOUN = {"person": "person", "place": "place", "organisation": "organisation", "event": "event"}
 BUCKET = {"population": 10_000, "staff": 1_000, "attendance": 5_000}
-FORWARD = {"born_in": "who was born in", "works_at": "who worked at", "founded": "who founded",
-           "studied_under": "who studied under", "headquartered_in": "that is headquartered in",
-           "held_in": "that was held in", "organised_by": "that was organised by", "won_by": "that was won by"}
-INVERSE = {"born_in": "that is the birthplace of", "works_at": "that employed", "founded": "that was founded by",
-           "studied_under": "who taught", "headquartered_in": "that is home to", "held_in": "that hosted",
-           "organised_by": "that organised", "won_by": "who won"}
-STATEMENT = {"born_in": "{s} was born in {o}", "works_at": "{s} worked at {o}", "founded": "{s} founded {o}",
-             "studied_under": "{s} studied under {o}", "headquartered_in": "{s} is headquartered in {o}",
-             "held_in": "{s} was held in {o}", "organised_by": "{s} was organised by {o}",
-             "won_by": "{s} was won by {o}"}
+FORWARD = {
+    "born_in": "who was born in",
+    "works_at": "who worked at",
+    "founded": "who founded",
+    "studied_under": "who studied under",
+    "headquartered_in": "that is headquartered in",
+    "held_in": "that was held in",
+    "organised_by": "that was organised by",
+    "won_by": "that was won by",
+}
+INVERSE = {
+    "born_in": "that is the birthplace of",
+    "works_at": "that employed",
+    "founded": "that was founded by",
+    "studied_under": "who taught",
+    "headquartered_in": "that is home to",
+    "held_in": "that hosted",
+    "organised_by": "that organised",
+    "won_by": "who won",
+}
+STATEMENT = {
+    "born_in": "{s} was born in {o}",
+    "works_at": "{s} worked at {o}",
+    "founded": "{s} founded {o}",
+    "studied_under": "{s} studied under {o}",
+    "headquartered_in": "{s} is headquartered in {o}",
+    "held_in": "{s} was held in {o}",
+    "organised_by": "{s} was organised by {o}",
+    "won_by": "{s} was won by {o}",
+}
 
 
 class QuestionError(RuntimeError):
@@ -74,8 +98,11 @@ def describe(e: Entity, attr: str, fuzzy: bool) -> tuple[str, str, Callable[[Ent
         stmt_verb = {"born": "was born", "taking place": "took place"}.get(verb, f"was {verb}")
         if fuzzy:
             d = _decade(int(v))  # type: ignore[call-overload]
-            return (f"{verb} in the {d}s", f"{{x}} {stmt_verb} in the {d}s",
-                    lambda x: isinstance(x.attrs.get(attr), int) and _decade(x.attrs[attr]) == d)
+            return (
+                f"{verb} in the {d}s",
+                f"{{x}} {stmt_verb} in the {d}s",
+                lambda x: isinstance(x.attrs.get(attr), int) and _decade(x.attrs[attr]) == d,
+            )
         return f"{verb} in {v}", f"{{x}} {stmt_verb} in {v}", lambda x: x.attrs.get(attr) == v
     if attr == "region":
         return f"in the {v} region", f"{{x}} is in the {v} region", lambda x: x.attrs.get(attr) == v
@@ -85,10 +112,12 @@ def describe(e: Entity, attr: str, fuzzy: bool) -> tuple[str, str, Callable[[Ent
     lead = {"population": ("with", "has"), "staff": ("employing", "employs"), "attendance": ("drawing", "drew")}[attr]
     if fuzzy:
         lo, hi = _range(attr, int(v))  # type: ignore[call-overload]
-        return (f"{lead[0]} {_between(lo, hi)} {noun}", f"{{x}} {lead[1]} {_between(lo, hi)} {noun}",
-                lambda x: attr in x.attrs and lo <= x.attrs[attr] < hi)
-    return (f"{lead[0]} about {v:,} {noun}", f"{{x}} {lead[1]} about {v:,} {noun}",
-            lambda x: x.attrs.get(attr) == v)
+        return (
+            f"{lead[0]} {_between(lo, hi)} {noun}",
+            f"{{x}} {lead[1]} {_between(lo, hi)} {noun}",
+            lambda x: attr in x.attrs and lo <= x.attrs[attr] < hi,
+        )
+    return (f"{lead[0]} about {v:,} {noun}", f"{{x}} {lead[1]} about {v:,} {noun}", lambda x: x.attrs.get(attr) == v)
 
 
 def _walk(world: World, rng: random.Random, hops: int) -> tuple[list[int], list[Relation]] | None:
@@ -155,8 +184,14 @@ def _initial_constraints(world: World, chain: list[int], difficulty: str, rng: r
 _FUZZABLE = {"birth_year", "founded", "year", "population", "staff", "attendance"}
 
 
-def make_question(world: World, corpus: Corpus, rng: random.Random, difficulty: str = "medium",
-                  hops: int | None = None, max_tries: int = 200) -> dict[str, Any]:
+def make_question(
+    world: World,
+    corpus: Corpus,
+    rng: random.Random,
+    difficulty: str = "medium",
+    hops: int | None = None,
+    max_tries: int = 200,
+) -> dict[str, Any]:
     """A question: ``{"prompt", "hops", "difficulty", "hidden"}`` with a unique answer in ``world``."""
     if difficulty not in DIFFICULTY_HOPS:
         raise ValueError(f"difficulty must be one of {sorted(DIFFICULTY_HOPS)}, got {difficulty!r}")
@@ -173,9 +208,12 @@ def make_question(world: World, corpus: Corpus, rng: random.Random, difficulty: 
             if len(cand) <= 1:
                 break
             used = {(c.pos, c.attr) for c in cons}
-            free = [(p, a) for p in range(len(chain)) for a in [KIND_ATTR[world.entities[chain[p]].kind],
-                                                                  *SPECIFIC[world.entities[chain[p]].kind]]
-                    if (p, a) not in used]
+            free = [
+                (p, a)
+                for p in range(len(chain))
+                for a in [KIND_ATTR[world.entities[chain[p]].kind], *SPECIFIC[world.entities[chain[p]].kind]]
+                if (p, a) not in used
+            ]
             if not free:
                 break
             p, a = rng.choice(free)
@@ -185,8 +223,9 @@ def make_question(world: World, corpus: Corpus, rng: random.Random, difficulty: 
     raise QuestionError(f"no {difficulty} question with a unique answer after {max_tries} tries; use a larger world")
 
 
-def _assemble(world: World, corpus: Corpus, chain: list[int], rels: list[Relation], cons: list[Constraint],
-              difficulty: str) -> dict[str, Any]:
+def _assemble(
+    world: World, corpus: Corpus, chain: list[int], rels: list[Relation], cons: list[Constraint], difficulty: str
+) -> dict[str, Any]:
     ents = world.entities
     n = len(chain) - 1
     by_pos: dict[int, list[Constraint]] = {}
@@ -215,35 +254,51 @@ def _assemble(world: World, corpus: Corpus, chain: list[int], rels: list[Relatio
     for i, r in enumerate(rels):
         s_pos, o_pos = (i, i + 1) if r.subject == chain[i] else (i + 1, i)
         sentence = relation_sentence(world, r)
-        statements.append({
-            "text": STATEMENT[r.pred].format(s=f"<E{s_pos}>", o=f"<E{o_pos}>"),
-            "entities": [f"E{s_pos}", f"E{o_pos}"],
-            "evidence": [{"url": url[s_pos], "text": sentence}, {"url": url[o_pos], "text": sentence}],
-        })
+        statements.append(
+            {
+                "text": STATEMENT[r.pred].format(s=f"<E{s_pos}>", o=f"<E{o_pos}>"),
+                "entities": [f"E{s_pos}", f"E{o_pos}"],
+                "evidence": [{"url": url[s_pos], "text": sentence}, {"url": url[o_pos], "text": sentence}],
+            }
+        )
     for c in sorted(cons, key=lambda c: (c.pos, c.attr)):
         e = ents[chain[c.pos]]
-        statements.append({
-            "text": describe(e, c.attr, c.fuzzy)[1].format(x=f"<E{c.pos}>"),
-            "entities": [f"E{c.pos}"],
-            "evidence": [{"url": url[c.pos], "text": attribute_sentences(e)[c.attr]}],
-        })
+        statements.append(
+            {
+                "text": describe(e, c.attr, c.fuzzy)[1].format(x=f"<E{c.pos}>"),
+                "entities": [f"E{c.pos}"],
+                "evidence": [{"url": url[c.pos], "text": attribute_sentences(e)[c.attr]}],
+            }
+        )
     for k, s in enumerate(statements, 1):
         s["id"] = f"S{k}"
     entities = {
-        f"E{p}": {"name": ents[i].name, "aliases": list(ents[i].aliases), "url": url[p], "kind": ents[i].kind,
-                  "doc": corpus.docs[i].id}
+        f"E{p}": {
+            "name": ents[i].name,
+            "aliases": list(ents[i].aliases),
+            "url": url[p],
+            "kind": ents[i].kind,
+            "doc": corpus.docs[i].id,
+        }
         for p, i in enumerate(chain)
     }
     confusable = sorted({o.name for i in chain for o in _twins(world, i)})
     answer = ents[chain[0]]
-    prompt = (f"Identify the {phrase(0)}. Search the encyclopedia, then call answer with a line "
-              f"'Answer: <name of the {noun(0)}>' followed by the facts that justify it, each cited as [n](url).")
+    prompt = (
+        f"Identify the {phrase(0)}. Search the encyclopedia, then call answer with a line "
+        f"'Answer: <name of the {noun(0)}>' followed by the facts that justify it, each cited as [n](url)."
+    )
     return {
         "prompt": prompt,
         "hops": n,
         "difficulty": difficulty,
-        "hidden": {"answer": answer.name, "aliases": list(answer.aliases), "entities": entities,
-                   "statements": statements, "confusable": confusable},
+        "hidden": {
+            "answer": answer.name,
+            "aliases": list(answer.aliases),
+            "entities": entities,
+            "statements": statements,
+            "confusable": confusable,
+        },
     }
 
 

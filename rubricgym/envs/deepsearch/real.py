@@ -21,8 +21,10 @@ from rubricgym.core.jsonl import read_jsonl
 from rubricgym.envs.deepsearch.corpus import Corpus, CorpusError
 
 _PLACEHOLDER = re.compile(r"<(E\d+)>")
-PROMPT_SUFFIX = (" Search the corpus, then call answer with a line 'Answer: <answer>' followed by the facts that "
-                 "justify it, each cited as [n](url).")
+PROMPT_SUFFIX = (
+    " Search the corpus, then call answer with a line 'Answer: <answer>' followed by the facts that "
+    "justify it, each cited as [n](url)."
+)
 
 
 def _names(value: Any) -> list[str]:
@@ -61,18 +63,30 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
         if missing:
             raise CorpusError(f"{where}: rubric {k} uses {missing} without naming them in 'entities'")
         evidence = item.get("evidence") or []
-        if not isinstance(evidence, list) or not all(isinstance(e, dict) and {"url", "text"} <= set(e)
-                                                     for e in evidence):
+        if not isinstance(evidence, list) or not all(
+            isinstance(e, dict) and {"url", "text"} <= set(e) for e in evidence
+        ):
             raise CorpusError(f"{where}: rubric {k}: 'evidence' must be a list of {{url, text}} objects")
         statements.append({"id": f"S{k}", "text": text, "entities": ids, "evidence": evidence})
     gold = rec.get("gold_docs") or []
     if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
         raise CorpusError(f"{where}: 'gold_docs' must be a list of page URLs, doc ids or titles")
     qid = str(rec.get("id") or "q-" + hashlib.sha1(rec["question"].encode()).hexdigest()[:12])
-    hidden = {"answer": rec["answer"], "aliases": list(aliases), "entities": entities, "statements": statements,
-              "confusable": [], "question": rec["question"].strip(), "gold_docs": list(gold)}
-    return {"id": qid, "prompt": rec["question"].strip() + PROMPT_SUFFIX, "hops": max(1, len(entities) - 1),
-            "hidden": hidden}
+    hidden = {
+        "answer": rec["answer"],
+        "aliases": list(aliases),
+        "entities": entities,
+        "statements": statements,
+        "confusable": [],
+        "question": rec["question"].strip(),
+        "gold_docs": list(gold),
+    }
+    return {
+        "id": qid,
+        "prompt": rec["question"].strip() + PROMPT_SUFFIX,
+        "hops": max(1, len(entities) - 1),
+        "hidden": hidden,
+    }
 
 
 def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus, where: str) -> None:
@@ -82,8 +96,10 @@ def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus, where: str) ->
         for ref in q["hidden"].get("gold_docs", []):
             doc = corpus.resolve(ref)
             if doc is None:
-                raise CorpusError(f"{where}: question {q['id']!r}: gold_docs entry {ref!r} is no page of the corpus "
-                                  f"(use a URL, doc id, relative path or exact title, e.g. {corpus.docs[0].url!r})")
+                raise CorpusError(
+                    f"{where}: question {q['id']!r}: gold_docs entry {ref!r} is no page of the corpus "
+                    f"(use a URL, doc id, relative path or exact title, e.g. {corpus.docs[0].url!r})"
+                )
             urls.append(corpus.docs[doc].url)
         q["hidden"]["gold_docs"] = urls
 

@@ -87,12 +87,16 @@ def _entity_page(world: World, e: Entity, rng: random.Random) -> str:
     other = world.entities[rng.randrange(len(world.entities))]
     if other.idx != e.idx:
         notes.append(f"A {rng.randint(1900, 2020)} survey listed {e.name} alongside {other.name}.")
-    notes.append(rng.choice((
-        "Early records are incomplete and partly contradictory.",
-        "Several archives hold letters and ledgers from this period.",
-        "Local accounts differ on minor details.",
-        "Much of what is known comes from a single surviving chronicle.",
-    )))
+    notes.append(
+        rng.choice(
+            (
+                "Early records are incomplete and partly contradictory.",
+                "Several archives hold letters and ledgers from this period.",
+                "Local accounts differ on minor details.",
+                "Much of what is known comes from a single surviving chronicle.",
+            )
+        )
+    )
     lines += ["", "## Notes", *notes]
     return "\n".join(lines)
 
@@ -116,20 +120,28 @@ def _distractors(world: World, rng: random.Random, start: int) -> list[Document]
             continue
         src = ents[e.twin_of]
         title = f"{src.name} (disambiguation)"
-        text = "\n".join([f"# {title}", "", f"{src.name} may refer to a similarly named entry:",
-                          f"- {src.name}, {_short(src)}", f"- {e.name}, {_short(e)}",
-                          "", "Check the pages themselves: the two are easily confused."])
+        text = "\n".join(
+            [
+                f"# {title}",
+                "",
+                f"{src.name} may refer to a similarly named entry:",
+                f"- {src.name}, {_short(src)}",
+                f"- {e.name}, {_short(e)}",
+                "",
+                "Check the pages themselves: the two are easily confused.",
+            ]
+        )
         docs.append(Document(f"d{start + len(docs)}", title, BASE_URL + quote(title.replace(" ", "_")), text))
     groups: dict[tuple[str, str], list[Entity]] = {}
     for e in ents:
         if e.kind == "person":
-            key = (plural(str(e.attrs['occupation'])), f"born in the {int(e.attrs['birth_year']) // 10 * 10}s")  # type: ignore[call-overload]
+            key = (plural(str(e.attrs["occupation"])), f"born in the {int(e.attrs['birth_year']) // 10 * 10}s")  # type: ignore[call-overload]
         elif e.kind == "place":
-            key = (plural(str(e.attrs['place_kind'])), f"in the {e.attrs['region']} region")
+            key = (plural(str(e.attrs["place_kind"])), f"in the {e.attrs['region']} region")
         elif e.kind == "organisation":
-            key = (plural(str(e.attrs['org_kind'])), f"founded in the {int(e.attrs['founded']) // 10 * 10}s")  # type: ignore[call-overload]
+            key = (plural(str(e.attrs["org_kind"])), f"founded in the {int(e.attrs['founded']) // 10 * 10}s")  # type: ignore[call-overload]
         else:
-            key = (plural(str(e.attrs['event_kind'])), f"of the {int(e.attrs['year']) // 10 * 10}s")  # type: ignore[call-overload]
+            key = (plural(str(e.attrs["event_kind"])), f"of the {int(e.attrs['year']) // 10 * 10}s")  # type: ignore[call-overload]
         groups.setdefault(key, []).append(e)
     keys = sorted(groups)
     rng.shuffle(keys)
@@ -137,7 +149,7 @@ def _distractors(world: World, rng: random.Random, start: int) -> list[Document]
         what, when = keys[i % len(keys)]
         members = groups[(what, when)]
         part = i // len(keys)
-        members = members[part * LIST_MAX:(part + 1) * LIST_MAX] or members[:LIST_MAX]
+        members = members[part * LIST_MAX : (part + 1) * LIST_MAX] or members[:LIST_MAX]
         title = f"List of {what} {when}" + (f" (part {part + 1})" if part else "")
         body = [f"- {m.name}, {_short(m)}" for m in members]
         text = "\n".join([f"# {title}", "", f"This list collects {what} {when}. It may be incomplete.", "", *body])

@@ -21,7 +21,6 @@ MAX_MATCHES = 8
 CONTEXT_CHARS = 240
 
 
-
 def _clean(value: Any, what: str, limit: int) -> str:
     text = str(value).replace("\x00", " ").strip()
     if not text:
@@ -44,8 +43,9 @@ def resolve(corpus: Corpus, ref: Any) -> int:
     doc = corpus.resolve(str(ref))
     if doc is None:
         shown = str(ref)[:80]
-        raise ToolError(f"no page {shown!r}; pass the URL (or doc id) of a search result, "
-                        f"e.g. open(doc=\"{corpus.docs[0].url}\")")
+        raise ToolError(
+            f'no page {shown!r}; pass the URL (or doc id) of a search result, e.g. open(doc="{corpus.docs[0].url}")'
+        )
     return doc
 
 
@@ -82,8 +82,7 @@ def open_page(corpus: Corpus, ref: Any, offset: Any, window: int) -> tuple[str, 
             end = cut
     body = d.text[off:end]
     head = f"{d.title} — {d.url} (doc {d.id}), characters {off}-{end} of {n}:"
-    tail = (f"\n[... {n - end} more characters: open(doc=\"{d.url}\", offset={end}) ...]" if end < n
-            else "\n[end of page]")
+    tail = f'\n[... {n - end} more characters: open(doc="{d.url}", offset={end}) ...]' if end < n else "\n[end of page]"
     return head + "\n" + body + tail, [{"url": d.url, "text": body}], d.url
 
 

@@ -29,6 +29,7 @@ STAGES = ("navigate", "act", "finish")
 
 MAX_URL_CHARS = 2048
 
+
 class BrowserEnv(RubricEnv):
     """A browser episode on the shared pool: ARIA-snapshot observations, browser actions as tools."""
 
@@ -36,8 +37,16 @@ class BrowserEnv(RubricEnv):
     default_max_steps = 15
     max_observation_chars = 12_000
 
-    def __init__(self, *, screenshot: bool = False, action_timeout: float = 5.0, episode_timeout: float = 600.0,
-                 pool: BrowserPool | None = None, max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        screenshot: bool = False,
+        action_timeout: float = 5.0,
+        episode_timeout: float = 600.0,
+        pool: BrowserPool | None = None,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         self._max_steps_arg = max_steps
         self.screenshot = screenshot
@@ -89,7 +98,7 @@ class BrowserEnv(RubricEnv):
         page = await self.page_text()
         self._task = task.model_copy(update={"prompt": f"{await self.episode_prompt(task)}\n\n{page}"})
 
-    async def restore_page(self, session: Session) -> None:  # noqa: B027 - optional hook
+    async def restore_page(self, session: Session) -> None:
         """Put a re-opened page (after a crash or hang) back in the episode's last state; default: leave it fresh."""
 
     async def episode_prompt(self, task: Task) -> str:
@@ -138,8 +147,12 @@ class BrowserEnv(RubricEnv):
             return ToolOutput(text="No page is open: call reset() to start an episode.", error="no episode")
         if time.monotonic() - self._started > self.episode_timeout:
             reward, _, info = await self.judge_step(self.session, name)
-            return ToolOutput(text=f"The episode's time limit ({self.episode_timeout:g}s) is up.", done=True,
-                              reward=reward, info={**info, "tool": name, "timeout": True})
+            return ToolOutput(
+                text=f"The episode's time limit ({self.episode_timeout:g}s) is up.",
+                done=True,
+                reward=reward,
+                info={**info, "tool": name, "timeout": True},
+            )
         error = None
         if name not in ("answer", "done"):
             try:
@@ -159,8 +172,13 @@ class BrowserEnv(RubricEnv):
         if name == "done":
             return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
         if info.get("episode_over"):  # the page itself says the episode is over
-            return ToolOutput(text=f"{head}\nThe page reports that the episode is over.", done=True, error=error,
-                              reward=reward, info={**info, "tool": name})
+            return ToolOutput(
+                text=f"{head}\nThe page reports that the episode is over.",
+                done=True,
+                error=error,
+                reward=reward,
+                info={**info, "tool": name},
+            )
         if name == "answer":
             return ToolOutput(text=head, reward=reward, info={**info, "tool": name})
         try:
@@ -290,7 +308,15 @@ def _restorer(env: BrowserEnv) -> Callable[[Session], Awaitable[None]]:
 
 
 def _did(name: str, args: dict[str, Any]) -> str:
-    detail = {"click": "Clicked {ref}.", "fill": "Filled {ref}.", "type": "Typed the text.", "press": "Pressed {key}.",
-              "select": "Selected {option!r} in {ref}.", "scroll": "Scrolled {direction}.", "hover": "Hovering {ref}.",
-              "go_back": "Went back.", "navigate": "Opened {url}."}[name]
+    detail = {
+        "click": "Clicked {ref}.",
+        "fill": "Filled {ref}.",
+        "type": "Typed the text.",
+        "press": "Pressed {key}.",
+        "select": "Selected {option!r} in {ref}.",
+        "scroll": "Scrolled {direction}.",
+        "hover": "Hovering {ref}.",
+        "go_back": "Went back.",
+        "navigate": "Opened {url}.",
+    }[name]
     return detail.format(**args)

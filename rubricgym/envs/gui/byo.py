@@ -112,8 +112,13 @@ class WebTaskEnv(BrowserEnv):
         every = self.web_spec.test_every
         seeds = [s for s in range(self.web_spec.seeds) if (s % every == 0) == (split == "test")] or [0]
         seed = seeds[int(rng.integers(len(seeds)))]
-        return Task(id=f"{self.web_spec.name}-{seed}", env_id=self.env_id, split=split,
-                    prompt="Complete the task on the web page.", params={"page_seed": seed})
+        return Task(
+            id=f"{self.web_spec.name}-{seed}",
+            env_id=self.env_id,
+            split=split,
+            prompt="Complete the task on the web page.",
+            params={"page_seed": seed},
+        )
 
     def site(self, task: Task) -> Site:
         return self._site
@@ -174,16 +179,30 @@ class WebTaskEnv(BrowserEnv):
         spec = self.web_spec
         success = (self._progress >= 1.0 - 1e-9) if spec.goals else self._reward >= spec.success_threshold
         claimed = last.out.done and last.call is not None and last.call.name == "done"
-        side = (unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
-                if self.web_spec.state else [])
-        return {"spec": self.web_spec.name, "page_reward": self._reward, "success": success, "progress": self._progress,
-                "false_completion": bool(claimed and not success),
-                "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
-                "side_effects": side, "answer_sheet": dict(self.answer_sheet)}
+        side = (
+            unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
+            if self.web_spec.state
+            else []
+        )
+        return {
+            "spec": self.web_spec.name,
+            "page_reward": self._reward,
+            "success": success,
+            "progress": self._progress,
+            "false_completion": bool(claimed and not success),
+            "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
+            "side_effects": side,
+            "answer_sheet": dict(self.answer_sheet),
+        }
 
 
 def register_web_tasks(spec: WebTaskSpec | str | Path, *, replace: bool = True) -> EnvSpec:
     """Register ``web-<name>-v0`` for a spec (then ``rubricgym.make`` / ``rubricgym run`` know it)."""
     spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.load(spec)
-    return register(f"web-{spec.name}-v0", WebTaskEnv, kwargs={"spec": spec}, replace=replace,
-                    description=f"Web tasks of the page {spec.url} (bring-your-own spec {spec.name!r}).")
+    return register(
+        f"web-{spec.name}-v0",
+        WebTaskEnv,
+        kwargs={"spec": spec},
+        replace=replace,
+        description=f"Web tasks of the page {spec.url} (bring-your-own spec {spec.name!r}).",
+    )

@@ -23,8 +23,12 @@ def _last_goals(traj: Trajectory) -> list[dict[str, Any]]:
 def goals_met(traj: Trajectory, step: int | None = None) -> CheckResult:
     missed = [g for g in _last_goals(traj) if not g["passed"]]
     ok = bool(_summary(traj).get("success"))
-    why = "all goals met" if ok else "unmet: " + "; ".join(
-        f"{g['field']} is {g['actual']!r}, expected {g['op']} {g['expected']!r}" for g in missed[:4])
+    why = (
+        "all goals met"
+        if ok
+        else "unmet: "
+        + "; ".join(f"{g['field']} is {g['actual']!r}, expected {g['op']} {g['expected']!r}" for g in missed[:4])
+    )
     return CheckResult.of(ok, why if missed or ok else "the episode never reached a judged state")
 
 
@@ -85,5 +89,14 @@ def step_not_destructive(traj: Trajectory, step: int | None = None) -> CheckResu
     return CheckResult.of(not extra, f"unexpected changes: {extra[:6]}" if extra else "no unexpected change", [step])
 
 
-ALL = check_set(goals_met, goal_progress, worked, no_side_effects, no_false_completion, finished_in_time, step_valid,
-                step_no_regress, step_not_destructive)
+ALL = check_set(
+    goals_met,
+    goal_progress,
+    worked,
+    no_side_effects,
+    no_false_completion,
+    finished_in_time,
+    step_valid,
+    step_no_regress,
+    step_not_destructive,
+)

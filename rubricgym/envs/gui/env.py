@@ -37,18 +37,29 @@ class GuiEnv(BrowserEnv):
     env_id = ENV_ID
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
-    scripted_agents = {"oracle": "rubricgym.envs.gui.agents:Oracle",
-                       "random": "rubricgym.envs.gui.agents:RandomClicker"}
+    scripted_agents = {
+        "oracle": "rubricgym.envs.gui.agents:Oracle",
+        "random": "rubricgym.envs.gui.agents:RandomClicker",
+    }
 
-    def __init__(self, templates: list[str] | None = None, apps: list[str] | None = None,
-                 levels: list[int] | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        templates: list[str] | None = None,
+        apps: list[str] | None = None,
+        levels: list[int] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         unknown = sorted(set(templates or []) - set(TEMPLATES)) + sorted(set(apps or []) - set(APPS))
         if unknown:
             raise ValueError(f"unknown template(s)/app(s) {unknown}; templates: {sorted(TEMPLATES)}; apps: {APPS}")
-        self.template_ids = [t.id for t in TEMPLATES.values()
-                             if (templates is None or t.id in templates) and (apps is None or t.app in apps)
-                             and (levels is None or t.level in levels)]
+        self.template_ids = [
+            t.id
+            for t in TEMPLATES.values()
+            if (templates is None or t.id in templates)
+            and (apps is None or t.app in apps)
+            and (levels is None or t.level in levels)
+        ]
         if not self.template_ids:
             raise ValueError("no template matches the given templates/apps/levels")
         self._site = Site(APP_ORIGIN, APP_ROOT)
@@ -71,18 +82,36 @@ class GuiEnv(BrowserEnv):
         state = initial_state(tmpl.app, data_seed)
         spec = tmpl.draw(rng, state)
         sheet = ", ".join(repr(f) + ": ..." for f in spec.answer_fields)
-        fields = (f" Put the answer on the answer sheet with answer({{{sheet}}})"
-                  " before calling done()." if spec.answer_fields else "")
-        prompt = (f"Task: {spec.instruction}\nYou are operating the {tmpl.app.capitalize()} app in a web browser."
-                  f"{fields}"
-                  " Call done() when the task is complete.")
+        fields = (
+            f" Put the answer on the answer sheet with answer({{{sheet}}}) before calling done()."
+            if spec.answer_fields
+            else ""
+        )
+        prompt = (
+            f"Task: {spec.instruction}\nYou are operating the {tmpl.app.capitalize()} app in a web browser."
+            f"{fields}"
+            " Call done() when the task is complete."
+        )
         return Task(
-            id=f"{tmpl.id}-{data_seed}", env_id=self.env_id, split=split, prompt=prompt,
-            params={"template": tmpl.id, "app": tmpl.app, "level": tmpl.level, "data_seed": data_seed,
-                    "max_steps": tmpl.max_steps or max(8, 2 * len(spec.plan) + 4), "answer_fields": spec.answer_fields,
-                    "state": state},
-            hidden={"goals": [g.model_dump() for g in spec.goals], "expected_changes": spec.expected_changes,
-                    "plan": spec.plan})
+            id=f"{tmpl.id}-{data_seed}",
+            env_id=self.env_id,
+            split=split,
+            prompt=prompt,
+            params={
+                "template": tmpl.id,
+                "app": tmpl.app,
+                "level": tmpl.level,
+                "data_seed": data_seed,
+                "max_steps": tmpl.max_steps or max(8, 2 * len(spec.plan) + 4),
+                "answer_fields": spec.answer_fields,
+                "state": state,
+            },
+            hidden={
+                "goals": [g.model_dump() for g in spec.goals],
+                "expected_changes": spec.expected_changes,
+                "plan": spec.plan,
+            },
+        )
 
     # ---- episode ----------------------------------------------------------------------------------------------
 
@@ -116,8 +145,13 @@ class GuiEnv(BrowserEnv):
         rows = check_goals(self._goals, state, self.answer_sheet)
         now = progress(rows)
         changed = bool(changed_paths(self._last, state))
-        info: dict[str, Any] = {"progress": now, "prev_progress": self._progress, "goals": rows, "changed": changed,
-                                "unexpected": unexpected_changes(self._last, state, self._expected)}
+        info: dict[str, Any] = {
+            "progress": now,
+            "prev_progress": self._progress,
+            "goals": rows,
+            "changed": changed,
+            "unexpected": unexpected_changes(self._last, state, self._expected),
+        }
         self._last, self._progress = state, now
         return now, changed, info
 
@@ -128,8 +162,11 @@ class GuiEnv(BrowserEnv):
         success = bool(self._goals) and self._progress >= 1.0 - 1e-9
         claimed = last.out.done and last.call is not None and last.call.name == "done"
         return {
-            "template": self._task.params.get("template"), "app": self._task.params.get("app"),
-            "level": self._task.params.get("level"), "success": success, "progress": self._progress,
+            "template": self._task.params.get("template"),
+            "app": self._task.params.get("app"),
+            "level": self._task.params.get("level"),
+            "success": success,
+            "progress": self._progress,
             "false_completion": bool(claimed and not success),
             "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
             "side_effects": unexpected_changes(self._initial, self._last, self._expected),

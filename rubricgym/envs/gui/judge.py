@@ -88,8 +88,15 @@ def check_goals(goals: list[Goal], state: dict[str, Any], answer: dict[str, Any]
     root = {**state, "answer": answer or {}}
     for g in goals:
         actual = resolve(root, g.field)
-        rows.append({"field": g.field, "op": g.op, "expected": g.expected, "actual": actual,
-                     "passed": passes(g.op, actual, g.expected)})
+        rows.append(
+            {
+                "field": g.field,
+                "op": g.op,
+                "expected": g.expected,
+                "actual": actual,
+                "passed": passes(g.op, actual, g.expected),
+            }
+        )
     return rows
 
 

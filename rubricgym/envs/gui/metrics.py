@@ -36,9 +36,12 @@ def gui_metrics(trajs: list[Trajectory]) -> dict[str, Any] | None:
     most = min(len(v) for v in by_task.values())
     ks = [k for k in (1, 2, 4, 8, 16) if k <= most]
     return {
-        "episodes": n, "tasks": len(by_task), "SR": rate("success"),
+        "episodes": n,
+        "tasks": len(by_task),
+        "SR": rate("success"),
         "PR": sum(float(t.outcome.summary["progress"]) for t in rows) / n,
-        "FC": rate("false_completion"), "OT": rate("overdue"),
+        "FC": rate("false_completion"),
+        "OT": rate("overdue"),
         "USE": sum(bool(t.outcome.summary.get("side_effects")) for t in rows) / n,
         "pass@k": {str(k): sum(pass_at_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task) for k in ks},
     }
@@ -46,5 +49,7 @@ def gui_metrics(trajs: list[Trajectory]) -> dict[str, Any] | None:
 
 def format_metrics(m: dict[str, Any]) -> str:
     passes = " ".join(f"pass@{k} {v:.3f}" for k, v in m["pass@k"].items())
-    return (f"GUI ({m['episodes']} episodes, {m['tasks']} tasks): SR {m['SR']:.3f}  PR {m['PR']:.3f}  "
-            f"FC {m['FC']:.3f}  OT {m['OT']:.3f}  USE {m['USE']:.3f}  {passes}")
+    return (
+        f"GUI ({m['episodes']} episodes, {m['tasks']} tasks): SR {m['SR']:.3f}  PR {m['PR']:.3f}  "
+        f"FC {m['FC']:.3f}  OT {m['OT']:.3f}  USE {m['USE']:.3f}  {passes}"
+    )

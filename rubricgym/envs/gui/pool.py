@@ -33,9 +33,18 @@ DEFAULT_CHROMIUM = "/usr/bin/chromium"
 # --no-sandbox: Chromium's own sandbox needs user namespaces that containers and root lack; every page is ours.
 # Site isolation off + a renderer-process limit: episodes' pages (each on its own private origin) share a few
 # renderer processes, ~14 MB per extra episode instead of ~60 MB for a context with a process of its own.
-CHROMIUM_ARGS = ("--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-extensions",
-                 "--no-first-run", "--mute-audio", "--disable-background-networking", "--disable-sync",
-                 "--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process")
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--disable-gpu",
+    "--disable-extensions",
+    "--no-first-run",
+    "--mute-audio",
+    "--disable-background-networking",
+    "--disable-sync",
+    "--disable-site-isolation-trials",
+    "--disable-features=IsolateOrigins,site-per-process",
+)
 
 
 class BrowserUnavailable(RuntimeError):
@@ -44,14 +53,20 @@ class BrowserUnavailable(RuntimeError):
 
 def find_chromium(path: str | None = None) -> str:
     """The Chromium executable to drive: ``path``, ``$RUBRICGYM_CHROMIUM``, ``/usr/bin/chromium`` or on PATH."""
-    for cand in (path, os.environ.get(CHROMIUM_ENV), DEFAULT_CHROMIUM, shutil.which("chromium"),
-                 shutil.which("chromium-browser")):
+    for cand in (
+        path,
+        os.environ.get(CHROMIUM_ENV),
+        DEFAULT_CHROMIUM,
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
             return cand
     raise BrowserUnavailable(
         "Chromium not found (looked at $RUBRICGYM_CHROMIUM, /usr/bin/chromium and PATH). Install Debian's "
         "browser with `sudo apt-get install chromium` (or `make apt`), or point RUBRICGYM_CHROMIUM at a Chromium "
-        "binary. `playwright install` is not needed: rubricgym drives the system Chromium.")
+        "binary. `playwright install` is not needed: rubricgym drives the system Chromium."
+    )
 
 
 def _playwright() -> Any:
@@ -78,8 +93,9 @@ class BrowserPool:
     _shared: BrowserPool | None = None
     _shared_lock = threading.Lock()
 
-    def __init__(self, executable: str | None = None, *, launch_timeout: float = 60.0,
-                 renderer_processes: int | None = None):
+    def __init__(
+        self, executable: str | None = None, *, launch_timeout: float = 60.0, renderer_processes: int | None = None
+    ):
         self.executable = find_chromium(executable)
         self._async_playwright = _playwright()
         self.launch_timeout = launch_timeout
@@ -139,9 +155,13 @@ class BrowserPool:
                 self._pw = await self._async_playwright().start()
             self._browser = await self._pw.chromium.launch(
                 executable_path=self.executable,
-                args=[*CHROMIUM_ARGS, f"--renderer-process-limit={self.renderer_processes}",
-                      f"--rubricgym-pool={self.token}"],
-                timeout=self.launch_timeout * 1000)
+                args=[
+                    *CHROMIUM_ARGS,
+                    f"--renderer-process-limit={self.renderer_processes}",
+                    f"--rubricgym-pool={self.token}",
+                ],
+                timeout=self.launch_timeout * 1000,
+            )
             self.generation += 1
             self.launches += 1
             return self._browser
@@ -173,8 +193,14 @@ class BrowserPool:
             await owner.route(route)
 
     async def _route_ws(self, ws: Any) -> None:
-        owner = next((s for s in self.owners.values() if ws.url.split("//", 1)[-1].startswith(
-            s.origin.split("//", 1)[-1] + "/")), None)
+        owner = next(
+            (
+                s
+                for s in self.owners.values()
+                if ws.url.split("//", 1)[-1].startswith(s.origin.split("//", 1)[-1] + "/")
+            ),
+            None,
+        )
         if owner is None:
             await ws.close()
         else:

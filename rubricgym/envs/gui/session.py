@@ -27,6 +27,7 @@ Restore = Callable[["Session"], Awaitable[None]]
 
 SETTLE_JS = "() => new Promise(r => { requestAnimationFrame(() => setTimeout(r, 0)); setTimeout(r, 100); })"
 
+
 class ActionFailed(Exception):
     """A browser action could not be done; the message is written for the agent."""
 
@@ -85,8 +86,9 @@ class Session:
     canonical origin). A loopback site, whose origin is fixed, gets a context of its own.
     """
 
-    def __init__(self, pool: BrowserPool, site: Site, *, action_timeout: float = 5.0,
-                 viewport: tuple[int, int] = (1024, 720)):
+    def __init__(
+        self, pool: BrowserPool, site: Site, *, action_timeout: float = 5.0, viewport: tuple[int, int] = (1024, 720)
+    ):
         self.pool, self.site = pool, site
         self.action_timeout = action_timeout
         self.viewport = viewport
@@ -108,10 +110,10 @@ class Session:
 
     def canonical(self, url: str) -> str:
         """``url`` as the agent sees it (on the site's origin)."""
-        return self.site.origin + url[len(self.origin):] if url.startswith(self.origin) else url
+        return self.site.origin + url[len(self.origin) :] if url.startswith(self.origin) else url
 
     def actual(self, url: str) -> str:
-        return self.origin + url[len(self.site.origin):] if self.site.owns(url) else url
+        return self.origin + url[len(self.site.origin) :] if self.site.owns(url) else url
 
     @property
     def url(self) -> str:
@@ -158,8 +160,14 @@ class Session:
 
     async def _recycle(self, url: str) -> bool:
         page = self.page
-        if (page is None or page.is_closed() or self.crashed or self.generation != self.pool.generation
-                or self.pool._browser is None or not self.pool._browser.is_connected()):
+        if (
+            page is None
+            or page.is_closed()
+            or self.crashed
+            or self.generation != self.pool.generation
+            or self.pool._browser is None
+            or not self.pool._browser.is_connected()
+        ):
             return False
         try:
             await asyncio.wait_for(self._wipe(page, url), self.action_timeout + 5)
@@ -216,9 +224,14 @@ class Session:
 
     async def ensure(self) -> None:
         """Re-open the page on a live browser if it crashed or the browser was relaunched."""
-        alive = (self.page is not None and not self.page.is_closed() and not self.crashed
-                 and self.generation == self.pool.generation and self.pool._browser is not None
-                 and self.pool._browser.is_connected())
+        alive = (
+            self.page is not None
+            and not self.page.is_closed()
+            and not self.crashed
+            and self.generation == self.pool.generation
+            and self.pool._browser is not None
+            and self.pool._browser.is_connected()
+        )
         if alive:
             return
         self.recoveries += 1
@@ -299,8 +312,9 @@ class Session:
         loc = self.page.locator(f"aria-ref={ref}")
         if await self.guarded("locate", lambda p: loc.count()) == 0:
             if ref in self.seen_refs:
-                raise ActionFailed(f"ref {ref} is stale: that element is no longer on the page; use a ref from "
-                                   "the current page below")
+                raise ActionFailed(
+                    f"ref {ref} is stale: that element is no longer on the page; use a ref from the current page below"
+                )
             raise ActionFailed(f"ref {ref} is not in the current snapshot")
         return loc
 

@@ -79,8 +79,18 @@ class OracleAgent(BaseAgent):
         return self.plan[min(k, len(self.plan) - 1)]
 
 
-_COMMANDS = ["ls", "ls -la", "cat README*", "find . -name '*.py' | head", "python3 -c 'print(1 + 1)'", "echo hello",
-             "grep -rn def . | head -5", "git status", "pwd", "wc -l $(find . -name '*.py') | tail -1"]
+_COMMANDS = [
+    "ls",
+    "ls -la",
+    "cat README*",
+    "find . -name '*.py' | head",
+    "python3 -c 'print(1 + 1)'",
+    "echo hello",
+    "grep -rn def . | head -5",
+    "git status",
+    "pwd",
+    "wc -l $(find . -name '*.py') | tail -1",
+]
 _PATHS = ["README.md", "README.rst", "setup.py", "pyproject.toml", ".", "tests", "missing.py", "src"]
 
 
@@ -93,14 +103,18 @@ class RandomAgent(SeededAgent):
         r = float(self.rng.random())
         pick = lambda xs: xs[int(self.rng.integers(len(xs)))]  # noqa: E731
         if r < 0.15:
-            return "".join(self.rng.choice(list("abc xyz{}[]\":,0123456789"), size=int(self.rng.integers(0, 40))))
+            return "".join(self.rng.choice(list('abc xyz{}[]":,0123456789'), size=int(self.rng.integers(0, 40))))
         if r < 0.4:
             return tool_call("bash", command=pick(_COMMANDS))
         if r < 0.6:
             return tool_call("view", path=pick(_PATHS), start=int(self.rng.integers(1, 20)))
         if r < 0.72:
-            return tool_call("str_replace", path=pick(_PATHS), old=pick(["return", "if ", "x", "def "]),
-                             new=pick(["return None  #", "if not ", "y", "def _"]))
+            return tool_call(
+                "str_replace",
+                path=pick(_PATHS),
+                old=pick(["return", "if ", "x", "def "]),
+                new=pick(["return None  #", "if not ", "y", "def _"]),
+            )
         if r < 0.8:
             return tool_call("create", path=f"notes_{int(self.rng.integers(100))}.txt", content="random notes\n")
         if r < 0.92:

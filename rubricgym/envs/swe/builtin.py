@@ -81,7 +81,7 @@ def title_case(text: str, minor: tuple[str, ...] = ("a", "an", "and", "of", "the
     return " ".join(out)
 '''
 
-TESTS = '''from tinytext import slugify, title_case, truncate, word_count, wrap
+TESTS = """from tinytext import slugify, title_case, truncate, word_count, wrap
 
 
 def test_slugify_basic():
@@ -150,15 +150,15 @@ def test_title_case_first_word_capitalised():
 
 def test_title_case_lowercases_rest():
     assert title_case("hELLO wORLD") == "Hello World"
-'''
+"""
 
 FILES = {
     "pyproject.toml": '[project]\nname = "tinytext"\nversion = "0.1.0"\n\n[tool.pytest.ini_options]\n'
-                      'testpaths = ["tests"]\n',
+    'testpaths = ["tests"]\n',
     "README.md": "# tinytext\n\nSmall text utilities: slugify, truncate, word_count, wrap, title_case.\n",
     "tinytext/__init__.py": '"""Small text utilities."""\n\nfrom tinytext.core import slugify, title_case, truncate, '
-                            'word_count, wrap\n\n__all__ = ["slugify", "title_case", "truncate", "word_count", '
-                            '"wrap"]\n',
+    'word_count, wrap\n\n__all__ = ["slugify", "title_case", "truncate", "word_count", '
+    '"wrap"]\n',
     "tinytext/core.py": CORE,
     "tests/__init__.py": "",
     "tests/test_core.py": TESTS,
@@ -177,48 +177,95 @@ class BuiltinBug:
 
 
 BUGS = (
-    BuiltinBug("truncate-boundary", "flipped_comparison", "if len(text) <= width:", "if len(text) < width:",
-               ("test_truncate_exact_width_unchanged",),
-               "`truncate(text, width)` cuts text that already fits: `truncate('abcdef', 6)` returns 'abc...' "
-               "instead of 'abcdef'. Text whose length equals the width should come back unchanged."),
-    BuiltinBug("wrap-width", "off_by_one", "if line and len(line) + 1 + len(word) > width:",
-               "if line and len(line) + len(word) > width:",
-               ("test_wrap_breaks_lines", "test_wrap_never_exceeds_width"),
-               "`wrap` produces lines longer than the width: `wrap('aaa bbb', 6)` gives ['aaa bbb'] (7 "
-               "characters) instead of ['aaa', 'bbb']."),
-    BuiltinBug("title-first-word", "flipped_comparison", "if i > 0 and word.lower() in minor:",
-               "if i >= 0 and word.lower() in minor:",
-               ("test_title_case_minor_words", "test_title_case_first_word_capitalised"),
-               "`title_case('a tale of two cities')` returns 'a Tale of Two Cities': a minor word at the start "
-               "of a title must be capitalised."),
-    BuiltinBug("slugify-last-word", "dropped_branch",
-               "    if current:\n        words.append(\"\".join(current))\n    return sep.join(words)",
-               "    return sep.join(words)", ("test_slugify_separator", "test_slugify_trailing_word"),
-               "`slugify('rubric gym')` returns 'rubric' instead of 'rubric-gym': the last word of the text is "
-               "lost unless the text ends with punctuation."),
-    BuiltinBug("truncate-tiny-width", "wrong_value", "return suffix[:width]", "return suffix",
-               ("test_truncate_tiny_width",),
-               "`truncate('abcdefghij', 2)` returns '...' (3 characters): the result must never be longer than the "
-               "width, even when the width is smaller than the suffix."),
-    BuiltinBug("word-count-case", "dropped_call", "for word in text.lower().split():", "for word in text.split():",
-               ("test_word_count",),
-               "`word_count('The cat and the hat.')` counts 'The' and 'the' as different words; counting should be "
-               "case-insensitive."),
-    BuiltinBug("word-count-punctuation", "dropped_call", "word = word.strip(\".,;:!?\\\"'()\")",
-               "word = word.strip()", ("test_word_count",),
-               "`word_count('The cat and the hat.')` reports a word 'hat.' with its full stop; punctuation around a "
-               "word must not count."),
-    BuiltinBug("title-rest-lowercase", "dropped_call", "out.append(word[:1].upper() + word[1:].lower())",
-               "out.append(word[:1].upper() + word[1:])", ("test_title_case_lowercases_rest",),
-               "`title_case('hELLO wORLD')` returns 'HELLO WORLD' instead of 'Hello World': the rest of each word "
-               "should be lower-cased."),
-    BuiltinBug("slugify-separator", "wrong_value", "return sep.join(words)", "return \"-\".join(words)",
-               ("test_slugify_separator",),
-               "`slugify('a b  c', sep='_')` returns 'a-b-c': the `sep` argument is ignored."),
-    BuiltinBug("wrap-leading-empty-line", "dropped_condition", "if line and len(line) + 1 + len(word) > width:",
-               "if len(line) + 1 + len(word) > width:", ("test_wrap_long_word",),
-               "`wrap('extraordinarily long', 5)` starts with an empty line: ['', 'extraordinarily', 'long'] instead "
-               "of ['extraordinarily', 'long']."),
+    BuiltinBug(
+        "truncate-boundary",
+        "flipped_comparison",
+        "if len(text) <= width:",
+        "if len(text) < width:",
+        ("test_truncate_exact_width_unchanged",),
+        "`truncate(text, width)` cuts text that already fits: `truncate('abcdef', 6)` returns 'abc...' "
+        "instead of 'abcdef'. Text whose length equals the width should come back unchanged.",
+    ),
+    BuiltinBug(
+        "wrap-width",
+        "off_by_one",
+        "if line and len(line) + 1 + len(word) > width:",
+        "if line and len(line) + len(word) > width:",
+        ("test_wrap_breaks_lines", "test_wrap_never_exceeds_width"),
+        "`wrap` produces lines longer than the width: `wrap('aaa bbb', 6)` gives ['aaa bbb'] (7 "
+        "characters) instead of ['aaa', 'bbb'].",
+    ),
+    BuiltinBug(
+        "title-first-word",
+        "flipped_comparison",
+        "if i > 0 and word.lower() in minor:",
+        "if i >= 0 and word.lower() in minor:",
+        ("test_title_case_minor_words", "test_title_case_first_word_capitalised"),
+        "`title_case('a tale of two cities')` returns 'a Tale of Two Cities': a minor word at the start "
+        "of a title must be capitalised.",
+    ),
+    BuiltinBug(
+        "slugify-last-word",
+        "dropped_branch",
+        '    if current:\n        words.append("".join(current))\n    return sep.join(words)',
+        "    return sep.join(words)",
+        ("test_slugify_separator", "test_slugify_trailing_word"),
+        "`slugify('rubric gym')` returns 'rubric' instead of 'rubric-gym': the last word of the text is "
+        "lost unless the text ends with punctuation.",
+    ),
+    BuiltinBug(
+        "truncate-tiny-width",
+        "wrong_value",
+        "return suffix[:width]",
+        "return suffix",
+        ("test_truncate_tiny_width",),
+        "`truncate('abcdefghij', 2)` returns '...' (3 characters): the result must never be longer than the "
+        "width, even when the width is smaller than the suffix.",
+    ),
+    BuiltinBug(
+        "word-count-case",
+        "dropped_call",
+        "for word in text.lower().split():",
+        "for word in text.split():",
+        ("test_word_count",),
+        "`word_count('The cat and the hat.')` counts 'The' and 'the' as different words; counting should be "
+        "case-insensitive.",
+    ),
+    BuiltinBug(
+        "word-count-punctuation",
+        "dropped_call",
+        'word = word.strip(".,;:!?\\"\'()")',
+        "word = word.strip()",
+        ("test_word_count",),
+        "`word_count('The cat and the hat.')` reports a word 'hat.' with its full stop; punctuation around a "
+        "word must not count.",
+    ),
+    BuiltinBug(
+        "title-rest-lowercase",
+        "dropped_call",
+        "out.append(word[:1].upper() + word[1:].lower())",
+        "out.append(word[:1].upper() + word[1:])",
+        ("test_title_case_lowercases_rest",),
+        "`title_case('hELLO wORLD')` returns 'HELLO WORLD' instead of 'Hello World': the rest of each word "
+        "should be lower-cased.",
+    ),
+    BuiltinBug(
+        "slugify-separator",
+        "wrong_value",
+        "return sep.join(words)",
+        'return "-".join(words)',
+        ("test_slugify_separator",),
+        "`slugify('a b  c', sep='_')` returns 'a-b-c': the `sep` argument is ignored.",
+    ),
+    BuiltinBug(
+        "wrap-leading-empty-line",
+        "dropped_condition",
+        "if line and len(line) + 1 + len(word) > width:",
+        "if len(line) + 1 + len(word) > width:",
+        ("test_wrap_long_word",),
+        "`wrap('extraordinarily long', 5)` starts with an empty line: ['', 'extraordinarily', 'long'] instead "
+        "of ['extraordinarily', 'long'].",
+    ),
 )
 
 
@@ -261,10 +308,18 @@ def builtin_instances() -> list[SweInstance]:
         buggy = CORE.replace(bug.old, bug.new)
         snapshot = write_tree(base / bug.id, {**FILES, "tinytext/core.py": buggy})
         f2p = [f"{TEST_FILE}::{t}" for t in bug.fail_to_pass]
-        out.append(SweInstance(
-            instance_id=f"tinytext__{bug.id}", repo="rubricgym/tinytext", base_commit=digest,
-            problem_statement=bug.statement, patch=file_diff("tinytext/core.py", buggy.encode(), CORE.encode()),
-            FAIL_TO_PASS=f2p, PASS_TO_PASS=[t for t in ids if t not in f2p], snapshot=str(snapshot),
-            source="builtin", details={"kind": bug.kind},
-        ))
+        out.append(
+            SweInstance(
+                instance_id=f"tinytext__{bug.id}",
+                repo="rubricgym/tinytext",
+                base_commit=digest,
+                problem_statement=bug.statement,
+                patch=file_diff("tinytext/core.py", buggy.encode(), CORE.encode()),
+                FAIL_TO_PASS=f2p,
+                PASS_TO_PASS=[t for t in ids if t not in f2p],
+                snapshot=str(snapshot),
+                source="builtin",
+                details={"kind": bug.kind},
+            )
+        )
     return out

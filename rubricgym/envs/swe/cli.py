@@ -44,29 +44,49 @@ def build(
     except (ValueError, RuntimeError) as e:
         console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
         raise typer.Exit(2) from None
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"),
-                   TimeElapsedColumn(), console=console)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
     with bar:
         task_id = bar.add_task(f"swe build {package}", total=max_tries, status="fetching and running the tests")
 
         def show(p: BuildProgress) -> None:
-            bar.update(task_id, completed=p.tried if p.kept < p.n else max_tries,
-                       status=f"mutants tried {p.tried}/{p.max_tries} · kept {p.kept}/{p.n} · suite "
-                              f"{p.baseline_s:.1f} s, limit {p.mutant_timeout_s:.1f} s/mutant · {p.last}")
+            bar.update(
+                task_id,
+                completed=p.tried if p.kept < p.n else max_tries,
+                status=f"mutants tried {p.tried}/{p.max_tries} · kept {p.kept}/{p.n} · suite "
+                f"{p.baseline_s:.1f} s, limit {p.mutant_timeout_s:.1f} s/mutant · {p.last}",
+            )
 
         try:
-            tasks = asyncio.run(build_tasks(package, n=n, seed=seed, max_tries=max_tries, backend=sandbox,
-                                            timeout_factor=timeout_factor, on_progress=show))
+            tasks = asyncio.run(
+                build_tasks(
+                    package,
+                    n=n,
+                    seed=seed,
+                    max_tries=max_tries,
+                    backend=sandbox,
+                    timeout_factor=timeout_factor,
+                    on_progress=show,
+                )
+            )
         except (BuildError, SourceUnavailable, SandboxError) as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
             raise typer.Exit(1) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(t.model_dump_json() + "\n" for t in tasks), encoding="utf-8")
     short = f" (fewer than the {n} asked: raise --max-tries or try another --seed)" if len(tasks) < n else ""
-    Console().print(f"wrote {len(tasks)} task(s) to {out}{short}\n"
-                    f"run them: rubricgym run swe-v0 --env-arg instances={out} --agent oracle --tasks {len(tasks)} "
-                    f"--out runs/swe", soft_wrap=True)
+    Console().print(
+        f"wrote {len(tasks)} task(s) to {out}{short}\n"
+        f"run them: rubricgym run swe-v0 --env-arg instances={out} --agent oracle --tasks {len(tasks)} "
+        f"--out runs/swe",
+        soft_wrap=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

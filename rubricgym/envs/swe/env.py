@@ -49,13 +49,22 @@ class SweEnv(SweTools, RubricEnv):
     default_max_steps = 30
     max_observation_chars = 8000
     check_set = checks.ALL
-    scripted_agents = {"oracle": "rubricgym.envs.swe.agents:OracleAgent",
-                       "random": "rubricgym.envs.swe.agents:RandomAgent"}
+    scripted_agents = {
+        "oracle": "rubricgym.envs.swe.agents:OracleAgent",
+        "random": "rubricgym.envs.swe.agents:RandomAgent",
+    }
 
-    def __init__(self, instances: list[SweInstance | dict[str, Any]] | str | Path | None = None,
-                 backend: str | SandboxBackend = "bwrap", docker_url: str | None = None,
-                 limits: Limits | dict[str, Any] | None = None, command_timeout: float = 60.0,
-                 test_timeout: float = 300.0, max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(
+        self,
+        instances: list[SweInstance | dict[str, Any]] | str | Path | None = None,
+        backend: str | SandboxBackend = "bwrap",
+        docker_url: str | None = None,
+        limits: Limits | dict[str, Any] | None = None,
+        command_timeout: float = 60.0,
+        test_timeout: float = 300.0,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if isinstance(instances, str | Path):
             instances = list(load_instances(instances))
@@ -88,7 +97,8 @@ class SweEnv(SweTools, RubricEnv):
             raise ValueError(
                 f"{self.env_id} has {len(pool)} {what}, fewer than the {n} asked for: ask for at most {len(pool)}, or "
                 f"build more from a package with `rubricgym swe build PACKAGE==VERSION --n {n} --out tasks.jsonl` "
-                f"and pass them with `--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl')")
+                f"and pass them with `--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl')"
+            )
         order = np.random.default_rng([seed, sum(split.encode())]).permutation(len(pool))[:n]
         return [pool[int(i)].to_task(split) for i in order]
 
@@ -97,8 +107,10 @@ class SweEnv(SweTools, RubricEnv):
         return pool[int(rng.integers(len(pool)))].to_task(split)
 
     def system_prompt(self) -> str:
-        return (super().system_prompt() + "\nYou work in a sandbox without network access. Paths are relative to "
-                "the repository root /work. Fix the bug in the library code, not in the tests.")
+        return (
+            super().system_prompt() + "\nYou work in a sandbox without network access. Paths are relative to "
+            "the repository root /work. Fix the bug in the library code, not in the tests."
+        )
 
     # ---- episode ----------------------------------------------------------------------------------------
 
@@ -127,8 +139,13 @@ class SweEnv(SweTools, RubricEnv):
     async def submit(self) -> ToolOutput:
         """Submit the current state of the repository as your fix; this ends the episode."""
         g = await self._grade()
-        return ToolOutput(text="Submitted. " + g.describe(), done=True, answer=g.model_patch, reward=g.score,
-                          info={"tool": "submit", "grading": g.to_info()})
+        return ToolOutput(
+            text="Submitted. " + g.describe(),
+            done=True,
+            answer=g.model_patch,
+            reward=g.score,
+            info={"tool": "submit", "grading": g.to_info()},
+        )
 
     async def _grade(self) -> Grade:
         if self.sandbox is None or self._instance is None:

@@ -45,27 +45,43 @@ class Grade:
 
     @property
     def resolved(self) -> bool:
-        return (self.error is None and not self.tampering and all(self.fail_to_pass.values())
-                and all(self.pass_to_pass.values()))
+        return (
+            self.error is None
+            and not self.tampering
+            and all(self.fail_to_pass.values())
+            and all(self.pass_to_pass.values())
+        )
 
     @property
     def score(self) -> float:
         return 0.0 if self.error or self.tampering else self.f2p_fraction * self.p2p_fraction
 
     def to_info(self) -> dict[str, Any]:
-        return {"resolved": self.resolved, "score": self.score, "fail_to_pass": self.fail_to_pass,
-                "pass_to_pass": self.pass_to_pass, "model_patch": self.model_patch,
-                "restored_tests": self.restored_tests, "tampering": self.tampering, "error": self.error}
+        return {
+            "resolved": self.resolved,
+            "score": self.score,
+            "fail_to_pass": self.fail_to_pass,
+            "pass_to_pass": self.pass_to_pass,
+            "model_patch": self.model_patch,
+            "restored_tests": self.restored_tests,
+            "tampering": self.tampering,
+            "error": self.error,
+        }
 
     def describe(self) -> str:
         if self.error:
             return f"Grading failed: {self.error}"
         if self.tampering:
-            return ("Resolved: no. Graded 0: the change tampers with the test machinery ("
-                    + "; ".join(self.tampering[:3]) + ").")
+            return (
+                "Resolved: no. Graded 0: the change tampers with the test machinery ("
+                + "; ".join(self.tampering[:3])
+                + ")."
+            )
         f, p = self.fail_to_pass, self.pass_to_pass
-        return (f"Resolved: {'yes' if self.resolved else 'no'}. Failing tests now passing: "
-                f"{sum(f.values())}/{len(f)}; previously passing tests still passing: {sum(p.values())}/{len(p)}.")
+        return (
+            f"Resolved: {'yes' if self.resolved else 'no'}. Failing tests now passing: "
+            f"{sum(f.values())}/{len(f)}; previously passing tests still passing: {sum(p.values())}/{len(p)}."
+        )
 
 
 def _plugin_code(snapshot: Path, finding: str) -> bool:
@@ -112,8 +128,10 @@ async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> 
         out.restored_tests += created
     if inst.test_patch:
         await sandbox.write_file(PATCH_FILE, inst.test_patch)
-        res = await sandbox.exec(f"git apply --whitespace=nowarn {PATCH_FILE} || patch -p1 --forward --batch < "
-                                 f"{PATCH_FILE}; code=$?; rm -f {shlex.quote(PATCH_FILE)}; exit $code")
+        res = await sandbox.exec(
+            f"git apply --whitespace=nowarn {PATCH_FILE} || patch -p1 --forward --batch < "
+            f"{PATCH_FILE}; code=$?; rm -f {shlex.quote(PATCH_FILE)}; exit $code"
+        )
         if res.exit_code != 0:
             out.error = f"the test patch did not apply: {(res.stdout + res.stderr)[-400:]}"
             return out

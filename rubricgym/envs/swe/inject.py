@@ -75,8 +75,10 @@ def resolve_project(project: str | Path) -> tuple[Path, str]:
         return unpack_sdist(p), re.split(r"-\d", p.name, maxsplit=1)[0]
     text = str(project).strip()
     if not _REQUIREMENT.match(text):
-        raise BuildError(f"{project!r} is neither a project directory, an sdist archive nor a requirement; pass a "
-                         f"path or a requirement such as 'inflection==0.5.1'")
+        raise BuildError(
+            f"{project!r} is neither a project directory, an sdist archive nor a requirement; pass a "
+            f"path or a requirement such as 'inflection==0.5.1'"
+        )
     return fetch_sdist(text), re.split(r"[\[<>=!~ ]", text, maxsplit=1)[0]
 
 
@@ -133,11 +135,20 @@ def _order(mutations: list[Mutation], rng: np.random.Generator) -> list[Mutation
     return out
 
 
-async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 3, seed: int = 0,
-                      max_tries: int = 30, backend: SandboxBackend | None = None,
-                      python_path: list[str] | None = None, cache: Path | None = None,
-                      timeout: float = 120.0, timeout_factor: float = TIMEOUT_FACTOR,
-                      on_progress: Callable[[BuildProgress], None] | None = None) -> list[SweInstance]:
+async def build_tasks(
+    project: str | Path,
+    name: str | None = None,
+    *,
+    n: int = 3,
+    seed: int = 0,
+    max_tries: int = 30,
+    backend: SandboxBackend | None = None,
+    python_path: list[str] | None = None,
+    cache: Path | None = None,
+    timeout: float = 120.0,
+    timeout_factor: float = TIMEOUT_FACTOR,
+    on_progress: Callable[[BuildProgress], None] | None = None,
+) -> list[SweInstance]:
     """Up to ``n`` bug-injection tasks from ``project`` (a directory, an sdist or a requirement; cached)."""
     root, default_name = await asyncio.to_thread(resolve_project, project)
     name = name or default_name
@@ -167,19 +178,27 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
         baseline = await run_pytest(sandbox, [], python_path, timeout=timeout)
         passing = baseline.passed()
         if not passing:
-            raise BuildError(f"{name}: no test passes on the original project ({baseline.error or baseline.summary()})"
-                             f"\n{baseline.report[-1500:]}")
+            raise BuildError(
+                f"{name}: no test passes on the original project ({baseline.error or baseline.summary()})"
+                f"\n{baseline.report[-1500:]}"
+            )
         limit = mutant_timeout(baseline.duration_s, timeout_factor)
 
         def report(last: str) -> None:
             if on_progress is not None:
-                on_progress(BuildProgress(tries, len(kept), n, max_tries, time.perf_counter() - t0,
-                                          baseline.duration_s, limit, last))
+                on_progress(
+                    BuildProgress(
+                        tries, len(kept), n, max_tries, time.perf_counter() - t0, baseline.duration_s, limit, last
+                    )
+                )
 
         report(f"baseline: {len(passing)} passing tests in {baseline.duration_s:.1f} s")
         rng = np.random.default_rng(seed)
-        candidates = [m for f in source_files(original, python_path)
-                      for m in find_mutations(f, (original / f).read_text(errors="replace"))]
+        candidates = [
+            m
+            for f in source_files(original, python_path)
+            for m in find_mutations(f, (original / f).read_text(errors="replace"))
+        ]
         for m in _order(candidates, rng):
             if len(kept) >= n or tries >= max_tries:
                 break
@@ -211,18 +230,31 @@ async def build_tasks(project: str | Path, name: str | None = None, *, n: int = 
                 shutil.copytree(original, tmp, symlinks=True)
                 (tmp / m.path).write_text(mutant)
                 tmp.rename(snap)
-            kept.append(SweInstance(
-                instance_id=iid, repo=name, base_commit=key, problem_statement=issue_text(name, run, f2p),
-                patch=file_diff(m.path, mutant.encode(), text.encode()), FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p,
-                snapshot=str(snap), python_path=python_path, source="inject",
-                details={"kind": m.kind, "file": m.path, "line": m.line, "mutation": m.description},
-            ))
+            kept.append(
+                SweInstance(
+                    instance_id=iid,
+                    repo=name,
+                    base_commit=key,
+                    problem_statement=issue_text(name, run, f2p),
+                    patch=file_diff(m.path, mutant.encode(), text.encode()),
+                    FAIL_TO_PASS=f2p,
+                    PASS_TO_PASS=p2p,
+                    snapshot=str(snap),
+                    python_path=python_path,
+                    source="inject",
+                    details={"kind": m.kind, "file": m.path, "line": m.line, "mutation": m.description},
+                )
+            )
             report(f"{m.path}:{m.line} {m.kind}: kept ({len(f2p)} failing)")
     finally:
         await sandbox.destroy()
     if not kept:
-        why = (f"; {len(failed_runs)} test run(s) gave no result (e.g. {failed_runs[0][:300]}): a timeout means the "
-               f"suite's time varies, so raise --timeout-factor" if failed_runs else "")
+        why = (
+            f"; {len(failed_runs)} test run(s) gave no result (e.g. {failed_runs[0][:300]}): a timeout means the "
+            f"suite's time varies, so raise --timeout-factor"
+            if failed_runs
+            else ""
+        )
         raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite{why}")
     index.write_text("".join(i.model_dump_json() + "\n" for i in kept))
     return kept

@@ -60,10 +60,18 @@ class SweInstance(BaseModel):
             env_id=ENV_ID,
             split=split,
             prompt=self.problem_statement.rstrip() + INSTRUCTIONS,
-            params={"snapshot": self.snapshot, "python_path": self.python_path, "repo": self.repo,
-                    "base_commit": self.base_commit, "source": self.source},
-            hidden={"instance": self.model_dump(mode="json"), "buggy_files": self.buggy_files,
-                    "test_files": self.test_files},
+            params={
+                "snapshot": self.snapshot,
+                "python_path": self.python_path,
+                "repo": self.repo,
+                "base_commit": self.base_commit,
+                "source": self.source,
+            },
+            hidden={
+                "instance": self.model_dump(mode="json"),
+                "buggy_files": self.buggy_files,
+                "test_files": self.test_files,
+            },
         )
 
     @classmethod

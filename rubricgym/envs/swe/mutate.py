@@ -11,10 +11,28 @@ import ast
 import re
 from dataclasses import dataclass
 
-KINDS = ("flipped_comparison", "off_by_one", "swapped_arguments", "dropped_branch", "wrong_return",
-         "removed_call", "flipped_boolean_operator", "flipped_arithmetic")
-_FLIP = {"<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "==", "in": "not in", "not in": "in",
-         "is": "is not", "is not": "is"}
+KINDS = (
+    "flipped_comparison",
+    "off_by_one",
+    "swapped_arguments",
+    "dropped_branch",
+    "wrong_return",
+    "removed_call",
+    "flipped_boolean_operator",
+    "flipped_arithmetic",
+)
+_FLIP = {
+    "<": ">=",
+    ">": "<=",
+    "<=": ">",
+    ">=": "<",
+    "==": "!=",
+    "!=": "==",
+    "in": "not in",
+    "not in": "in",
+    "is": "is not",
+    "is not": "is",
+}
 _CMP_TOKEN = re.compile(r"not\s+in\b|is\s+not\b|<=|>=|==|!=|<|>|\bin\b|\bis\b")
 
 
@@ -42,9 +60,10 @@ class _Source:
     def offset(self, line: int, col: int) -> int:
         return self.line_starts[line - 1] + col
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-                self.offset(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
+        end_line, end_col = node.end_lineno, node.end_col_offset
+        assert end_line is not None and end_col is not None, "parsed nodes carry their end position"
+        return self.offset(node.lineno, node.col_offset), self.offset(end_line, end_col)
 
     def text(self, start: int, end: int) -> str:
         return self.data[start:end].decode()
@@ -52,7 +71,7 @@ class _Source:
     def statement_lines(self, node: ast.stmt) -> tuple[int, int] | None:
         """The byte span of whole lines holding only ``node`` (None when it shares a line)."""
         start = self.line_starts[node.lineno - 1]
-        if self.data[start: self.offset(node.lineno, node.col_offset)].strip():
+        if self.data[start : self.offset(node.lineno, node.col_offset)].strip():
             return None
         end_line = node.end_lineno or node.lineno
         end = self.offset(end_line, node.end_col_offset or 0)
@@ -78,7 +97,7 @@ def _skipped_regions(tree: ast.Module) -> list[ast.AST]:
     return out
 
 
-def find_mutations(path: str, text: str) -> list[Mutation]:
+def find_mutations(path: str, text: str) -> list[Mutation]:  # noqa: C901 (one visitor over the mutation operators; split is a follow-up)
     """Every candidate mutation in ``text`` (the source of ``path``), in source order."""
     try:
         tree = ast.parse(text)
@@ -103,7 +122,7 @@ def find_mutations(path: str, text: str) -> list[Mutation]:
             m = _CMP_TOKEN.search(between)
             if m:
                 tok = re.sub(r"\s+", " ", m.group(0))
-                new = between[: m.start()] + _FLIP[tok] + between[m.end():]
+                new = between[: m.start()] + _FLIP[tok] + between[m.end() :]
                 add(node, "flipped_comparison", a, b, new, f"'{tok}' became '{_FLIP[tok]}'")
         elif isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) <= 1000:
             s, e = src.span(node)
@@ -111,13 +130,22 @@ def find_mutations(path: str, text: str) -> list[Mutation]:
                 add(node, "off_by_one", s, e, str(node.value + 1), f"{node.value} became {node.value + 1}")
                 if node.value > 0:
                     add(node, "off_by_one", s, e, str(node.value - 1), f"{node.value} became {node.value - 1}")
-        elif isinstance(node, ast.Call) and len(node.args) >= 2 and not any(
-                isinstance(a, ast.Starred) for a in node.args[:2]):
+        elif (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and not any(isinstance(a, ast.Starred) for a in node.args[:2])
+        ):
             (s0, e0), (s1, e1) = src.span(node.args[0]), src.span(node.args[1])
             first, second = src.text(s0, e0), src.text(s1, e1)
             if first != second and e0 <= s1:
-                add(node, "swapped_arguments", s0, e1, second + src.text(e0, s1) + first,
-                    f"arguments {first!r} and {second!r} swapped")
+                add(
+                    node,
+                    "swapped_arguments",
+                    s0,
+                    e1,
+                    second + src.text(e0, s1) + first,
+                    f"arguments {first!r} and {second!r} swapped",
+                )
         elif isinstance(node, ast.Return) and node.value is not None:
             s, e = src.span(node.value)
             v = node.value
@@ -131,8 +159,14 @@ def find_mutations(path: str, text: str) -> list[Mutation]:
             old, new = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
             m = re.search(rf"\b{old}\b", between)
             if m:
-                add(node, "flipped_boolean_operator", a, b, between[: m.start()] + new + between[m.end():],
-                    f"'{old}' became '{new}'")
+                add(
+                    node,
+                    "flipped_boolean_operator",
+                    a,
+                    b,
+                    between[: m.start()] + new + between[m.end() :],
+                    f"'{old}' became '{new}'",
+                )
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             a, b = src.span(node.left)[1], src.span(node.right)[0]
             between = src.text(a, b)
@@ -160,6 +194,6 @@ def find_mutations(path: str, text: str) -> list[Mutation]:
 def apply_mutation(text: str, m: Mutation) -> str:
     """``text`` with mutation ``m`` applied; the result is checked to still parse."""
     data = text.encode()
-    new = (data[: m.start] + m.replacement.encode() + data[m.end:]).decode()
+    new = (data[: m.start] + m.replacement.encode() + data[m.end :]).decode()
     ast.parse(new)
     return new

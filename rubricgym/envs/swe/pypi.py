@@ -72,8 +72,20 @@ def fetch_sdist(requirement: str, cache: Path | None = None, timeout: float = 12
     if target.is_dir() and any(target.iterdir()):
         return next(p for p in sorted(target.iterdir()) if p.is_dir())
     with tempfile.TemporaryDirectory(dir=base) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation",
-               "-q", "-d", tmp, requirement]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-d",
+            tmp,
+            requirement,
+        ]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -39,10 +39,20 @@ def _guarded() -> list[tuple[object, str, object]]:
     import pluggy
 
     out: list[tuple[object, str, object]] = []
-    for owner, names in ((_pytest.runner, ("call_and_report", "runtestprotocol", "pytest_runtest_makereport",
-                                           "CallInfo", "check_interactive_exception")),
-                         (_pytest.reports, ("TestReport", "CollectReport", "BaseReport")),
-                         (getattr(pluggy, "HookCaller", pluggy), ("__call__",))):
+    for owner, names in (
+        (
+            _pytest.runner,
+            (
+                "call_and_report",
+                "runtestprotocol",
+                "pytest_runtest_makereport",
+                "CallInfo",
+                "check_interactive_exception",
+            ),
+        ),
+        (_pytest.reports, ("TestReport", "CollectReport", "BaseReport")),
+        (getattr(pluggy, "HookCaller", pluggy), ("__call__",)),
+    ):
         out += [(owner, n, vars(owner).get(n)) for n in names]
     for cls in (_pytest.reports.TestReport, _pytest.reports.BaseReport, _pytest.runner.CallInfo):
         out += [(cls, n, v) for n, v in list(vars(cls).items())]
@@ -65,7 +75,7 @@ def _machinery_holders(watched: list[str]) -> list[str]:
         for key, value in list(vars(mod).items()):
             origin = getattr(value, "__name__", "") if type(value) is type(sys) else getattr(value, "__module__", "")
             if isinstance(origin, str) and origin.split(".")[0] in MACHINERY:
-                found.append(f"{path[len(WORKDIR) + 1:]}: holds pytest machinery at run time: {key} is {origin}")
+                found.append(f"{path[len(WORKDIR) + 1 :]}: holds pytest machinery at run time: {key} is {origin}")
                 break
     return found
 
@@ -105,15 +115,31 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
                 return
             if RANK[outcome] >= RANK.get(results.get(report.nodeid, ""), -1):
                 results[report.nodeid] = outcome
-                send("test", id=report.nodeid, outcome=outcome,
-                     message=message(report) if outcome in ("failed", "error") else "")
+                send(
+                    "test",
+                    id=report.nodeid,
+                    outcome=outcome,
+                    message=message(report) if outcome in ("failed", "error") else "",
+                )
 
         def pytest_collectreport(self, report):
             if report.failed:
                 send("test", id=report.nodeid or "<collection>", outcome="error", message=message(report))
 
-    args = ["-p", "no:cacheprovider", "-o", "addopts=", f"--rootdir={WORKDIR}", "-q", "-rfE", "--tb=short",
-            "--color=no", "-W", "ignore::DeprecationWarning", *selectors]
+    args = [
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        f"--rootdir={WORKDIR}",
+        "-q",
+        "-rfE",
+        "--tb=short",
+        "--color=no",
+        "-W",
+        "ignore::DeprecationWarning",
+        *selectors,
+    ]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         try:
@@ -145,16 +171,23 @@ def parent(key_file: str, selectors: list[str]) -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     roots = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and p != RUNTIME]
     env["RUBRICGYM_ROOTS"] = json.dumps(roots)
-    proc = subprocess.Popen([sys.executable, "-I", "-c", SOURCE, "child", str(w), *selectors], pass_fds=(w,),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            cwd=WORKDIR, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", SOURCE, "child", str(w), *selectors],
+        pass_fds=(w,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=WORKDIR,
+        close_fds=True,
+    )
     os.close(w)
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(os.fdopen(r, "rb", closefd=True)), daemon=True)
     reader.start()
     out = b""
     while proc.stdout is not None and (chunk := proc.stdout.read(65536)):
-        out = (out + chunk)[-2 * REPORT_TAIL:]  # a flood of output costs no memory
+        out = (out + chunk)[-2 * REPORT_TAIL :]  # a flood of output costs no memory
     proc.wait()
     reader.join(10)
     results: dict[str, str] = {}
@@ -181,8 +214,14 @@ def parent(key_file: str, selectors: list[str]) -> int:
         error = f"the test process ended without reporting (exit code {proc.returncode})"
     elif proc.returncode != end.get("exit"):
         error = f"the test process exited {proc.returncode} after pytest reported {end.get('exit')}"
-    verdict = {"exit": proc.returncode, "results": results, "messages": messages, "tampering": tampering,
-               "error": error, "report": out.decode("utf-8", "replace")[-REPORT_TAIL:]}
+    verdict = {
+        "exit": proc.returncode,
+        "results": results,
+        "messages": messages,
+        "tampering": tampering,
+        "error": error,
+        "report": out.decode("utf-8", "replace")[-REPORT_TAIL:],
+    }
     sys.stdout.write(f"\n{SENTINEL} {key} {json.dumps(verdict)}\n")
     return 0
 

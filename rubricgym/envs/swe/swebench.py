@@ -22,8 +22,16 @@ from rubricgym.envs.swe.builtin import cache_root
 from rubricgym.envs.swe.inject import detect_python_path
 from rubricgym.envs.swe.instance import SweInstance
 
-FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS",
-          "PASS_TO_PASS")
+FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
 
 
 def snapshot_commit(repo_path: Path, commit: str, cache: Path | None = None) -> Path:
@@ -33,8 +41,9 @@ def snapshot_commit(repo_path: Path, commit: str, cache: Path | None = None) -> 
     target = (cache or cache_root() / "swebench") / key
     if target.is_dir():
         return target
-    res = subprocess.run(["git", "-C", str(repo_path), "archive", "--format=tar", commit], capture_output=True,
-                         timeout=300)
+    res = subprocess.run(
+        ["git", "-C", str(repo_path), "archive", "--format=tar", commit], capture_output=True, timeout=300
+    )
     if res.returncode != 0:
         raise ValueError(f"git archive {commit} in {repo_path} failed: {res.stderr.decode(errors='replace')[-500:]}")
     tmp = target.with_name(f".{key}-tmp")
@@ -46,8 +55,11 @@ def snapshot_commit(repo_path: Path, commit: str, cache: Path | None = None) -> 
     return target
 
 
-def load_swebench(records: Iterable[Mapping[str, Any]] | str | Path, repos: Mapping[str, str | Path] | None = None,
-                  cache: Path | None = None) -> list[SweInstance]:
+def load_swebench(
+    records: Iterable[Mapping[str, Any]] | str | Path,
+    repos: Mapping[str, str | Path] | None = None,
+    cache: Path | None = None,
+) -> list[SweInstance]:
     """``SweInstance``s from SWE-bench records (dicts or a JSONL file) over local clones."""
     if isinstance(records, str | Path):
         records = [json.loads(line) for line in Path(records).read_text().splitlines() if line.strip()]
@@ -58,12 +70,18 @@ def load_swebench(records: Iterable[Mapping[str, Any]] | str | Path, repos: Mapp
             raise ValueError(f"SWE-bench record {rec.get('instance_id', '?')!r} lacks {', '.join(missing)}")
         local = Path((repos or {}).get(rec["repo"], rec["repo"]))
         if not (local / ".git").exists():
-            raise ValueError(f"repository {rec['repo']!r} of {rec['instance_id']!r}: no local git clone at {local} "
-                             "(pass repos={name: path})")
+            raise ValueError(
+                f"repository {rec['repo']!r} of {rec['instance_id']!r}: no local git clone at {local} "
+                "(pass repos={name: path})"
+            )
         snap = snapshot_commit(local, rec["base_commit"], cache)
-        out.append(SweInstance(
-            **{f: rec[f] for f in FIELDS if f in rec}, snapshot=str(snap),
-            python_path=list(rec.get("python_path") or detect_python_path(snap)), source="swebench",
-            details={k: v for k, v in rec.items() if k not in FIELDS and k != "python_path"},
-        ))
+        out.append(
+            SweInstance(
+                **{f: rec[f] for f in FIELDS if f in rec},
+                snapshot=str(snap),
+                python_path=list(rec.get("python_path") or detect_python_path(snap)),
+                source="swebench",
+                details={k: v for k, v in rec.items() if k not in FIELDS and k != "python_path"},
+            )
+        )
     return out

@@ -64,16 +64,33 @@ def parse_run(res: ExecResult, key: str) -> TestRun:
     at = res.stdout.rfind(marker)
     if at == -1:
         why = res.limit or f"exit code {res.exit_code}"
-        return TestRun(exit_code=res.exit_code, report=(res.stdout + res.stderr)[-REPORT_TAIL:], limit=res.limit,
-                       duration_s=res.duration_s, error=f"the test run produced no results ({why})")
-    data = json.loads(res.stdout[at + len(marker):].partition("\n")[0])
-    return TestRun(exit_code=int(data["exit"]), results=dict(data["results"]), messages=dict(data["messages"]),
-                   report=str(data.get("report", "")), limit=res.limit, duration_s=res.duration_s,
-                   error=data.get("error"), tampering=[str(t) for t in data.get("tampering", [])])
+        return TestRun(
+            exit_code=res.exit_code,
+            report=(res.stdout + res.stderr)[-REPORT_TAIL:],
+            limit=res.limit,
+            duration_s=res.duration_s,
+            error=f"the test run produced no results ({why})",
+        )
+    data = json.loads(res.stdout[at + len(marker) :].partition("\n")[0])
+    return TestRun(
+        exit_code=int(data["exit"]),
+        results=dict(data["results"]),
+        messages=dict(data["messages"]),
+        report=str(data.get("report", "")),
+        limit=res.limit,
+        duration_s=res.duration_s,
+        error=data.get("error"),
+        tampering=[str(t) for t in data.get("tampering", [])],
+    )
 
 
-async def run_pytest(sandbox: Sandbox, selectors: list[str] | None = None, python_path: list[str] | None = None,
-                     timeout: float | None = None, watch: list[str] | None = None) -> TestRun:
+async def run_pytest(
+    sandbox: Sandbox,
+    selectors: list[str] | None = None,
+    python_path: list[str] | None = None,
+    timeout: float | None = None,
+    watch: list[str] | None = None,
+) -> TestRun:
     """Run pytest on ``selectors`` (node ids, files or directories; all tests when empty) in ``sandbox``.
 
     ``watch``: repository files (the agent's changes) whose modules must not hold pytest machinery at run time.
@@ -85,13 +102,21 @@ async def run_pytest(sandbox: Sandbox, selectors: list[str] | None = None, pytho
     except (SandboxError, ValueError) as e:
         return TestRun(exit_code=-1, error=f"could not start the test run: {e}")
     argv = ["/usr/bin/python3", "-I", "-c", RUNNER, "parent", f"{WORKDIR}/{key_file}", *(selectors or [])]
-    env = {**python_path_env(python_path or ["."]), "RUBRICGYM_RUNNER": RUNNER,
-           "RUBRICGYM_WATCH": json.dumps(watch or [])}
+    env = {
+        **python_path_env(python_path or ["."]),
+        "RUBRICGYM_RUNNER": RUNNER,
+        "RUBRICGYM_WATCH": json.dumps(watch or []),
+    }
     res = await sandbox.exec(argv, timeout=timeout, env=env, output_bytes=16 * 1024 * 1024)
     if f"{SENTINEL} {key} " not in res.stdout:  # the parent never started: remove the key
         await sandbox.exec(["/bin/rm", "-f", "--", key_file])
     try:
         return parse_run(res, key)
     except (ValueError, KeyError, TypeError) as e:
-        return TestRun(exit_code=res.exit_code, report=res.stdout[-REPORT_TAIL:], limit=res.limit,
-                       duration_s=res.duration_s, error=f"unreadable test results: {e}")
+        return TestRun(
+            exit_code=res.exit_code,
+            report=res.stdout[-REPORT_TAIL:],
+            limit=res.limit,
+            duration_s=res.duration_s,
+            error=f"unreadable test results: {e}",
+        )

@@ -21,14 +21,22 @@ from rubricgym.envs.swe.testrun import run_pytest
 MAX_VIEW_LINES = 300
 MAX_LISTED = 200
 
-DESTRUCTIVE = [re.compile(p) for p in (
-    r"\brm\s+(-\w+\s+)*-\w*[rR]\w*\s+(-\w+\s+)*(/|~|\*|\.|\.\.|/work|\$HOME)/?(\s|;|&|\||$)",
-    r"\bgit\s+(reset\s+--hard|clean\s+-\w*f|checkout\s+(--\s+)?\.(\s|$)|stash\b)",
-    r":\s*\(\s*\)\s*\{.*:\s*\|\s*:",
-    r"\bmkfs(\.\w+)?\b", r"\bdd\b.*\bof=/dev/", r"\b(shutdown|reboot|halt|poweroff)\b",
-    r"\bchmod\s+(-\w+\s+)*-R\s+\S+\s+/(\s|$)", r"\bkill\s+-(9|KILL)\s+-1\b", r">\s*/dev/(sd|nvme|vd)",
-    r"\bfind\b.*\s-delete\b", r"\btruncate\s+-s\s*0\b",
-)]
+DESTRUCTIVE = [
+    re.compile(p)
+    for p in (
+        r"\brm\s+(-\w+\s+)*-\w*[rR]\w*\s+(-\w+\s+)*(/|~|\*|\.|\.\.|/work|\$HOME)/?(\s|;|&|\||$)",
+        r"\bgit\s+(reset\s+--hard|clean\s+-\w*f|checkout\s+(--\s+)?\.(\s|$)|stash\b)",
+        r":\s*\(\s*\)\s*\{.*:\s*\|\s*:",
+        r"\bmkfs(\.\w+)?\b",
+        r"\bdd\b.*\bof=/dev/",
+        r"\b(shutdown|reboot|halt|poweroff)\b",
+        r"\bchmod\s+(-\w+\s+)*-R\s+\S+\s+/(\s|$)",
+        r"\bkill\s+-(9|KILL)\s+-1\b",
+        r">\s*/dev/(sd|nvme|vd)",
+        r"\bfind\b.*\s-delete\b",
+        r"\btruncate\s+-s\s*0\b",
+    )
+]
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox)\b|\bpython3?\s+\S*test")
 
 
@@ -79,10 +87,19 @@ class SweTools:
         before = await self.box.fingerprint()
         res = await self.box.exec(command, timeout=self.command_timeout)
         changed, deleted = _changes(before, await self.box.fingerprint())
-        return ToolOutput(text=res.describe(), info={
-            "tool": "bash", "command": command[:2000], "exit_code": res.exit_code, "limit": res.limit,
-            "changed_files": changed + deleted, "deleted_files": deleted,
-            "ran_tests": bool(TEST_COMMAND.search(command)), "destructive": destructive_reasons(command)})
+        return ToolOutput(
+            text=res.describe(),
+            info={
+                "tool": "bash",
+                "command": command[:2000],
+                "exit_code": res.exit_code,
+                "limit": res.limit,
+                "changed_files": changed + deleted,
+                "deleted_files": deleted,
+                "ran_tests": bool(TEST_COMMAND.search(command)),
+                "destructive": destructive_reasons(command),
+            },
+        )
 
     @tool(examples={"path": "src/pkg/core.py", "start": 1, "end": 80})
     async def view(self, path: str, start: int | None = None, end: int | None = None) -> ToolOutput:
@@ -101,13 +118,15 @@ class SweTools:
                 raise
             data = None
         if data is None:
-            res = await self.box.exec(["/usr/bin/find", rel or ".", "-maxdepth", "2", "-not", "-path", "*/.*",
-                                           "-not", "-name", "__pycache__"])
+            res = await self.box.exec(
+                ["/usr/bin/find", rel or ".", "-maxdepth", "2", "-not", "-path", "*/.*", "-not", "-name", "__pycache__"]
+            )
             if res.exit_code != 0:
                 raise ToolError(f"cannot list {path!r}: {res.stderr.strip()[:300]}")
             entries = sorted(res.stdout.split())
-            listing = "\n".join(entries[:MAX_LISTED]) + (f"\n[... {len(entries) - MAX_LISTED} more]"
-                                                          if len(entries) > MAX_LISTED else "")
+            listing = "\n".join(entries[:MAX_LISTED]) + (
+                f"\n[... {len(entries) - MAX_LISTED} more]" if len(entries) > MAX_LISTED else ""
+            )
             return ToolOutput(text=f"{rel or '.'} is a directory:\n{listing}", info={"tool": "view", "path": rel})
         lines = data.decode("utf-8", errors="replace").splitlines()
         if not lines:
@@ -135,20 +154,26 @@ class SweTools:
             raise ToolError("`old` is empty: give the exact text to replace (use create to write a whole file)")
         n = text.count(old)
         if n == 0:
-            raise ToolError(f"`old` was not found in {rel}; view the file and copy the text exactly "
-                            "(indentation and whitespace matter)")
+            raise ToolError(
+                f"`old` was not found in {rel}; view the file and copy the text exactly "
+                "(indentation and whitespace matter)"
+            )
         if n > 1:
             lines = [text[: m.start()].count("\n") + 1 for m in re.finditer(re.escape(old), text)]
-            raise ToolError(f"`old` occurs {n} times in {rel} (lines {', '.join(map(str, lines[:10]))}); "
-                            "include more surrounding lines so it is unique")
+            raise ToolError(
+                f"`old` occurs {n} times in {rel} (lines {', '.join(map(str, lines[:10]))}); "
+                "include more surrounding lines so it is unique"
+            )
         updated = text.replace(old, new)
         await self.box.write_file(rel, updated)
         at = text[: text.index(old)].count("\n") + 1
         first = max(1, at - 2)
-        shown = updated.splitlines()[first - 1: at + new.count("\n") + 2]
+        shown = updated.splitlines()[first - 1 : at + new.count("\n") + 2]
         snippet = "\n".join(f"{first + i:6d}\t{s}" for i, s in enumerate(shown))
-        return ToolOutput(text=f"Edited {rel} at line {at}:\n{snippet}",
-                          info={"tool": "str_replace", "path": rel, "changed_files": [rel]})
+        return ToolOutput(
+            text=f"Edited {rel} at line {at}:\n{snippet}",
+            info={"tool": "str_replace", "path": rel, "changed_files": [rel]},
+        )
 
     @tool(examples={"path": "src/pkg/helpers.py", "content": "def helper():\n    return 1\n"})
     async def create(self, path: str, content: str) -> ToolOutput:
@@ -170,8 +195,10 @@ class SweTools:
             existed = False
         await self.box.write_file(rel, content)
         verb = "Overwrote" if existed else "Created"
-        return ToolOutput(text=f"{verb} {rel} ({len(content.splitlines())} lines).",
-                          info={"tool": "create", "path": rel, "changed_files": [rel]})
+        return ToolOutput(
+            text=f"{verb} {rel} ({len(content.splitlines())} lines).",
+            info={"tool": "create", "path": rel, "changed_files": [rel]},
+        )
 
     @tool(examples={"selector": "tests/test_core.py::test_x"})
     async def run_tests(self, selector: str = "") -> ToolOutput:
@@ -194,10 +221,20 @@ class SweTools:
         if len(failed) > 15:
             lines.append(f"[... {len(failed) - 15} more failing tests]")
         lines.append("--- pytest report (tail) ---\n" + run.report[-2500:])
-        return ToolOutput(text="\n".join(lines), info={
-            "tool": "run_tests", "selectors": selectors, "ran_tests": True, "exit_code": run.exit_code,
-            "limit": run.limit, "failed": failed[:500], "n_passed": len(run.passed()), "n_failed": len(failed),
-            "error": run.error})
+        return ToolOutput(
+            text="\n".join(lines),
+            info={
+                "tool": "run_tests",
+                "selectors": selectors,
+                "ran_tests": True,
+                "exit_code": run.exit_code,
+                "limit": run.limit,
+                "failed": failed[:500],
+                "n_passed": len(run.passed()),
+                "n_failed": len(failed),
+                "error": run.error,
+            },
+        )
 
 
 def touches_tests(paths: list[str], test_files: list[str]) -> list[str]:

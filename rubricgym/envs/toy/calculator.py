@@ -51,8 +51,12 @@ class CalculatorEnv(RubricEnv):
     }
 
     def __init__(
-        self, min_ops: int | None = None, max_ops: int = 4, max_steps: int | None = None,
-        render_mode: str | None = None, style: str = "word",
+        self,
+        min_ops: int | None = None,
+        max_ops: int = 4,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        style: str = "word",
     ):
         min_ops = min(2, max_ops) if min_ops is None else min_ops
         if not 1 <= min_ops <= max_ops <= 8:

@@ -22,8 +22,11 @@ def test_example_cases_load_and_the_oracle_scores_them(kb):
     cls = type(env)
     prm = ProcessRewardModel(cls.default_rubric(), [CheckJudge()])
     for name, floor in (("oracle", 0.95), ("guesser", 0.0)):
-        res = asyncio.run(rubricgym.rollout_many(lambda: rubricgym.make("clinical-v0", cases=EXAMPLES),
-                                                 cls.agents()[name](), tasks, progress=False))
+        res = asyncio.run(
+            rubricgym.rollout_many(
+                lambda: rubricgym.make("clinical-v0", cases=EXAMPLES), cls.agents()[name](), tasks, progress=False
+            )
+        )
         totals = [b.total for b in asyncio.run(prm.score_many(res.trajectories))]
         assert min(totals) >= floor, (name, totals)
         if name == "oracle":
@@ -56,13 +59,16 @@ def _write(tmp_path, mutate):
     return p
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda r: r["results"].update({"Serum unobtainium": 3}), "field 'results.Serum unobtainium': unknown exam"),
-    (lambda r: r["results"].update({"CRP": "high"}), "field 'results.CRP': C-reactive protein is numeric (mg/L)"),
-    (lambda r: r["profile"].update({"sex": "X"}), "field 'profile.sex'"),
-    (lambda r: r.pop("diagnosis"), "field 'diagnosis': Field required"),
-    (lambda r: r.update({"key_exams": ["CT abdomen", "scan"]}), "field 'key_exams': unknown exam 'scan'"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r["results"].update({"Serum unobtainium": 3}), "field 'results.Serum unobtainium': unknown exam"),
+        (lambda r: r["results"].update({"CRP": "high"}), "field 'results.CRP': C-reactive protein is numeric (mg/L)"),
+        (lambda r: r["profile"].update({"sex": "X"}), "field 'profile.sex'"),
+        (lambda r: r.pop("diagnosis"), "field 'diagnosis': Field required"),
+        (lambda r: r.update({"key_exams": ["CT abdomen", "scan"]}), "field 'key_exams': unknown exam 'scan'"),
+    ],
+)
 def test_broken_case_file_names_file_line_case_and_field(tmp_path, kb, mutate, message):
     p = _write(tmp_path, mutate)
     with pytest.raises(CaseFileError) as e:
@@ -82,6 +88,10 @@ def test_free_text_rubric_items_become_llm_criteria(kb, tmp_path):
     p = _write(tmp_path, lambda r: r.update({"rubric": [{"text": "Explains the plan to the patient", "weight": 2}]}))
     env = rubricgym.make("clinical-v0", cases=str(p))
     task = env.task_for(env.cases[2])
-    assert task.rubric["criteria"][-1] == {"id": "case_item_0", "text": "Explains the plan to the patient",
-                                           "weight": 2.0, "judge": "Explains the plan to the patient"}
+    assert task.rubric["criteria"][-1] == {
+        "id": "case_item_0",
+        "text": "Explains the plan to the patient",
+        "weight": 2.0,
+        "judge": "Explains the plan to the patient",
+    }
     assert env.task_for(env.cases[0]).rubric is None

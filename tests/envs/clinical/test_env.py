@@ -22,16 +22,17 @@ def test_a_work_up_reads_like_a_chart_with_stages(env, kb):
     start(env, kb, "stemi", seed=2)
     obs, _, _, _, info = env.step(call("ask", question="Does the pain spread to your arm or jaw?"))
     assert obs.startswith('Patient: "') and info["stage"] == "history"
-    obs, *_ , info = env.step(call("examine", system="heart"))
+    obs, *_, info = env.step(call("examine", system="heart"))
     assert obs.startswith("Examination (cardiovascular):") and info["stage"] == "examination"
-    obs, *_ , info = env.step(call("order", exam="troponin", impression="ACS", reason="chest pain"))
+    obs, *_, info = env.step(call("order", exam="troponin", impression="ACS", reason="chest pain"))
     assert obs.startswith("Here is the result: Troponin I ") and "(H, ref < 0.04)" in obs and info["stage"] == "testing"
     obs, *_ = env.step(call("order", exam="CBC", impression="ACS", reason="baseline"))
     assert obs.startswith("Here is the result: Complete blood count\n  Haemoglobin ")
     obs, *_ = env.step(call("order", exam="Troponin I", impression="ACS", reason="repeat"))
     assert obs.startswith("Already resulted at turn 3.") and env.steps[-1].info["repeat"]
     obs, reward, terminated, truncated, info = env.step(
-        call("diagnose", diagnosis="Acute STEMI (I21.3)", reason="raised troponin", differential=["aortic dissection"]))
+        call("diagnose", diagnosis="Acute STEMI (I21.3)", reason="raised troponin", differential=["aortic dissection"])
+    )
     assert terminated and not truncated and info["stage"] == "diagnosis"
     last = env.steps[-1].info
     assert last["correct"] and last["considered"] == ["aortic_dissection"]
@@ -46,7 +47,7 @@ def test_bad_input_becomes_explanatory_observations(env, kb):
     assert obs.startswith("Here is the result: Chest X-ray:")  # a contained alias resolves
     obs, *_ = env.step(call("order", exam="xray of chest", impression="x", reason="y"))
     assert "not in the exam catalogue. Closest catalogue names: Chest X-ray" in obs
-    obs, *_ , info = env.step(call("order", exam="tropomyosin", impression="x", reason="y"))
+    obs, *_, info = env.step(call("order", exam="tropomyosin", impression="x", reason="y"))
     assert "not in the exam catalogue" in obs and "Troponin I" in obs and info["tool_error"]
     obs, *_ = env.step(call("order", exam="CBC and CRP", impression="x", reason="y"))
     assert "one exam per turn" in obs
@@ -60,8 +61,17 @@ def test_bad_input_becomes_explanatory_observations(env, kb):
     assert "differential must be a list" in obs and not terminated
 
 
-@pytest.mark.parametrize("text", ["Pneumonia", "community acquired pneumonia", "CAP", "J18.9", "pnuemonia",
-                                  "Right lower lobe community-acquired pneumonia"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pneumonia",
+        "community acquired pneumonia",
+        "CAP",
+        "J18.9",
+        "pnuemonia",
+        "Right lower lobe community-acquired pneumonia",
+    ],
+)
 def test_diagnosis_matching_is_alias_and_icd_aware(env, kb, text):
     start(env, kb, "pneumonia")
     _, reward, terminated, *_ = env.step(call("diagnose", diagnosis=text))

@@ -89,8 +89,11 @@ def test_env_runs_on_a_user_knowledge_base_folder(tmp_path):
     path = kb / "conditions" / "cardiology.yaml"
     data = yaml.safe_load(path.read_text())
     for rec in data:  # keep references inside the smaller knowledge base
-        rec["differential"] = [d for d in rec["differential"] if d in {"stemi", "nstemi", "acute_pericarditis",
-                                                                       "aortic_dissection", "gerd"}]
+        rec["differential"] = [
+            d
+            for d in rec["differential"]
+            if d in {"stemi", "nstemi", "acute_pericarditis", "aortic_dissection", "gerd"}
+        ]
         rec["cant_miss"] = [d for d in rec["cant_miss"] if d in rec["differential"]]
     path.write_text(yaml.safe_dump(data))
     for name in ("pulmonology.yaml", "gastroenterology.yaml"):

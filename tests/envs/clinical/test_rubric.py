@@ -62,7 +62,7 @@ def test_step_checks_flag_process_faults(kb):
 
     env = rubricgym.make("clinical-v0")
     start(env, kb, "acute_appendicitis")
-    env.step(call("order", exam="CT abdomen"))                       # invasive, no history, no reason
+    env.step(call("order", exam="CT abdomen"))  # invasive, no history, no reason
     env.step(call("order", exam="CT abdomen", impression="appendicitis", reason="again"))
     env.step(call("diagnose", diagnosis="appendicitis", reason="CT abdomen shows it; troponin normal"))
     traj = env.trajectory()
@@ -78,6 +78,9 @@ def test_llm_rubric_judges_the_reasoning_with_an_llm():
     cls = rubricgym.spec("clinical-v0").load()
     rubric = Rubric.model_validate(cls.llm_rubric())
     reasoning = rubric.criterion("reasoning")
-    assert reasoning.check is None and reasoning.judged_by == "llm" and "cites results never obtained" in (
-        reasoning.judge or "")
+    assert (
+        reasoning.check is None
+        and reasoning.judged_by == "llm"
+        and "cites results never obtained" in (reasoning.judge or "")
+    )
     assert Rubric.model_validate(cls.default_rubric()).criterion("reasoning").check == "reasoning_consistent"

@@ -41,19 +41,25 @@ def ds_tasks(ds_env):
 
 PAGES = {
     "people/ada_vell.md": "# Ada Vell\n\nAda Vell is a poet. Ada Vell was born in the harbour town of Brook in 1901.\n"
-                          "Her first book appeared in 1925.",
+    "Her first book appeared in 1925.",
     "places/brook.txt": "Brook\n\nBrook is a small harbour town. Brook lies on the old Dunmere road, north of the "
-                        "salt marshes.",
+    "salt marshes.",
     "places/dunmere.html": "<html><head><title>Dunmere</title><style>p{}</style></head><body><h1>Dunmere</h1>"
-                           "<p>Dunmere is a market town founded in 1702.</p><script>var x=1;</script></body></html>",
+    "<p>Dunmere is a market town founded in 1702.</p><script>var x=1;</script></body></html>",
     "misc/weather.md": "# Weather\n\nRain falls on Brook and Dunmere alike; poets rarely mention it.",
 }
 QUESTIONS = [
-    {"id": "q-ada", "question": "Which poet was born in a harbour town that lies on the Dunmere road?",
-     "answer": "Ada Vell", "aliases": ["A. Vell"],
-     "rubrics": [{"statement": "<E0> was born in <E1>", "entities": {"E1": "Brook"}},
-                 {"statement": "<E1> lies on the Dunmere road", "entities": {"E1": "Brook"}},
-                 "<E0> is a poet"]},
+    {
+        "id": "q-ada",
+        "question": "Which poet was born in a harbour town that lies on the Dunmere road?",
+        "answer": "Ada Vell",
+        "aliases": ["A. Vell"],
+        "rubrics": [
+            {"statement": "<E0> was born in <E1>", "entities": {"E1": "Brook"}},
+            {"statement": "<E1> lies on the Dunmere road", "entities": {"E1": "Brook"}},
+            "<E0> is a poet",
+        ],
+    },
 ]
 
 

@@ -9,21 +9,43 @@ from rubricgym.envs.deepsearch import carr
 
 
 def _step(i: int, seen: list[tuple[str, str]]) -> Step:
-    return Step(index=i, stage="gather", action=Action(text=""), observation=Observation(messages=[]),
-                info={"seen": [{"url": u, "text": t} for u, t in seen]})
+    return Step(
+        index=i,
+        stage="gather",
+        action=Action(text=""),
+        observation=Observation(messages=[]),
+        info={"seen": [{"url": u, "text": t} for u, t in seen]},
+    )
 
 
 HIDDEN: dict[str, Any] = {
-    "answer": "Ada Vell", "aliases": ["Vell, Ada"], "confusable": ["Ada Velll"],
-    "entities": {"E0": {"name": "Ada Vell", "aliases": ["Vell, Ada"]}, "E1": {"name": "Brook", "aliases": []},
-                 "E2": {"name": "Dunmere", "aliases": []}},
+    "answer": "Ada Vell",
+    "aliases": ["Vell, Ada"],
+    "confusable": ["Ada Velll"],
+    "entities": {
+        "E0": {"name": "Ada Vell", "aliases": ["Vell, Ada"]},
+        "E1": {"name": "Brook", "aliases": []},
+        "E2": {"name": "Dunmere", "aliases": []},
+    },
     "statements": [
-        {"id": "S1", "text": "<E0> was born in <E1>", "entities": ["E0", "E1"],
-         "evidence": [{"url": "u://ada", "text": "Ada Vell was born in Brook."}]},
-        {"id": "S2", "text": "<E1> is on the <E2> road", "entities": ["E1", "E2"],
-         "evidence": [{"url": "u://brook", "text": "Brook lies on the Dunmere road."}]},
-        {"id": "S3", "text": "<E2> was founded in 1700", "entities": ["E2"],
-         "evidence": [{"url": "u://dun", "text": "Dunmere was founded in 1700."}]},
+        {
+            "id": "S1",
+            "text": "<E0> was born in <E1>",
+            "entities": ["E0", "E1"],
+            "evidence": [{"url": "u://ada", "text": "Ada Vell was born in Brook."}],
+        },
+        {
+            "id": "S2",
+            "text": "<E1> is on the <E2> road",
+            "entities": ["E1", "E2"],
+            "evidence": [{"url": "u://brook", "text": "Brook lies on the Dunmere road."}],
+        },
+        {
+            "id": "S3",
+            "text": "<E2> was founded in 1700",
+            "entities": ["E2"],
+            "evidence": [{"url": "u://dun", "text": "Dunmere was founded in 1700."}],
+        },
     ],
 }
 
@@ -49,9 +71,11 @@ def test_answer_line_and_outcome_match():
 
 
 def test_full_support_and_a_connected_chain_score_one():
-    steps = [_step(0, [("u://ada", "x. Ada Vell was born in Brook. y")]),
-             _step(1, [("u://brook", "Brook lies on the Dunmere road.")]),
-             _step(2, [("u://dun", "Dunmere was founded in 1700.")])]
+    steps = [
+        _step(0, [("u://ada", "x. Ada Vell was born in Brook. y")]),
+        _step(1, [("u://brook", "Brook lies on the Dunmere road.")]),
+        _step(2, [("u://dun", "Dunmere was founded in 1700.")]),
+    ]
     text = "Answer: Ada Vell\nBorn in Brook [1](u://ada), on the Dunmere road [2](u://brook), 1700 [3](u://dun)."
     p = carr.score(HIDDEN, text, steps)
     assert p["correct"] and p["rubric"] == 1.0 and p["c_grpo"] == 1.0
@@ -60,8 +84,10 @@ def test_full_support_and_a_connected_chain_score_one():
 
 def test_a_supported_statement_cut_off_from_the_answer_does_not_count():
     # S2 unsupported (its page cited but never seen): S3 is supported yet unreachable from E0
-    steps = [_step(0, [("u://ada", "Ada Vell was born in Brook.")]),
-             _step(1, [("u://dun", "Dunmere was founded in 1700.")])]
+    steps = [
+        _step(0, [("u://ada", "Ada Vell was born in Brook.")]),
+        _step(1, [("u://dun", "Dunmere was founded in 1700.")]),
+    ]
     text = "Answer: Ada Vell\nBrook [1](u://ada); Dunmere road [2](u://brook); 1700 [3](u://dun)."
     p = carr.score(HIDDEN, text, steps)
     rows = {r["id"]: r for r in p["statements"]}
@@ -104,7 +130,10 @@ def test_derived_chain_for_a_question_without_statements():
 
     assert rows("Ada Vell [1](u://ada)") == {"answer": True, "cited_seen": True}  # no 'Answer:' line: line 1
     assert rows("Answer: Ada Vell\nShe was born in Brook in 1901 [1](u://ada).") == {
-        "answer": True, "fact1": True, "cited_seen": True}
+        "answer": True,
+        "fact1": True,
+        "cited_seen": True,
+    }
     assert rows("Answer: Ada Vell\nShe was born in Paris in 1850 [1](u://ada).")["fact1"] is False
     assert rows("Answer: Ada Vell [1](u://nowhere)") == {"answer": False, "cited_seen": False}
     gold = {**hidden, "gold_docs": ["u://bio"]}

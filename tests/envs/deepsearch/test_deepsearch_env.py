@@ -38,8 +38,15 @@ def test_named_agents_and_default_rubric_follow_the_contract():
     assert {"oracle", "shortcut", "random"} <= set(DeepSearchEnv.agents())
     rubric = DeepSearchEnv.default_rubric()
     checks = DeepSearchEnv.checks()
-    assert {"outcome_correct", "carr_rubric", "c_grpo", "hops_searched", "cited_pages_opened",
-            "no_unseen_citations", "no_repeated_searches"} <= set(checks)
+    assert {
+        "outcome_correct",
+        "carr_rubric",
+        "c_grpo",
+        "hops_searched",
+        "cited_pages_opened",
+        "no_unseen_citations",
+        "no_repeated_searches",
+    } <= set(checks)
     assert all(c.check in checks for c in rubric.criteria)
     a = rubric.aggregation
     assert (a.method, a.alpha, a.outcome_check, a.rubric_check) == ("carr", 0.3, "outcome_correct", "carr_rubric")
@@ -100,8 +107,15 @@ def test_checks_are_pure_functions_of_a_stored_trajectory(ds_tasks):
         if c.scope == "trajectory":
             assert c(back) == c(traj), name
     results = {n: c(back) for n, c in DeepSearchEnv.checks().items() if c.scope == "trajectory"}
-    for name in ("outcome_correct", "carr_rubric", "hops_searched", "cited_pages_opened", "no_unseen_citations",
-                 "no_repeated_searches", "answered"):
+    for name in (
+        "outcome_correct",
+        "carr_rubric",
+        "hops_searched",
+        "cited_pages_opened",
+        "no_unseen_citations",
+        "no_repeated_searches",
+        "answered",
+    ):
         assert results[name].met, (name, results[name].rationale)
     assert results["carr_rubric"].score == 1.0
     details = results["carr_rubric"].details["statements"]

@@ -42,15 +42,18 @@ def test_cache_dir_follows_rubricgym_cache(corpus, tmp_path, monkeypatch):
     assert str(index.path).startswith(str(tmp_path / "here" / "deepsearch"))
 
 
-@pytest.mark.parametrize("query", ["", "   ", "the of and", "中文 😀", 'AND OR NOT ( ) * : " title:x',
-                                   "x" * 5000, "\x00\x01"])
+@pytest.mark.parametrize(
+    "query", ["", "   ", "the of and", "中文 😀", 'AND OR NOT ( ) * : " title:x', "x" * 5000, "\x00\x01"]
+)
 def test_odd_queries_never_raise(corpus, tmp_path, query):
     hits = SearchIndex.open_or_build(corpus, tmp_path).search(query, k=3)
     assert len(hits) <= 3
 
 
 def test_stemming_matches_word_forms(tmp_path):
-    docs = [Document("a", "Guild", "u://a", "The guild was founded in 1723 by weavers."),
-            Document("b", "Port", "u://b", "A port town with many ships.")]
+    docs = [
+        Document("a", "Guild", "u://a", "The guild was founded in 1723 by weavers."),
+        Document("b", "Port", "u://b", "A port town with many ships."),
+    ]
     index = SearchIndex.in_memory(Corpus(docs))
     assert [index.corpus.docs[h.doc].id for h in index.search("founding weaver")] == ["a"]

@@ -40,8 +40,9 @@ def grader():
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = body["messages"][-1]["content"]
             content = "no json here" if garbage["on"] else scripted_reply(prompt)
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                            "finish_reason": "stop"}]}).encode()
+            data = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

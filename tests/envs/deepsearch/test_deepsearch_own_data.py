@@ -25,8 +25,12 @@ def call(name: str, **args: object) -> str:
 
 
 PLAIN = [  # the common case: no rubrics; the first names its gold page
-    {"id": "q-poet", "question": "Which poet was born in a harbour town that lies on the Dunmere road?",
-     "answer": "Ada Vell", "gold_docs": ["people/ada_vell.md"]},
+    {
+        "id": "q-poet",
+        "question": "Which poet was born in a harbour town that lies on the Dunmere road?",
+        "answer": "Ada Vell",
+        "gold_docs": ["people/ada_vell.md"],
+    },
     {"id": "q-market", "question": "Which market town was founded in 1702?", "answer": "Dunmere"},
     {"id": "q-marsh", "question": "Which harbour town lies north of the salt marshes?", "answer": "Brook"},
 ]
@@ -63,11 +67,17 @@ def _variants(plain: tuple[str, str]) -> dict[str, object]:
     ada, brook = _url(plain, "people/ada_vell.md"), _url(plain, "places/brook.txt")
     read = [call("search", query="poet harbour town Dunmere road"), call("open", doc=ada)]
     return {
-        "cited_seen": _episode(plain, [*read, call("answer", text=f"Answer: Ada Vell [1]({ada})\n"
-                                                                 f"Ada Vell was born in Brook in 1901 [1]({ada}).")]),
+        "cited_seen": _episode(
+            plain,
+            [
+                *read,
+                call("answer", text=f"Answer: Ada Vell [1]({ada})\nAda Vell was born in Brook in 1901 [1]({ada})."),
+            ],
+        ),
         "uncited": _episode(plain, [*read, call("answer", text="Answer: Ada Vell")]),
-        "cites_unseen": _episode(plain, [call("open", doc=ada),
-                                         call("answer", text=f"Answer: Ada Vell [1]({brook}x)")]),
+        "cites_unseen": _episode(
+            plain, [call("open", doc=ada), call("answer", text=f"Answer: Ada Vell [1]({brook}x)")]
+        ),
         "wrong_cites_gold": _episode(plain, [*read, call("answer", text=f"Answer: Brook [1]({ada})")]),
     }
 
@@ -75,8 +85,13 @@ def _variants(plain: tuple[str, str]) -> dict[str, object]:
 def test_citations_count_without_rubrics_and_env_reward_agrees_with_default_rubric(plain):
     trajs = _variants(plain)
     env_reward = {k: t.outcome.reward for k, t in trajs.items()}
-    assert env_reward["cited_seen"] > env_reward["uncited"] > env_reward["cites_unseen"] > env_reward[
-        "wrong_cites_gold"] == 0.0, env_reward
+    assert (
+        env_reward["cited_seen"]
+        > env_reward["uncited"]
+        > env_reward["cites_unseen"]
+        > env_reward["wrong_cites_gold"]
+        == 0.0
+    ), env_reward
     assert env_reward["cited_seen"] == 1.0
     prm = ProcessRewardModel(DeepSearchEnv.default_rubric(), [CheckJudge()])
     for name, t in trajs.items():
@@ -102,16 +117,22 @@ def test_wrong_answers_score_zero_under_the_rubric_score_uses(plain):
     bad = trajs["wrong_cites_gold"]
     prm = ProcessRewardModel(rubric_for(bad, None), [CheckJudge()])
     assert asyncio.run(prm.score(bad)).total == 0.0
-    right = asyncio.run(ProcessRewardModel(rubric_for(trajs["cites_unseen"], None), [CheckJudge()]).score(
-        trajs["cites_unseen"])).total
+    right = asyncio.run(
+        ProcessRewardModel(rubric_for(trajs["cites_unseen"], None), [CheckJudge()]).score(trajs["cites_unseen"])
+    ).total
     assert right > 0.5
 
 
 def test_scripted_agents_on_plain_questions(plain):
     env_kw = {"corpus": plain[0], "questions": plain[1]}
     tasks = TaskSet.generate("deepsearch-v0", 3, **env_kw)
-    rewards = {a: [asyncio.run(rollout(make("deepsearch-v0", **env_kw), AGENTS[a](seed=0), t, seed=0)).outcome.reward
-                   for t in tasks] for a in ("oracle", "random")}
+    rewards = {
+        a: [
+            asyncio.run(rollout(make("deepsearch-v0", **env_kw), AGENTS[a](seed=0), t, seed=0)).outcome.reward
+            for t in tasks
+        ]
+        for a in ("oracle", "random")
+    }
     assert rewards["oracle"] == [1.0, 1.0, 1.0]
     assert max(rewards["random"]) < 0.7
 
@@ -119,8 +140,10 @@ def test_scripted_agents_on_plain_questions(plain):
 def test_hops_searched_credits_the_question_not_the_answer(plain):
     hops = DeepSearchEnv.checks()["hops_searched"]
     answer_only = _episode(plain, [call("search", query="Ada Vell"), call("answer", text="Answer: Ada Vell")])
-    question = _episode(plain, [call("search", query="poet born harbour town lies Dunmere road"),
-                                call("answer", text="Answer: Ada Vell")])
+    question = _episode(
+        plain,
+        [call("search", query="poet born harbour town lies Dunmere road"), call("answer", text="Answer: Ada Vell")],
+    )
     assert hops(answer_only).score == 0.0 and not hops(answer_only).met
     assert hops(question).met and hops(question).score == 1.0
 
@@ -128,8 +151,10 @@ def test_hops_searched_credits_the_question_not_the_answer(plain):
 def test_search_returns_k_results_when_one_long_page_fills_the_pool(tmp_path):
     folder = tmp_path / "corpus"
     folder.mkdir()
-    (folder / "long.md").write_text("# Long\n\n" + "\n\n".join(f"Section {i}. The lighthouse keeper logs the tide "
-                                                               f"and the lighthouse lamp." for i in range(400)))
+    (folder / "long.md").write_text(
+        "# Long\n\n"
+        + "\n\n".join(f"Section {i}. The lighthouse keeper logs the tide and the lighthouse lamp." for i in range(400))
+    )
     for i in range(6):
         (folder / f"short{i}.md").write_text(f"# Short {i}\n\nA lighthouse stands on island {i}.")
     q = tmp_path / "q.jsonl"
@@ -143,7 +168,9 @@ def test_questions_file_in_order_each_once(plain):
     tasks = TaskSet.generate("deepsearch-v0", 3, corpus=plain[0], questions=plain[1])
     assert [t.id for t in tasks] == ["q-poet", "q-market", "q-marsh"]
     assert [t.id for t in TaskSet.generate("deepsearch-v0", 2, seed=5, corpus=plain[0], questions=plain[1])] == [
-        "q-poet", "q-market"]
+        "q-poet",
+        "q-market",
+    ]
     with pytest.raises(ValueError, match="has 3 question"):
         TaskSet.generate("deepsearch-v0", 15, corpus=plain[0], questions=plain[1])
 

@@ -38,12 +38,27 @@ def test_questions_are_well_formed(difficulty):
 
 def test_candidates_see_through_near_duplicates():
     """Two people born in two towns founded the same year: the year alone is ambiguous, the region is not."""
-    people = [Entity(0, "person", "Ada Vell", [], {"birth_year": 1900, "occupation": "poet"}),
-              Entity(1, "person", "Ada Velll", [], {"birth_year": 1900, "occupation": "poet"}, twin_of=0)]
-    towns = [Entity(2, "place", "Brook", [], {"place_kind": "town", "founded": 1700, "region": "North",
-                                              "river": "X", "population": 100}),
-             Entity(3, "place", "Broook", [], {"place_kind": "town", "founded": 1700, "region": "South",
-                                               "river": "X", "population": 100}, twin_of=2)]
+    people = [
+        Entity(0, "person", "Ada Vell", [], {"birth_year": 1900, "occupation": "poet"}),
+        Entity(1, "person", "Ada Velll", [], {"birth_year": 1900, "occupation": "poet"}, twin_of=0),
+    ]
+    towns = [
+        Entity(
+            2,
+            "place",
+            "Brook",
+            [],
+            {"place_kind": "town", "founded": 1700, "region": "North", "river": "X", "population": 100},
+        ),
+        Entity(
+            3,
+            "place",
+            "Broook",
+            [],
+            {"place_kind": "town", "founded": 1700, "region": "South", "river": "X", "population": 100},
+            twin_of=2,
+        ),
+    ]
     rels = [Relation(0, "born_in", 2), Relation(1, "born_in", 3)]
     world = World(0, 100, people + towns, rels, ["North", "South"], ["X"], [[0], [1], [0], [1]], n_lists=0)
     chain, hop = [0, 2], [rels[0]]

@@ -29,8 +29,14 @@ def test_real_corpus_end_to_end(real_corpus):
     env = make("deepsearch-v0", corpus=str(folder), questions=str(questions))
     task = env.task_set(1, seed=0)[0]
     assert task.id == "q-ada" and task.params["difficulty"] == "real"
-    trajs = {a: asyncio.run(rollout(make("deepsearch-v0", corpus=str(folder), questions=str(questions)),
-                                    AGENTS[a](seed=0), task, seed=0)) for a in ("oracle", "shortcut-lucky")}
+    trajs = {
+        a: asyncio.run(
+            rollout(
+                make("deepsearch-v0", corpus=str(folder), questions=str(questions)), AGENTS[a](seed=0), task, seed=0
+            )
+        )
+        for a in ("oracle", "shortcut-lucky")
+    }
     checks = DeepSearchEnv.checks()
     oracle = checks["carr_rubric"](trajs["oracle"])
     assert checks["outcome_correct"](trajs["oracle"]).met
@@ -52,12 +58,15 @@ def test_jsonl_corpus_and_search(tmp_path, real_corpus):
     assert "Brook" in obs and "**harbour**" in obs
 
 
-@pytest.mark.parametrize("line, message", [
-    ("not json", "not valid JSON"),
-    (json.dumps({"question": "q?"}), "'question' and 'answer'"),
-    (json.dumps({"question": "q?", "answer": "a", "rubrics": ["<E1> is big"]}), "without naming them"),
-    (json.dumps({"question": "q?", "answer": "a", "rubrics": ["no placeholder"]}), "placeholder"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "not valid JSON"),
+        (json.dumps({"question": "q?"}), "'question' and 'answer'"),
+        (json.dumps({"question": "q?", "answer": "a", "rubrics": ["<E1> is big"]}), "without naming them"),
+        (json.dumps({"question": "q?", "answer": "a", "rubrics": ["no placeholder"]}), "placeholder"),
+    ],
+)
 def test_bad_question_files_name_the_line(tmp_path, real_corpus, line, message):
     p = tmp_path / "bad.jsonl"
     p.write_text(real_corpus[1].read_text("utf-8") + line + "\n", "utf-8")

@@ -48,8 +48,10 @@ def test_near_duplicates_share_headline_attributes_but_not_relations():
         src = world.entities[t.twin_of]
         assert t.kind == src.kind and t.attrs == src.attrs and t.name != src.name
         assert _edit_distance(t.name, src.name) <= 2
-    same = sum({(r.pred, o) for r, o in world.neighbours(t.idx)} == {(r.pred, o) for r, o in
-               world.neighbours(t.twin_of)} for t in twins)  # type: ignore[arg-type]
+    same = sum(
+        {(r.pred, o) for r, o in world.neighbours(t.idx)} == {(r.pred, o) for r, o in world.neighbours(t.twin_of)}
+        for t in twins
+    )  # type: ignore[arg-type]
     assert same < len(twins) / 10
 
 

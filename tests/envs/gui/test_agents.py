@@ -39,9 +39,14 @@ def _play(pool, agent, tasks, concurrency=4) -> list[Trajectory]:
 def test_oracle_solves_every_template(pool):
     tasks = [GuiEnv(templates=[tid]).task_set(1, seed=11, split=t.split)[0] for tid, t in TEMPLATES.items()]
     trajs = _play(pool, Oracle(), tasks)
-    failed = {t.task.params["template"]: t.outcome.summary for t in trajs
-              if not t.outcome.summary["success"] or t.outcome.summary["side_effects"]
-              or t.outcome.summary["false_completion"] or t.outcome.summary["overdue"]}
+    failed = {
+        t.task.params["template"]: t.outcome.summary
+        for t in trajs
+        if not t.outcome.summary["success"]
+        or t.outcome.summary["side_effects"]
+        or t.outcome.summary["false_completion"]
+        or t.outcome.summary["overdue"]
+    }
     assert len(trajs) == len(TEMPLATES) and not failed, failed
 
 

@@ -68,8 +68,9 @@ def test_a_loopback_site_works_and_stays_isolated(pool):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        spec = WebTaskSpec.load(EXAMPLE_SPEC).model_copy(update={
-            "name": "loopback", "root": None, "url": f"http://127.0.0.1:{server.server_port}/index.html"})
+        spec = WebTaskSpec.load(EXAMPLE_SPEC).model_copy(
+            update={"name": "loopback", "root": None, "url": f"http://127.0.0.1:{server.server_port}/index.html"}
+        )
         env = WebTaskEnv(spec, pool=pool)
         obs, reward, *_ = _book(env, cheapest=True)
         assert reward == 1.0

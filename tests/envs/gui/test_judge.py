@@ -4,9 +4,14 @@ import pytest
 
 from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, flatten, progress, resolve, unexpected_changes
 
-STATE = {"notes": [{"id": "n1", "title": "Groceries", "body": "eggs", "folder": "Work"},
-                   {"id": "n2", "title": "Trip. to Lisbon", "body": "tickets", "folder": "Work"}],
-         "settings": {"wifi": True}, "cart": []}
+STATE = {
+    "notes": [
+        {"id": "n1", "title": "Groceries", "body": "eggs", "folder": "Work"},
+        {"id": "n2", "title": "Trip. to Lisbon", "body": "tickets", "folder": "Work"},
+    ],
+    "settings": {"wifi": True},
+    "cart": [],
+}
 
 
 def test_resolve_selects_list_items_by_attribute_and_index():
@@ -19,13 +24,21 @@ def test_resolve_selects_list_items_by_attribute_and_index():
 
 
 def test_check_goals_rows_and_progress():
-    goals = [Goal(field="notes[title=Groceries].body", op="ieq", expected=" EGGS "),
-             Goal(field="notes[title=Old]", op="absent"), Goal(field="notes[*folder=Work]", op="len", expected=3),
-             Goal(field="answer.count", expected="2")]
+    goals = [
+        Goal(field="notes[title=Groceries].body", op="ieq", expected=" EGGS "),
+        Goal(field="notes[title=Old]", op="absent"),
+        Goal(field="notes[*folder=Work]", op="len", expected=3),
+        Goal(field="answer.count", expected="2"),
+    ]
     rows = check_goals(goals, STATE, {"count": "2"})
     assert [r["passed"] for r in rows] == [True, True, False, True]
-    assert rows[2] == {"field": "notes[*folder=Work]", "op": "len", "expected": 3, "actual": STATE["notes"],
-                       "passed": False}
+    assert rows[2] == {
+        "field": "notes[*folder=Work]",
+        "op": "len",
+        "expected": 3,
+        "actual": STATE["notes"],
+        "passed": False,
+    }
     assert progress(rows) == pytest.approx(0.75)
 
 
@@ -42,9 +55,15 @@ def test_flatten_keys_items_by_id():
 
 
 def test_unexpected_changes_are_the_diff_minus_expected_patterns():
-    after = {**STATE, "notes": [{**STATE["notes"][0], "body": "milk"}, STATE["notes"][1],
-                                {"id": "n3", "title": "New", "body": "", "folder": "Work"}],
-             "settings": {"wifi": False}}
+    after = {
+        **STATE,
+        "notes": [
+            {**STATE["notes"][0], "body": "milk"},
+            STATE["notes"][1],
+            {"id": "n3", "title": "New", "body": "", "folder": "Work"},
+        ],
+        "settings": {"wifi": False},
+    }
     assert "settings.wifi" in changed_paths(STATE, after)
     assert unexpected_changes(STATE, after, ["notes[id=n3]*", "notes[id=n1].body"]) == ["settings.wifi"]
     assert unexpected_changes(STATE, after, ["*"]) == []

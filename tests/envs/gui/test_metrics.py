@@ -8,8 +8,13 @@ from rubricgym.envs.gui.metrics import format_metrics, gui_metrics, pass_at_k
 
 def _traj(task_id: str, success: bool, progress: float, fc=False, ot=False, side=()):
     task = Task(id=task_id, env_id="gui-v0", prompt="p")
-    summary = {"success": success, "progress": progress, "false_completion": fc, "overdue": ot,
-               "side_effects": list(side)}
+    summary = {
+        "success": success,
+        "progress": progress,
+        "false_completion": fc,
+        "overdue": ot,
+        "side_effects": list(side),
+    }
     return Trajectory(task=task, outcome=Outcome(summary=summary))
 
 
@@ -20,8 +25,12 @@ def test_pass_at_k_matches_the_unbiased_estimator():
 
 
 def test_gui_metrics_over_two_tasks_with_two_attempts():
-    trajs = [_traj("a", True, 1.0), _traj("a", False, 0.5, fc=True), _traj("b", False, 0.0, ot=True),
-             _traj("b", False, 0.5, side=["settings.wifi"])]
+    trajs = [
+        _traj("a", True, 1.0),
+        _traj("a", False, 0.5, fc=True),
+        _traj("b", False, 0.0, ot=True),
+        _traj("b", False, 0.5, side=["settings.wifi"]),
+    ]
     m = gui_metrics(trajs)
     assert m["SR"] == 0.25 and m["PR"] == 0.5 and m["FC"] == 0.25 and m["OT"] == 0.25 and m["USE"] == 0.25
     assert m["pass@k"] == {"1": pytest.approx(0.25), "2": pytest.approx(0.5)}

@@ -58,8 +58,9 @@ def _ensure_podman() -> str | None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     wait = ["-o", "DPkg::Lock::Timeout=600"]  # another apt/dpkg holding the lock is waited for, not a failure
     subprocess.run(["apt-get", *wait, "update", "-qq"], capture_output=True, env=env, timeout=900)
-    res = subprocess.run(["apt-get", *wait, "install", "-y", "-qq", "podman", "runc"], capture_output=True, env=env,
-                         timeout=1200)
+    res = subprocess.run(
+        ["apt-get", *wait, "install", "-y", "-qq", "podman", "runc"], capture_output=True, env=env, timeout=1200
+    )
     if res.returncode != 0:
         return f"apt-get install podman runc failed: {res.stderr.decode(errors='replace')[-300:]}"
     return None
@@ -78,8 +79,13 @@ def podman_url(tmp_path_factory: pytest.TempPathFactory):
     sock = d / "podman.sock"
     log = open(d / "service.log", "wb")  # noqa: SIM115  (kept open for the service's whole life)
     # cwd: conmon writes an `oom` marker file into the service's working directory; keep it out of the repository
-    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log, cwd=d,
-                            stderr=subprocess.STDOUT, env={**os.environ, "CONTAINERS_CONF": str(conf)})
+    proc = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{sock}"],
+        stdout=log,
+        cwd=d,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "CONTAINERS_CONF": str(conf)},
+    )
     try:
         deadline = time.monotonic() + 60
         while not _ping(sock):

@@ -8,7 +8,7 @@ from pathlib import Path
 NAME, VERSION = "tallypkg", "0.1"
 FILES = {
     "pyproject.toml": f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
-                      f'[project]\nname = "{NAME}"\nversion = "{VERSION}"\n',
+    f'[project]\nname = "{NAME}"\nversion = "{VERSION}"\n',
     "tallypkg/__init__.py": '''"""Small counting helpers."""
 
 
@@ -35,7 +35,7 @@ def is_even(n):
     return n % 2 == 0
 ''',
     "tests/__init__.py": "",
-    "tests/test_tally.py": '''from tallypkg import clamp, is_even, total_below
+    "tests/test_tally.py": """from tallypkg import clamp, is_even, total_below
 
 
 def test_total_below():
@@ -60,7 +60,7 @@ def test_clamp_inside():
 
 def test_is_even():
     assert is_even(4) and not is_even(3)
-''',
+""",
 }
 
 

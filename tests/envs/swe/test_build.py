@@ -67,11 +67,25 @@ def test_swe_build_cli_writes_tasks_the_env_runs(offline_index, tmp_path):
     flat = " ".join(r.output.split())
     assert "mutants tried" in flat and "kept" in flat and "wrote 2 task(s)" in flat
     assert len(load_instances(out)) == 2
-    run = CliRunner().invoke(app, ["run", "swe-v0", "--env-arg", f"instances={out}", "--agent", "oracle",
-                                   "--tasks", "2", "--out", str(tmp_path / "r")])
+    run = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "swe-v0",
+            "--env-arg",
+            f"instances={out}",
+            "--agent",
+            "oracle",
+            "--tasks",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    )
     assert run.exit_code == 0, run.output
-    local = CliRunner().invoke(app, ["swe", "build", str(offline_index), "--n", "1",
-                                     "--out", str(tmp_path / "a.jsonl")])
+    local = CliRunner().invoke(
+        app, ["swe", "build", str(offline_index), "--n", "1", "--out", str(tmp_path / "a.jsonl")]
+    )
     assert local.exit_code == 0, local.output  # an sdist path works too
 
 

@@ -52,8 +52,11 @@ def test_task_sets_are_distinct_and_too_many_says_how_to_get_more(tmp_path, monk
     tasks = TaskSet.generate("swe-v0", 5, seed=0)
     assert len({t.id for t in tasks}) == 5
     assert [t.id for t in TaskSet.generate("swe-v0", 5, seed=0)] == [t.id for t in tasks]
-    with pytest.raises(ValueError, match=rf"has {len(BUGS)} built-in offline tasks, fewer than the 50 asked.*"
-                                         r"rubricgym swe build"):
+    with pytest.raises(
+        ValueError,
+        match=rf"has {len(BUGS)} built-in offline tasks, fewer than the 50 asked.*"
+        r"rubricgym swe build",
+    ):
         make("swe-v0").task_set(50)
     r = CliRunner().invoke(app, ["run", "swe-v0", "--tasks", "50", "--out", str(tmp_path / "r")])
     assert r.exit_code == 2 and "rubricgym swe build" in " ".join(r.output.split())

@@ -124,8 +124,12 @@ def test_step_limit_grades_the_final_state():
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 async def test_swebench_format_instance_over_a_local_git_repo(tmp_path, bwrap):
@@ -143,9 +147,14 @@ async def test_swebench_format_instance_over_a_local_git_repo(tmp_path, bwrap):
     test_patch = _git(repo, "diff")
     _git(repo, "checkout", "-q", "--", ".")
     record = {
-        "instance_id": "local__tinytext-1", "repo": "local/tinytext", "base_commit": base,
-        "problem_statement": inst.problem_statement, "patch": inst.patch, "test_patch": test_patch,
-        "FAIL_TO_PASS": json.dumps(inst.FAIL_TO_PASS), "PASS_TO_PASS": json.dumps(inst.PASS_TO_PASS[:3]),
+        "instance_id": "local__tinytext-1",
+        "repo": "local/tinytext",
+        "base_commit": base,
+        "problem_statement": inst.problem_statement,
+        "patch": inst.patch,
+        "test_patch": test_patch,
+        "FAIL_TO_PASS": json.dumps(inst.FAIL_TO_PASS),
+        "PASS_TO_PASS": json.dumps(inst.PASS_TO_PASS[:3]),
         "hints_text": "",
     }
     (loaded,) = load_swebench([record], repos={"local/tinytext": repo}, cache=tmp_path / "cache")
@@ -163,10 +172,16 @@ async def test_swebench_format_instance_over_a_local_git_repo(tmp_path, bwrap):
 @pytest.mark.parametrize("bad", ["a\0b", "\ud83d", "x" * 200_000], ids=["nul", "surrogate", "oversize"])
 def test_hostile_argument_values_in_every_tool_are_observations(env, bad):
     env.reset(options={"task": builtin_instances()[0].to_task()})
-    actions = [call("bash", command=f"echo {bad}"), call("view", path=bad), call("view", path="README.md", start=1),
-               call("str_replace", path="tinytext/core.py", old=bad, new="x"),
-               call("str_replace", path=bad, old="a", new=bad), call("create", path=bad, content="x"),
-               call("create", path="notes.txt", content=bad), call("run_tests", selector=bad)]
+    actions = [
+        call("bash", command=f"echo {bad}"),
+        call("view", path=bad),
+        call("view", path="README.md", start=1),
+        call("str_replace", path="tinytext/core.py", old=bad, new="x"),
+        call("str_replace", path=bad, old="a", new=bad),
+        call("create", path=bad, content="x"),
+        call("create", path="notes.txt", content=bad),
+        call("run_tests", selector=bad),
+    ]
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(action)
         assert isinstance(obs, str) and obs and not terminated

@@ -6,7 +6,7 @@ from rubricgym.envs.swe.mutate import apply_mutation, find_mutations
 from rubricgym.envs.swe.patch import hunk_edits, is_test_path, parse_patch, patch_files
 from rubricgym.envs.swe.sandbox.treediff import diff_trees, file_diff
 
-SRC = '''def clamp(x, lo, hi):
+SRC = """def clamp(x, lo, hi):
     if x < lo:
         return lo
     log("clamped", x)
@@ -18,21 +18,24 @@ def window(items, n):
     for i in range(len(items) - n + 1):
         out.append(items[i:i + n])
     return out if n > 0 and items else []
-'''
+"""
 
 
 def _by_kind(kind):
     return [m for m in find_mutations("m.py", SRC) if m.kind == kind]
 
 
-@pytest.mark.parametrize("kind, before, after", [
-    ("flipped_comparison", "if x < lo:", "if x >= lo:"),
-    ("off_by_one", "len(items) - n + 1", "len(items) - n + 2"),
-    ("swapped_arguments", "min(x, hi)", "min(hi, x)"),
-    ("wrong_return", "return lo", "return None"),
-    ("flipped_boolean_operator", "n > 0 and items", "n > 0 or items"),
-    ("flipped_arithmetic", "len(items) - n + 1", "len(items) + n + 1"),
-])
+@pytest.mark.parametrize(
+    "kind, before, after",
+    [
+        ("flipped_comparison", "if x < lo:", "if x >= lo:"),
+        ("off_by_one", "len(items) - n + 1", "len(items) - n + 2"),
+        ("swapped_arguments", "min(x, hi)", "min(hi, x)"),
+        ("wrong_return", "return lo", "return None"),
+        ("flipped_boolean_operator", "n > 0 and items", "n > 0 or items"),
+        ("flipped_arithmetic", "len(items) - n + 1", "len(items) + n + 1"),
+    ],
+)
 def test_each_operator_rewrites_only_its_site(kind, before, after):
     found = [apply_mutation(SRC, m) for m in _by_kind(kind)]
     hits = [new for new in found if after in new and new.replace(after, before, 1) == SRC]
@@ -59,7 +62,7 @@ def test_gold_patch_round_trip():
     patch = file_diff("pkg/m.py", mutant.encode(), SRC.encode())
     assert patch_files(patch) == ["pkg/m.py"]
     (fp,) = parse_patch(patch)
-    (old, new), = hunk_edits(fp)
+    ((old, new),) = hunk_edits(fp)
     assert mutant.count(old) == 1 and mutant.replace(old, new) == SRC
 
 
@@ -83,9 +86,18 @@ def test_diff_trees_new_deleted_and_no_trailing_newline(tmp_path):
     assert hunk_edits(files["edit.txt"]) == [("one\ntwo", "one\nthree")]
 
 
-@pytest.mark.parametrize("path, expected", [
-    ("tests/test_x.py", True), ("pkg/tests/helpers.py", True), ("test_six.py", True), ("conftest.py", True),
-    ("pkg/core_test.py", True), ("pkg/core.py", False), ("pkg/testing_utils.py", False), ("setup.py", False),
-])
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("tests/test_x.py", True),
+        ("pkg/tests/helpers.py", True),
+        ("test_six.py", True),
+        ("conftest.py", True),
+        ("pkg/core_test.py", True),
+        ("pkg/core.py", False),
+        ("pkg/testing_utils.py", False),
+        ("setup.py", False),
+    ],
+)
 def test_is_test_path(path, expected):
     assert is_test_path(path) is expected

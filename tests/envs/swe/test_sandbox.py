@@ -18,7 +18,8 @@ def repo(tmp_path: Path) -> Path:
     (root / "tests").mkdir()
     (root / "tests" / "test_add.py").write_text(
         "from pkg import add\n\ndef test_ok():\n    assert add(1, 2) == 3\n\n"
-        "def test_bad():\n    assert add(1, 1) == 3\n")
+        "def test_bad():\n    assert add(1, 1) == 3\n"
+    )
     return root
 
 
@@ -109,8 +110,13 @@ async def test_startup_sweeps_what_a_killed_owner_left(bwrap, repo, tmp_path, mo
 
     root = tmp_path / "sbroot"
     monkeypatch.setenv("RUBRICGYM_SANDBOX_DIR", str(root))
-    proc = subprocess.run([sys.executable, "-c", OWNER_DIES, str(repo)], capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", OWNER_DIES, str(repo)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": ":".join(sys.path)},
+        timeout=120,
+    )
     assert proc.returncode == -9, proc.stderr
     home = Path(proc.stdout.strip())
     assert home.is_dir() and home.parent.parent == root, "the killed owner should have left its sandbox"

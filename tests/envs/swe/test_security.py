@@ -50,8 +50,9 @@ async def test_host_secret_is_not_readable(backend, repo, tmp_path):
     token = uuid.uuid4().hex
     secret.write_text(token)
     async with await backend.create(repo, LIMITS) as sb:
-        res = await sb.exec(f"cat {secret}; cat /proc/1/root{secret}; grep -r {token} /tmp /etc /work 2>/dev/null; "
-                            "cat /etc/shadow")
+        res = await sb.exec(
+            f"cat {secret}; cat /proc/1/root{secret}; grep -r {token} /tmp /etc /work 2>/dev/null; cat /etc/shadow"
+        )
         assert token not in res.stdout + res.stderr
         assert res.exit_code != 0
         await _usable(sb)
@@ -65,8 +66,10 @@ async def test_no_network_to_a_host_listener(backend, repo):
     port = server.getsockname()[1]
     try:
         async with await backend.create(repo, LIMITS) as sb:
-            code = (f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                    "    print('CONNECTED')\nexcept OSError as e:\n    print('refused', e)")
+            code = (
+                f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                "    print('CONNECTED')\nexcept OSError as e:\n    print('refused', e)"
+            )
             res = await sb.exec(["/usr/bin/python3", "-c", code])
             assert "CONNECTED" not in res.stdout and "refused" in res.stdout, res.describe()
             with pytest.raises(TimeoutError):
@@ -121,8 +124,9 @@ async def test_symlinks_to_host_paths_are_not_followed(backend, repo, tmp_path):
     token = uuid.uuid4().hex
     secret.write_text(token)
     async with await backend.create(repo, LIMITS) as sb:
-        res = await sb.exec(f"ln -s {secret} leak && ln -s /etc/passwd passwd && ln -s / hostroot && "
-                            f"ln -s {tmp_path} outdir")
+        res = await sb.exec(
+            f"ln -s {secret} leak && ln -s /etc/passwd passwd && ln -s / hostroot && ln -s {tmp_path} outdir"
+        )
         assert res.exit_code == 0, res.describe()
         for path in ("leak", "passwd", "hostroot/etc/hostname"):
             with pytest.raises(SandboxPathError):
@@ -150,8 +154,10 @@ async def test_no_host_environment_anywhere_under_proc(backend, repo, monkeypatc
     token = uuid.uuid4().hex
     monkeypatch.setenv("RG_HOST_SECRET_TOKEN", token)
     async with await backend.create(repo, LIMITS) as sb:
-        res = await sb.exec("cat /proc/1/environ /proc/*/environ /proc/*/task/*/environ 2>/dev/null | tr '\\0' '\\n'; "
-                            "grep -rs RG_HOST_SECRET /proc/*/environ; env")
+        res = await sb.exec(
+            "cat /proc/1/environ /proc/*/environ /proc/*/task/*/environ 2>/dev/null | tr '\\0' '\\n'; "
+            "grep -rs RG_HOST_SECRET /proc/*/environ; env"
+        )
         assert token not in res.stdout + res.stderr, "a host environment variable is visible inside"
         assert "RG_HOST_SECRET" not in res.stdout
         await _usable(sb)
@@ -226,8 +232,10 @@ async def test_one_sandbox_cannot_starve_another_of_processes(backend, repo):
 
 
 async def test_deeply_nested_tree_is_diffed_and_destroyed(backend, repo):
-    deep = ("import os\nfor _ in range(1300):\n    os.mkdir('d')\n    os.chdir('d')\n"
-            "open('deep.txt', 'w').write('deep\\n')\n")
+    deep = (
+        "import os\nfor _ in range(1300):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "open('deep.txt', 'w').write('deep\\n')\n"
+    )
     sb = await backend.create(repo, LIMITS)
     res = await sb.exec(["/usr/bin/python3", "-c", deep])
     assert res.exit_code == 0, res.describe()

@@ -37,7 +37,7 @@ def test_expression_style_states_the_same_problem_as_one_expression():
     for s in range(20):
         text, steps, answer = expression_problem(np.random.default_rng(s), 3)
         assert (steps, answer) == word_problem(np.random.default_rng(s), 3)[1:]
-        assert text.startswith("Compute ") and evaluate(text[len("Compute "):-1]) == answer
+        assert text.startswith("Compute ") and evaluate(text[len("Compute ") : -1]) == answer
     env = rubricgym.make(ENV, style="expression", min_ops=1, max_ops=1)
     task = env.task_set(1)[0]
     env.reset(options={"task": task})

@@ -48,8 +48,9 @@ class Template:
 TEMPLATES: dict[str, Template] = {}
 
 
-def template(id: str, app: str, level: int, split: Split = "train",
-             max_steps: int | None = None) -> Callable[[Callable[..., Spec]], Template]:
+def template(
+    id: str, app: str, level: int, split: Split = "train", max_steps: int | None = None
+) -> Callable[[Callable[..., Spec]], Template]:
     """Register a template function under ``id`` (``app.verb``), difficulty ``level`` 1-4."""
 
     def wrap(fn: Callable[..., Spec]) -> Template:
@@ -108,7 +109,7 @@ def pick_where(rng: np.random.Generator, items: list[dict[str, Any]], **where: A
 
 def next_id(prefix: str, items: list[dict[str, Any]]) -> str:
     """The id after the highest of ``items`` (ids are ``prefix`` and a number: ``c7`` -> ``c8``)."""
-    return prefix + str(max(int(x["id"][len(prefix):]) for x in items) + 1)
+    return prefix + str(max(int(x["id"][len(prefix) :]) for x in items) + 1)
 
 
 def quote(text: str) -> str:

@@ -26,5 +26,16 @@ def get_backend(name: str = "bwrap", **kwargs: object) -> SandboxBackend:
     return cls(**kwargs)
 
 
-__all__ = ["BACKENDS", "WORKDIR", "BwrapBackend", "DockerBackend", "ExecResult", "Limits", "Sandbox",
-           "SandboxBackend", "SandboxError", "SandboxPathError", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "WORKDIR",
+    "BwrapBackend",
+    "DockerBackend",
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxError",
+    "SandboxPathError",
+    "get_backend",
+]

@@ -95,8 +95,10 @@ class ExecResult:
         parts += self.notes
         parts.append(f"exit code: {self.exit_code}")
         half = max_chars // 2
-        for name, text, cut in (("stdout", self.stdout, self.stdout_truncated), ("stderr", self.stderr,
-                                                                                  self.stderr_truncated)):
+        for name, text, cut in (
+            ("stdout", self.stdout, self.stdout_truncated),
+            ("stderr", self.stderr, self.stderr_truncated),
+        ):
             if text or cut:
                 shown = text if len(text) <= half else text[:half] + f"\n[... {len(text) - half} more characters]"
                 if cut:
@@ -154,8 +156,10 @@ def argv_problem(argv: list[str], env: dict[str, str]) -> str | None:
             except UnicodeEncodeError:
                 return f"{what} is not valid UTF-8 text (a lone surrogate)"
             if n > MAX_ARG_BYTES:
-                return (f"{what} is {n} bytes; one argument can hold at most {MAX_ARG_BYTES} bytes: write a script "
-                        "file and run that instead")
+                return (
+                    f"{what} is {n} bytes; one argument can hold at most {MAX_ARG_BYTES} bytes: write a script "
+                    "file and run that instead"
+                )
             total += n + 1
     if total > MAX_ARGV_BYTES:
         return f"the command line is {total} bytes, over the {MAX_ARGV_BYTES}-byte cap: write a script file instead"
@@ -194,13 +198,24 @@ class Sandbox(ABC):
             raise ValueError(f"timeout must be positive, got {timeout}")
         return min(t, self.limits.timeout_s * 10)
 
-    async def exec(self, cmd: str | list[str], timeout: float | None = None, env: dict[str, str] | None = None,
-                   output_bytes: int | None = None) -> ExecResult:
+    async def exec(
+        self,
+        cmd: str | list[str],
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        output_bytes: int | None = None,
+    ) -> ExecResult:
         """Run ``cmd`` (a shell string for bash, or an argv list) in ``/work`` under the sandbox's limits."""
         self._check_usable()
         if self.expired():
-            return ExecResult(exit_code=-1, stdout="", stderr="", duration_s=0.0, limit="sandbox lifetime",
-                              notes=[f"The sandbox's lifetime of {self.limits.lifetime_s:g} s is over."])
+            return ExecResult(
+                exit_code=-1,
+                stdout="",
+                stderr="",
+                duration_s=0.0,
+                limit="sandbox lifetime",
+                notes=[f"The sandbox's lifetime of {self.limits.lifetime_s:g} s is over."],
+            )
         argv = ["/bin/bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         env = dict(env or {})
         problem = argv_problem(argv, env)

@@ -59,9 +59,18 @@ BASE_ENV = {
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
-    def __init__(self, snapshot: Path, limits: Limits, work: Path, uid: int | None, runtime: Path,
-                 cgroups: dict[str, Path], home: Path, locks: tuple[int | None, ...] = (),
-                 disk_quota_mb: int | None = None):
+    def __init__(
+        self,
+        snapshot: Path,
+        limits: Limits,
+        work: Path,
+        uid: int | None,
+        runtime: Path,
+        cgroups: dict[str, Path],
+        home: Path,
+        locks: tuple[int | None, ...] = (),
+        disk_quota_mb: int | None = None,
+    ):
         super().__init__(snapshot, limits)
         self.work = work
         self.home = home
@@ -84,16 +93,60 @@ class BwrapSandbox(Sandbox):
         # with a pids cgroup the process limit is per sandbox; RLIMIT_NPROC counts every process of the uid,
         # which all sandboxes share, so one sandbox could starve the others
         nproc = [] if "pids" in self.cgroups else [f"--nproc={lim.pids}"]
-        cmd += [_tool("prlimit"), *nproc, f"--as={lim.memory_mb * 1024 * 1024}",
-                f"--fsize={lim.file_mb * 1024 * 1024}", "--core=0", "--"]
+        cmd += [
+            _tool("prlimit"),
+            *nproc,
+            f"--as={lim.memory_mb * 1024 * 1024}",
+            f"--fsize={lim.file_mb * 1024 * 1024}",
+            "--core=0",
+            "--",
+        ]
         tmp_size = str(min(TMP_MB, lim.disk_mb) * 1024 * 1024)
-        cmd += [_tool("bwrap"), "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
-                "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc",
-                "/etc", "--dev", "/dev", "--proc", "/proc", "--size", tmp_size, "--tmpfs", "/tmp",
-                "--bind", str(self.work), WORKDIR,
-                "--ro-bind", str(self.runtime), RUNTIME_DIR, "--chdir", WORKDIR,
-                "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-                "--die-with-parent", "--new-session", "--clearenv"]
+        cmd += [
+            _tool("bwrap"),
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--ro-bind",
+            "/etc",
+            "/etc",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--size",
+            tmp_size,
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(self.work),
+            WORKDIR,
+            "--ro-bind",
+            str(self.runtime),
+            RUNTIME_DIR,
+            "--chdir",
+            WORKDIR,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+        ]
         for k, v in {**BASE_ENV, **env}.items():
             cmd += ["--setenv", k, v]
         return cmd + argv
@@ -125,8 +178,12 @@ class BwrapSandbox(Sandbox):
         t0 = time.monotonic()
         # an empty environment: bwrap stays PID 1 inside, and its /proc/1/environ is readable by the sandbox
         proc = await asyncio.create_subprocess_exec(
-            *self._command(argv, env), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, env={},
+            *self._command(argv, env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env={},
         )
         bufs = {"stdout": bytearray(), "stderr": bytearray()}
         over: list[str] = []
@@ -167,8 +224,15 @@ class BwrapSandbox(Sandbox):
             code = 128 - code
         out, out_cut = cap_bytes(bytes(bufs["stdout"]), output_bytes)
         err, err_cut = cap_bytes(bytes(bufs["stderr"]), output_bytes)
-        return ExecResult(exit_code=code, stdout=out, stderr=err, duration_s=time.monotonic() - t0, limit=limit,
-                          stdout_truncated=out_cut, stderr_truncated=err_cut)
+        return ExecResult(
+            exit_code=code,
+            stdout=out,
+            stderr=err,
+            duration_s=time.monotonic() - t0,
+            limit=limit,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+        )
 
     def _open(self, path: str, flags: int, make_dirs: bool = False) -> tuple[str, int]:
         """``(relative path, fd)`` of ``path`` opened beneath the work dir without following any link."""
@@ -183,18 +247,25 @@ class BwrapSandbox(Sandbox):
             raise SandboxPathError(f"{path!r} is a directory") from None
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                raise SandboxPathError(f"{path!r} is or passes through a symbolic link (links are not followed: "
-                                       "they could lead outside the repository) or through a file") from None
+                raise SandboxPathError(
+                    f"{path!r} is or passes through a symbolic link (links are not followed: "
+                    "they could lead outside the repository) or through a file"
+                ) from None
             raise SandboxPathError(f"{path!r} cannot be opened: {e.strerror}") from None
 
     async def read_file(self, path: str) -> bytes:
         self._check_usable()
         _, fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK)
         st = os.fstat(fd)
-        problem = ("is a directory, not a file" if stat.S_ISDIR(st.st_mode) else
-                   "is not a regular file" if not stat.S_ISREG(st.st_mode) else
-                   f"is {st.st_size} bytes, larger than the {MAX_READ} bytes we read" if st.st_size > MAX_READ
-                   else None)
+        problem = (
+            "is a directory, not a file"
+            if stat.S_ISDIR(st.st_mode)
+            else "is not a regular file"
+            if not stat.S_ISREG(st.st_mode)
+            else f"is {st.st_size} bytes, larger than the {MAX_READ} bytes we read"
+            if st.st_size > MAX_READ
+            else None
+        )
         if problem:
             os.close(fd)
             raise SandboxPathError(f"{path!r} {problem}")
@@ -219,8 +290,9 @@ class BwrapSandbox(Sandbox):
                 f.flush()
             except OSError as e:
                 if e.errno == errno.ENOSPC:
-                    raise SandboxPathError(f"{path!r}: the sandbox's disk quota of {self.limits.disk_mb} MB is "
-                                           "full; delete files first") from None
+                    raise SandboxPathError(
+                        f"{path!r}: the sandbox's disk quota of {self.limits.disk_mb} MB is full; delete files first"
+                    ) from None
                 raise
 
     async def fingerprint(self) -> dict[str, tuple[int, int]]:
@@ -250,7 +322,7 @@ def _descendants(root: int) -> list[int]:
             stat_line = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        ppid = int(stat_line[stat_line.rindex(")") + 2:].split()[1])
+        ppid = int(stat_line[stat_line.rindex(")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
     found, todo = [], [root]
     while todo:

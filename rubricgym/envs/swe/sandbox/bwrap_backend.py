@@ -41,8 +41,10 @@ def _cgroup_dirs(sid: str) -> dict[str, Path]:
 def _cgroups_writable() -> bool:
     if os.geteuid() != 0:
         return False
-    return all(os.access(CGROUP_ROOT / c, os.W_OK) and (CGROUP_ROOT / c / "cgroup.procs").exists()
-               for c in ("memory", "pids", "cpu"))
+    return all(
+        os.access(CGROUP_ROOT / c, os.W_OK) and (CGROUP_ROOT / c / "cgroup.procs").exists()
+        for c in ("memory", "pids", "cpu")
+    )
 
 
 class BwrapBackend(SandboxBackend):
@@ -58,8 +60,9 @@ class BwrapBackend(SandboxBackend):
 
     name = "bwrap"
 
-    def __init__(self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True,
-                 max_lowers: int = MAX_LOWERS):
+    def __init__(
+        self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True, max_lowers: int = MAX_LOWERS
+    ):
         self.uid = uid if os.geteuid() == 0 else None
         self.use_cgroups = cgroups and _cgroups_writable()
         self.overlay = overlay and os.geteuid() == 0 and shutil.which("mount") is not None
@@ -115,8 +118,15 @@ class BwrapBackend(SandboxBackend):
             if self.uid is not None:
                 os.chown(d, self.uid, self.uid)
         try:
-            await _run("mount", "-t", "overlay", "overlay", "-o",
-                       f"lowerdir={lower},upperdir={upper},workdir={scratch}", str(merged))
+            await _run(
+                "mount",
+                "-t",
+                "overlay",
+                "overlay",
+                "-o",
+                f"lowerdir={lower},upperdir={upper},workdir={scratch}",
+                str(merged),
+            )
         except SandboxError:
             self.overlay = False
             for d in (upper, scratch, merged):
@@ -131,8 +141,9 @@ class BwrapBackend(SandboxBackend):
         disk = home / "disk"
         disk.mkdir(mode=0o711)
         try:
-            await _run("mount", "-t", "tmpfs", "-o", f"size={limits.disk_mb}m,mode=0711,nosuid,nodev", "rg-disk",
-                       str(disk))
+            await _run(
+                "mount", "-t", "tmpfs", "-o", f"size={limits.disk_mb}m,mode=0711,nosuid,nodev", "rg-disk", str(disk)
+            )
         except SandboxError:
             self.quota = False
             disk.rmdir()
@@ -185,8 +196,10 @@ class BwrapBackend(SandboxBackend):
                 try:
                     await _run("cp", "-a", "--", f"{snapshot}/.", str(work))
                 except SandboxError as e:
-                    raise SandboxError(f"could not copy {snapshot} into a sandbox (larger than the disk quota of "
-                                       f"{limits.disk_mb} MB?): {e}") from None
+                    raise SandboxError(
+                        f"could not copy {snapshot} into a sandbox (larger than the disk quota of "
+                        f"{limits.disk_mb} MB?): {e}"
+                    ) from None
                 if self.uid is not None:
                     await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
             os.chmod(work, 0o700)
@@ -194,8 +207,17 @@ class BwrapBackend(SandboxBackend):
         except BaseException:
             await asyncio.to_thread(cleanup_sandbox, home, cgroups, tuple(locks))
             raise
-        return BwrapSandbox(snapshot, limits, work, self.uid, self._runtime, cgroups, home=home, locks=tuple(locks),
-                            disk_quota_mb=limits.disk_mb if disk is not None else None)
+        return BwrapSandbox(
+            snapshot,
+            limits,
+            work,
+            self.uid,
+            self._runtime,
+            cgroups,
+            home=home,
+            locks=tuple(locks),
+            disk_quota_mb=limits.disk_mb if disk is not None else None,
+        )
 
 
 def _make_cgroups(cgroups: dict[str, Path], limits: Limits) -> dict[str, Path]:
@@ -217,8 +239,9 @@ def _make_cgroups(cgroups: dict[str, Path], limits: Limits) -> dict[str, Path]:
 
 
 async def _run(*argv: str) -> None:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
     _, err = await proc.communicate()
     if proc.returncode:
         raise SandboxError(f"{argv[0]} failed ({proc.returncode}): {err.decode(errors='replace').strip()}")

@@ -135,8 +135,9 @@ class DockerSandbox(Sandbox):
 
     def _exec_sync(self, argv: list[str], env: dict[str, str], output_bytes: int, state: dict) -> None:
         api = self.client.api
-        eid = api.exec_create(self.container.id, argv, user=f"{self.uid}:{self.uid}", workdir=WORKDIR,
-                              environment={**BASE_ENV, **env})["Id"]
+        eid = api.exec_create(
+            self.container.id, argv, user=f"{self.uid}:{self.uid}", workdir=WORKDIR, environment={**BASE_ENV, **env}
+        )["Id"]
         state["eid"] = eid
         bufs = state["bufs"]
         for out, err in api.exec_start(eid, stream=True, demux=True):
@@ -157,8 +158,17 @@ class DockerSandbox(Sandbox):
         state: dict[str, Any] = {"bufs": {"stdout": bytearray(), "stderr": bytearray()}, "over": []}
         # like bwrap's pid namespace: nothing the command started outlives it (``kill`` is a shell builtin, so
         # this works under a fork bomb; PID 1 ignores signals from inside its namespace)
-        wrapped = ["/bin/sh", "-c", '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc', "rg-exec",
-                   "/usr/bin/timeout", "-s", "KILL", f"{timeout:g}", *argv]
+        wrapped = [
+            "/bin/sh",
+            "-c",
+            '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc',
+            "rg-exec",
+            "/usr/bin/timeout",
+            "-s",
+            "KILL",
+            f"{timeout:g}",
+            *argv,
+        ]
         fut = asyncio.ensure_future(asyncio.to_thread(self._exec_sync, wrapped, env, output_bytes, state))
         limit = None
         try:
@@ -182,13 +192,21 @@ class DockerSandbox(Sandbox):
         err, err_cut = cap_bytes(bytes(state["bufs"]["stderr"]), output_bytes)
         if limit:
             await asyncio.to_thread(self._kill_all)
-        return ExecResult(exit_code=code, stdout=out, stderr=err, duration_s=duration, limit=limit,
-                          stdout_truncated=out_cut, stderr_truncated=err_cut)
+        return ExecResult(
+            exit_code=code,
+            stdout=out,
+            stderr=err,
+            duration_s=duration,
+            limit=limit,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+        )
 
     async def read_file(self, path: str) -> bytes:
         rel = clean_relpath(path)
-        res = await self.exec(["/bin/sh", "-c", _READER, "read", f"{WORKDIR}/{rel}".rstrip("/")],
-                              output_bytes=8 * 1024 * 1024)
+        res = await self.exec(
+            ["/bin/sh", "-c", _READER, "read", f"{WORKDIR}/{rel}".rstrip("/")], output_bytes=8 * 1024 * 1024
+        )
         if res.exit_code != 0:
             raise SandboxPathError(f"{path!r} {res.stderr.strip() or 'cannot be read'}")
         return res.stdout.encode()
@@ -198,23 +216,33 @@ class DockerSandbox(Sandbox):
         if not rel:
             raise SandboxPathError("give a file path, not the repository root")
         raw = to_bytes(data)
-        chunks = [raw[i: i + _CHUNK] for i in range(0, len(raw), _CHUNK)] or [b""]
+        chunks = [raw[i : i + _CHUNK] for i in range(0, len(raw), _CHUNK)] or [b""]
         for i, chunk in enumerate(chunks):
-            res = await self.exec(["/usr/bin/python3", "-c", _WRITER, f"{WORKDIR}/{rel}", "w" if i == 0 else "a",
-                                   base64.b64encode(chunk).decode()])
+            res = await self.exec(
+                [
+                    "/usr/bin/python3",
+                    "-c",
+                    _WRITER,
+                    f"{WORKDIR}/{rel}",
+                    "w" if i == 0 else "a",
+                    base64.b64encode(chunk).decode(),
+                ]
+            )
             if res.exit_code != 0:
                 raise SandboxPathError(f"{path!r}: {res.stderr.strip().splitlines()[-1:] or 'cannot be written'}")
 
     async def fingerprint(self) -> dict[str, tuple[int, int]]:
-        res = await self.exec(["/usr/bin/python3", "-c", _TREEDIFF_SOURCE, "fingerprint", WORKDIR],
-                              output_bytes=64 * 1024 * 1024)
+        res = await self.exec(
+            ["/usr/bin/python3", "-c", _TREEDIFF_SOURCE, "fingerprint", WORKDIR], output_bytes=64 * 1024 * 1024
+        )
         if res.exit_code != 0:
             raise SandboxError(f"fingerprint failed: {res.stderr[-500:]}")
         return {k: (v[0], v[1]) for k, v in json.loads(res.stdout).items()}
 
     async def diff(self) -> str:
-        res = await self.exec(["/usr/bin/python3", "-c", _TREEDIFF_SOURCE, "diff", "/task", WORKDIR],
-                              output_bytes=64 * 1024 * 1024)
+        res = await self.exec(
+            ["/usr/bin/python3", "-c", _TREEDIFF_SOURCE, "diff", "/task", WORKDIR], output_bytes=64 * 1024 * 1024
+        )
         if res.exit_code != 0:
             raise SandboxError(f"diff failed: {res.stderr[-500:]}")
         return res.stdout
@@ -307,14 +335,27 @@ class DockerBackend(SandboxBackend):
         runtime = runtime_dir()
         client = self.client()
         container = client.containers.run(
-            image, command=["/bin/sh", "-c", INIT], detach=True, name=f"rubricgym-{uuid.uuid4().hex[:12]}",
-            user=f"{self.uid}:{self.uid}", network_mode="none", read_only=True, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m", pids_limit=limits.pids, nano_cpus=int(limits.cpus * 1e9),
-            mounts=[Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.disk_mb * 1024 * 1024),
-                    Mount("/tmp", None, type="tmpfs", tmpfs_size=min(256, limits.disk_mb) * 1024 * 1024)],
+            image,
+            command=["/bin/sh", "-c", INIT],
+            detach=True,
+            name=f"rubricgym-{uuid.uuid4().hex[:12]}",
+            user=f"{self.uid}:{self.uid}",
+            network_mode="none",
+            read_only=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            pids_limit=limits.pids,
+            nano_cpus=int(limits.cpus * 1e9),
+            mounts=[
+                Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.disk_mb * 1024 * 1024),
+                Mount("/tmp", None, type="tmpfs", tmpfs_size=min(256, limits.disk_mb) * 1024 * 1024),
+            ],
             volumes={"/usr": {"bind": "/usr", "mode": "ro"}, str(runtime): {"bind": RUNTIME_DIR, "mode": "ro"}},
-            working_dir=WORKDIR, environment=BASE_ENV, labels={"rubricgym.sandbox": "swe"},
+            working_dir=WORKDIR,
+            environment=BASE_ENV,
+            labels={"rubricgym.sandbox": "swe"},
         )
         return DockerSandbox(snapshot, limits, client, container, self.uid)
 

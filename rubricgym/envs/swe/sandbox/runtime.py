@@ -32,8 +32,10 @@ def sandbox_root() -> Path:
     root.mkdir(parents=True, exist_ok=True, mode=0o711)
     st = root.lstat()
     if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
-        raise RuntimeError(f"sandbox root {root} is a symlink or owned by uid {st.st_uid}, not us: remove it "
-                           "or set RUBRICGYM_SANDBOX_DIR to a directory we own")
+        raise RuntimeError(
+            f"sandbox root {root} is a symlink or owned by uid {st.st_uid}, not us: remove it "
+            "or set RUBRICGYM_SANDBOX_DIR to a directory we own"
+        )
     os.chmod(root, 0o711)
     return root
 
@@ -76,8 +78,9 @@ def runtime_dir() -> Path:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dst)
     if os.path.exists(SANDBOX_PYTHON):  # bytecode for the sandbox's Python: pytest then starts 2-3x faster
-        subprocess.run([SANDBOX_PYTHON, "-m", "compileall", "-q", "-j", "0", str(tmp)], capture_output=True,
-                       timeout=300)
+        subprocess.run(
+            [SANDBOX_PYTHON, "-m", "compileall", "-q", "-j", "0", str(tmp)], capture_output=True, timeout=300
+        )
     for dirpath, _dirnames, filenames in os.walk(tmp):
         os.chmod(dirpath, 0o755)
         for fn in filenames:

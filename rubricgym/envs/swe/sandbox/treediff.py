@@ -24,8 +24,14 @@ MAX_DIFF_TOTAL = 32 * 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_beneath(root: str | int, rel: str, flags: int = os.O_RDONLY, mode: int = 0o644, make_dirs: bool = False,
-                 owner: int | None = None) -> int:
+def open_beneath(
+    root: str | int,
+    rel: str,
+    flags: int = os.O_RDONLY,
+    mode: int = 0o644,
+    make_dirs: bool = False,
+    owner: int | None = None,
+) -> int:
     """An fd for ``root/rel`` opened one component at a time, each relative to its parent's fd, never
     following a symbolic link (``O_NOFOLLOW`` at every level).
 
@@ -103,7 +109,7 @@ def walk(root: str) -> dict[str, os.stat_result]:
                 continue
             base_rel, base_fd = next((r, f) for r, f, _ in reversed(frames) if f is not None)
             try:
-                child = open_beneath(base_fd, path[len(base_rel) + 1:] if base_rel else path, _DIR_FLAGS)
+                child = open_beneath(base_fd, path[len(base_rel) + 1 :] if base_rel else path, _DIR_FLAGS)
             except OSError:
                 continue
             listed = _entries(child)
@@ -154,8 +160,17 @@ def read_link(root: str, rel: str) -> str:
         os.close(fd)
 
 
-_ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r",
-            0x22: '\\"', 0x5C: "\\\\"}
+_ESCAPES = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0B: "\\v",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
 
 
 def quote_path(path: str) -> str:
@@ -204,8 +219,9 @@ def file_diff(rel: str, old: bytes | str | None, new: bytes | str | None) -> str
         head.append("deleted file mode 100644\n")
     if old_lines is None or new_lines is None:
         return "".join(head) + f"Binary files {a} and {b} differ\n"
-    out = list(difflib.unified_diff(old_lines, new_lines, "/dev/null" if old is None else a,
-                                    "/dev/null" if new is None else b))
+    out = list(
+        difflib.unified_diff(old_lines, new_lines, "/dev/null" if old is None else a, "/dev/null" if new is None else b)
+    )
     if not out:
         return "".join(head) if old is None or new is None else ""
     text = []
@@ -214,8 +230,9 @@ def file_diff(rel: str, old: bytes | str | None, new: bytes | str | None) -> str
     return "".join(head + text)
 
 
-def diff_trees(old_root: str | os.PathLike[str], new_root: str | os.PathLike[str],
-               max_bytes: int = MAX_DIFF_TOTAL) -> str:
+def diff_trees(
+    old_root: str | os.PathLike[str], new_root: str | os.PathLike[str], max_bytes: int = MAX_DIFF_TOTAL
+) -> str:
     """Unified diff turning ``old_root`` into ``new_root`` (paths sorted, ``a/``/``b/`` prefixes).
 
     Past ``max_bytes`` of diff the remaining changed files are named in a closing comment, not diffed.
@@ -238,8 +255,10 @@ def diff_trees(old_root: str | os.PathLike[str], new_root: str | os.PathLike[str
         size += len(part)
     if left:
         names = " ".join(quote_path(r) for r in left[:50])
-        parts.append(f"# diff truncated at {max_bytes} bytes; {len(left)} more changed file(s) not "
-                     f"diffed: {names}{' ...' if len(left) > 50 else ''}\n")
+        parts.append(
+            f"# diff truncated at {max_bytes} bytes; {len(left)} more changed file(s) not "
+            f"diffed: {names}{' ...' if len(left) > 50 else ''}\n"
+        )
     return "".join(parts)
 
 
