@@ -75,7 +75,8 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             prefix = keys or "stage/"
             keys = sorted({k for r in steps for k in r if k.startswith(prefix)})
         if name in ("hacking", "credit") and not any(r.get(k) is not None for r in steps for k in keys):
-            continue  # no monitor configured: no empty plot
+            plt.close(fig)  # no monitor configured: no empty plot (and no figure left open across steps)
+            continue
         for key in keys:
             xs = [r["step"] for r in steps if r.get(key) is not None]
             ys = [r[key] for r in steps if r.get(key) is not None]
