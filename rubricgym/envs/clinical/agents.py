@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 
 from rubricgym.core.agent import SeededAgent, TaskAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
@@ -47,8 +48,9 @@ class _Planned(TaskAgent):
         self._plan: list[str] | None = None
         self._k = 0
 
+    @abstractmethod
     def plan(self, task: Task) -> list[str]:
-        raise NotImplementedError
+        """The episode's actions (tool-call texts), planned from the task."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         if self._plan is None:
