@@ -33,7 +33,7 @@ from rubricgym.envs.clinical.patient import (
     VirtualPatient,
     analyte_index,
     condition_index,
-    exam_index,
+    resolve_exam,
     resolve_system,
 )
 from rubricgym.envs.clinical.rewards import diaggym_reward
@@ -236,7 +236,7 @@ class ClinicalEnv(RubricEnv):
             reason: why this exam, now
         """
         assert self._patient is not None
-        exam_id = self._resolve_exam(exam)
+        exam_id = resolve_exam(self.kb, exam)
         spec = self.kb.exams[exam_id]
         repeat = exam_id in self._ordered
         turn = len(self._records) + 1
@@ -342,24 +342,6 @@ class ClinicalEnv(RubricEnv):
 
     # ---- helpers ----------------------------------------------------------------------------------------
 
-    def _resolve_exam(self, text: str) -> str:
-        index = exam_index(self.kb)
-        folded = fold(text)
-        if not folded:
-            raise ToolError("the exam name is empty; order one exam by name, e.g. 'CBC' or 'Chest X-ray'")
-        exam_id = index.names.get(folded)
-        if exam_id is None:
-            found = index.contained(text)
-            if len({i for _, _, i in found}) > 1:
-                names = ", ".join(dict.fromkeys(index.display[i] for _, _, i in found))
-                raise ToolError(f"order one exam per turn; {text!r} names several ({names})")
-            exam_id = index.resolve(text)
-        if exam_id is None:
-            close = index.suggest(text)
-            hint = f" Closest catalogue names: {', '.join(close)}." if close else ""
-            raise ToolError(f"{text!r} is not in the exam catalogue.{hint}")
-        return exam_id
-
     def _match_diagnosis(self, text: str) -> str | None:
         """``"case"`` when the text names the case's diagnosis (aliases and ICD-10 aware), else the KB id or None."""
         own = self._facts.get("condition")
@@ -417,7 +399,7 @@ class ClinicalEnv(RubricEnv):
                 and isinstance(call.arguments.get("exam"), str)
             ):
                 try:
-                    exam_id = self._resolve_exam(call.arguments["exam"])
+                    exam_id = resolve_exam(self.kb, call.arguments["exam"])
                 except ToolError:
                     exam_id = None
                 if exam_id is not None and exam_id not in self._ordered:

@@ -12,6 +12,7 @@ import functools
 import zlib
 from dataclasses import dataclass
 
+from rubricgym.core.tools import ToolError
 from rubricgym.envs.clinical.case import CaseRecord
 from rubricgym.envs.clinical.matching import FindingIndex, NameIndex, concepts, fold
 from rubricgym.envs.clinical.schema import SYSTEMS, Exam, KnowledgeBase
@@ -87,6 +88,26 @@ def finding_index(kb: KnowledgeBase) -> FindingIndex:
 @functools.lru_cache(maxsize=8)
 def exam_index(kb: KnowledgeBase) -> NameIndex:
     return NameIndex((e.id, [e.name, *e.aliases], None) for e in kb.orderable)
+
+
+def resolve_exam(kb: KnowledgeBase, text: str) -> str:
+    """The catalogue id of the one exam ``text`` names; ``ToolError`` (with the closest names) otherwise."""
+    index = exam_index(kb)
+    folded = fold(text)
+    if not folded:
+        raise ToolError("the exam name is empty; order one exam by name, e.g. 'CBC' or 'Chest X-ray'")
+    exam_id = index.names.get(folded)
+    if exam_id is None:
+        found = index.contained(text)
+        if len({i for _, _, i in found}) > 1:
+            names = ", ".join(dict.fromkeys(index.display[i] for _, _, i in found))
+            raise ToolError(f"order one exam per turn; {text!r} names several ({names})")
+        exam_id = index.resolve(text)
+    if exam_id is None:
+        close = index.suggest(text)
+        hint = f" Closest catalogue names: {', '.join(close)}." if close else ""
+        raise ToolError(f"{text!r} is not in the exam catalogue.{hint}")
+    return exam_id
 
 
 @functools.lru_cache(maxsize=8)
