@@ -33,8 +33,7 @@ def success(env_id: str, traj: rubricgym.Trajectory) -> bool:
 async def run_env(env_id: str, ks: list[int], n_tasks: int, p: float, seeds: int) -> list[tuple[int, float, float]]:
     cls = rubricgym.spec(env_id).load()
     agents = cls.agents()
-    tasks = list({t.id: t for t in rubricgym.make(env_id).task_set(4 * n_tasks, seed=0, split="test")}.values())
-    tasks = tasks[:n_tasks]
+    tasks = list({t.id: t for t in rubricgym.make(env_id).task_set(n_tasks, seed=0, split="test")}.values())
     rows = []
     for k in ks:
         wins, t0 = [], time.perf_counter()

@@ -6,7 +6,13 @@ agents:
   - {name: base, kind: local, model: smollm2-135m-instruct}       # a known model name or a HF model directory
   - {name: step40, kind: checkpoint, path: runs/train}            # a run dir (newest checkpoint) or a checkpoint dir
   - {name: vllm, kind: openai, base_url: "http://127.0.0.1:8000/v1", model: smollm2-135m-instruct}
+  - {name: noisy, kind: scripted, agent: "noisy(p=0.5):oracle"}   # wrapper specs as in `rubricgym run --agent`
+  - {name: noisy-tts, kind: scripted, agent: "noisy(p=0.5):oracle", tts: {k: 4, beta: 10, keep: 0.5}}
 ```
+
+``tts`` wraps any entry in PRM-guided test-time scaling (``rewards.search.PRMGuidedAgent``): k candidate actions
+per turn, scored by look-ahead with the suite entry's rubric, the best ``keep`` fraction kept, one sampled
+∝ exp(β·u). A model entry with ``tts`` must sample (``temperature`` > 0) or its k candidates are all the same.
 
 ``preflight`` checks every entry before any episode or match runs (the scripted agent exists for every env of
 the suite, the model directory or checkpoint exists, the endpoint answers ``/models``) and raises one
@@ -15,13 +21,15 @@ the suite, the model directory or checkpoint exists, the endpoint answers ``/mod
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rubricgym.core.agent import Agent
+from rubricgym.rewards.search import TTSConfig, parse_wrapper, unwrap, wrap_agent
 
 KINDS = ("scripted", "local", "checkpoint", "openai")
 
@@ -35,12 +43,35 @@ class _Spec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
     seed: int = 0
+    tts: TTSConfig | None = None
+    """PRM-guided test-time scaling around this agent: ``{k: 4, beta: 10, keep: 0.5}``."""
+
+    @model_validator(mode="after")
+    def _tts_samples(self) -> _Spec:
+        if self.tts is not None and self.tts.k > 1 and getattr(self, "temperature", None) == 0.0:
+            raise ValueError(
+                f"tts draws k={self.tts.k} candidates per turn but temperature is 0, so they are all the same: "
+                "set temperature > 0 (1.0 samples the policy itself)"
+            )
+        return self
 
 
 class ScriptedSpec(_Spec):
     kind: Literal["scripted"] = "scripted"
     agent: str = ""
-    """The env's scripted agent (``rubricgym envs`` lists them); default: ``name``."""
+    """The env's scripted agent (``rubricgym envs`` lists them), optionally wrapped as in ``rubricgym run
+    --agent`` (``noisy(p=0.5):oracle``, ``tts(k=4):oracle``); default: ``name``."""
+
+    @field_validator("agent")
+    @classmethod
+    def _wrappers(cls, v: str) -> str:
+        unwrap(v)  # a bad wrapper setting fails here, naming it
+        return v
+
+    def needs(self) -> list[str]:
+        """The env's scripted agents this entry plays with (the noisy wrapper draws on ``random``)."""
+        kinds, inner = unwrap(self.agent or self.name)
+        return [inner, *(["random"] if "noisy" in kinds else [])]
 
 
 class _ModelSpec(_Spec):
@@ -153,13 +184,13 @@ async def preflight(specs: list[Any], env_ids: list[str], source: str = "agents"
     for k, s in enumerate(specs):
         label = f"{source}: agents[{k}] ({s.name})"
         if isinstance(s, ScriptedSpec):
-            want = s.agent or s.name
             for env_id in dict.fromkeys(env_ids):
                 have = env_agents(env_id)
-                if want not in have:
-                    problems.append(
-                        f"{label}: env {env_id} has no scripted agent {want!r} (it has: {', '.join(sorted(have))})"
-                    )
+                problems += [
+                    f"{label}: env {env_id} has no scripted agent {want!r} (it has: {', '.join(sorted(have))})"
+                    for want in s.needs()
+                    if want not in have
+                ]
         elif isinstance(s, LocalSpec):
             if s.model.lower() not in KNOWN_MODELS and not is_model_dir(Path(s.model).expanduser()):
                 problems.append(
@@ -185,14 +216,32 @@ class AgentFactory:
         self.specs = {s.name: s for s in specs}
         self._models: dict[str, Agent] = {}
 
-    def agent(self, name: str, env_id: str) -> Agent:
+    def agent(self, name: str, env_id: str, env_kwargs: dict[str, Any] | None = None, rubric: Any = None) -> Agent:
+        """``name``'s agent for ``env_id``; with ``tts`` wrapped in PRM-guided search that looks ahead in the env
+        built with ``env_kwargs`` and scores with ``rubric`` (default: the env's)."""
+        s = self.specs[name]
+        base = self._scripted(s, env_id, env_kwargs, rubric) if isinstance(s, ScriptedSpec) else self._model(s)
+        if s.tts is None:
+            return base
+        from rubricgym.rewards.search import PRMGuidedAgent
+
+        return PRMGuidedAgent(base, env_id, **s.tts.model_dump(), rubric=rubric, env_kwargs=env_kwargs, seed=s.seed)
+
+    @staticmethod
+    def _scripted(s: ScriptedSpec, env_id: str, env_kwargs: dict[str, Any] | None, rubric: Any) -> Agent:
+        from rubricgym.core.registry import env_agents
+
+        agents = env_agents(env_id)
+        want = s.agent or s.name
+        wrapped = wrap_agent(
+            env_id, want, lambda inner: agents[inner](seed=s.seed), s.seed, rubric=rubric, env_kwargs=env_kwargs
+        )
+        return wrapped or agents[want](seed=s.seed)
+
+    def _model(self, s: Any) -> Agent:
         import os
 
-        s = self.specs[name]
-        if isinstance(s, ScriptedSpec):
-            from rubricgym.core.registry import env_agents
-
-            return env_agents(env_id)[s.agent or s.name](seed=s.seed)
+        name = s.name
         if name in self._models:
             return self._models[name]
         if isinstance(s, OpenAISpec):
@@ -229,9 +278,34 @@ class AgentFactory:
                 await close()
 
 
+def _cli_name(agent: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "-", agent).strip("-_.+") or "agent"
+
+
+def _tts_from_cli(agent: str, settings: dict[str, Any], inner: str, base_url: str | None, model: str | None) -> Any:
+    spec = spec_from_cli(inner, base_url, model)
+    if spec.tts is not None:
+        raise AgentsFileError(f"--agent {agent!r}: one tts(...) wrapper per agent")
+    update: dict[str, Any] = {"name": _cli_name(agent), "tts": settings}
+    if getattr(spec, "temperature", None) == 0.0:
+        update["temperature"] = 1.0  # PRM-guided search samples the policy itself (pi at temperature 1)
+    return type(spec).model_validate({**spec.model_dump(), **update})
+
+
 def spec_from_cli(agent: str, base_url: str | None = None, model: str | None = None) -> Any:
     """``--agent`` of ``rubricgym eval``: ``local``, ``openai`` (with ``--base-url``/``--model``),
-    ``checkpoint:PATH`` or a scripted agent name."""
+    ``checkpoint:PATH`` or a scripted agent name, each optionally wrapped as ``rubricgym run --agent`` takes it:
+    ``tts(k=4,beta=10,keep=0.5):NAME`` (any kind; a greedy model then samples at temperature 1) and
+    ``noisy(p=0.5):NAME`` (scripted agents)."""
+    try:
+        parsed = parse_wrapper(agent)
+        if parsed is not None and parsed[0] == "tts":
+            return _tts_from_cli(agent, parsed[1], parsed[2], base_url, model)
+        inner = unwrap(agent)[1]
+    except (ValueError, ValidationError) as e:
+        raise AgentsFileError(f"--agent: {e}") from None
+    if (inner in ("openai", "local") or inner.startswith("checkpoint:")) and inner != agent:
+        raise AgentsFileError(f"--agent {agent!r}: noisy(...) wraps scripted agents only")
     if agent == "openai":
         if not base_url or not model:
             raise AgentsFileError("--agent openai needs --base-url and --model")
@@ -240,4 +314,4 @@ def spec_from_cli(agent: str, base_url: str | None = None, model: str | None = N
         return LocalSpec(name="local", model=model or "smollm2-135m-instruct")
     if agent.startswith("checkpoint:"):
         return CheckpointSpec(name="checkpoint", path=agent.split(":", 1)[1])
-    return ScriptedSpec(name=agent, agent=agent)
+    return ScriptedSpec(name=_cli_name(agent), agent=agent)

@@ -175,6 +175,7 @@ async def run_arena(
             {
                 "name": names[k],
                 "kind": specs[k].kind,
+                "tts": specs[k].tts.model_dump() if specs[k].tts is not None else None,
                 "rating": overall["rating"][k],
                 "ci": [overall["low"][k], overall["high"][k]],
                 "elo": float(elo_r[k]),

@@ -53,6 +53,8 @@ class SuiteReport(BaseModel):
     suite: str
     version: str
     agent: str
+    agent_spec: dict[str, Any] = Field(default_factory=dict)
+    """The agent's full entry (kind, model, ``tts`` settings, ...) as validated."""
     entries: list[EntryReport]
     reward: float | None
     reward_ci: tuple[float, float] | None
@@ -104,7 +106,7 @@ async def play_entry(
     store = TrajectoryStore(out)
     report = await rollout_many(
         entry.env,
-        factory.agent(agent, entry.env),
+        factory.agent(agent, entry.env, entry.kwargs, entry.load_rubric(suite.base_dir)),
         list(tasks),
         concurrency=concurrency,
         store=store,
@@ -195,6 +197,7 @@ async def evaluate_suite(
         suite=suite.name,
         version=suite.version,
         agent=agent,
+        agent_spec=factory.specs[agent].model_dump(mode="json"),
         entries=entries,
         reward=reward,
         reward_ci=reward_ci,

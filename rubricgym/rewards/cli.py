@@ -285,8 +285,10 @@ def score_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``score`` and ``audit-judge`` to ``app``."""
+    """Add ``score``, ``audit-judge`` and ``rubric-versions`` to ``app``."""
     from rubricgym.rewards.audit_cli import audit_command
+    from rubricgym.rewards.versions_cli import versions_command
 
     app.command("score")(score_command)
     app.command("audit-judge")(audit_command)
+    app.command("rubric-versions")(versions_command)

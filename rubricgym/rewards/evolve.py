@@ -13,12 +13,15 @@ After each scored step ``RubricBuffer.update``
 
 Base criteria are never retired. Every version is recorded (``versions``; ``rubric_versions.jsonl`` in the run
 directory) with its content hash and the full rubric, so any past score can be reproduced by re-scoring with the
-recorded version (``RubricBuffer.version(hash)``).
+recorded version (``RubricBuffer.version(hash)``). With ``keep_trajectories`` the scored groups each update saw
+go to ``rubric_scored.jsonl`` beside it, tagged with the hash that scored them, and ``reproduce`` re-scores them
+(``rubricgym rubric-versions RUN_DIR``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,10 +48,14 @@ class BufferConfig(BaseModel):
     retire_after: int = Field(3, ge=1)
     """Retire a buffered criterion after this many consecutive steps without variance within any group."""
     add_per_step: int = Field(1, ge=0)
+    pairs_per_group: int = Field(4, ge=1)
+    """Contrasting (better, worse) pairs per group the writer may read, widest reward gap first."""
     writer: str = "checks"
     """``checks`` (env checks the rubric does not use yet) or ``llm`` (needs ``base_url`` and ``model``)."""
     base_url: str | None = None
     model: str | None = None
+    keep_trajectories: bool = True
+    """Record each step's scored groups (``rubric_scored.jsonl`` beside the versions) so they can be re-scored."""
 
 
 class RubricVersion(Wire):
@@ -58,6 +65,18 @@ class RubricVersion(Wire):
     added: list[str] = Field(default_factory=list)
     retired: list[str] = Field(default_factory=list)
     rubric: dict[str, Any]
+
+
+class ScoredRollout(Wire):
+    """One rollout a buffer update saw, with the rubric version (hash) its rewards came from."""
+
+    step: int
+    group: int
+    hash: str
+    trajectory: Trajectory
+
+
+SCORED = "rubric_scored.jsonl"
 
 
 def check_writer(checks: Mapping[str, NamedCheck]) -> Writer:
@@ -119,12 +138,14 @@ class RubricBuffer:
     ):
         self.base, self.stages, self.config, self.writer, self.key = base, list(stages), config, writer, key
         self.record = record
+        self.scored = record.with_name(SCORED) if record is not None and config.keep_trajectories else None
         self.buffered: list[Criterion] = []
         self.quiet: dict[str, int] = {}
         self.versions: list[RubricVersion] = []
         self.current = base
-        if record is not None and record.exists():
-            record.unlink()  # a new buffer starts a new history
+        for path in (record, self.scored):
+            if path is not None and path.exists():
+                path.unlink()  # a new buffer starts a new history
         self._log(0, base, [], [])
 
     def cap(self, stage: str) -> int:
@@ -154,6 +175,17 @@ class RubricBuffer:
             with open(self.record, "a", encoding="utf-8") as f:
                 f.write(v.model_dump_json() + "\n")
 
+    def _keep(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> None:
+        """Append the groups scored with the current version (before this update changes it)."""
+        if self.scored is None:
+            return
+        self.scored.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.scored, "a", encoding="utf-8") as f:
+            for gi, g in enumerate(groups):
+                for t in g:
+                    rec = ScoredRollout(step=step, group=gi, hash=self.current.hash, trajectory=t)
+                    f.write(rec.model_dump_json() + "\n")
+
     def _discriminates(self, cid: str, groups: Sequence[Sequence[Trajectory]]) -> bool:
         for g in groups:
             vals = {t.rewards.get(f"{self.key}/criterion/{cid}") for t in g} - {None}
@@ -161,50 +193,61 @@ class RubricBuffer:
                 return True
         return False
 
-    def _contrast(self, groups: Sequence[Sequence[Trajectory]]) -> list[tuple[Trajectory, Trajectory, str]]:
-        """(better, worse, stage) per group whose rewards differ: the stage whose reward separates them most."""
-        out = []
+    def _open(self, stage: str) -> int:
+        return self.cap(stage) - sum(c.stage == stage for c in self.buffered)
+
+    def _contrast(self, groups: Sequence[Sequence[Trajectory]]) -> list[tuple[Trajectory, Trajectory]]:
+        """(better, worse) pairs of one group's rollouts whose rewards differ, the widest gaps first, at most
+        ``pairs_per_group`` per group. Not just the best and the worst: a lucky best (a correct guess) or a tie
+        at the top can share every unused behaviour with the worst while another pair of the group contrasts."""
+        out: list[tuple[float, Trajectory, Trajectory]] = []
         for g in groups:
-            scored = [t for t in g if self.key in t.rewards]
-            if len(scored) < 2:
-                continue
-            best = max(scored, key=lambda t: t.rewards[self.key])
-            worst = min(scored, key=lambda t: t.rewards[self.key])
-            if best.rewards[self.key] <= worst.rewards[self.key]:
-                continue
-            gaps = {
-                s: best.rewards.get(f"{self.key}/stage/{s}", 0.0) - worst.rewards.get(f"{self.key}/stage/{s}", 0.0)
-                for s in self.stages
-            }
-            open_stages = [s for s in self.stages if sum(c.stage == s for c in self.buffered) < self.cap(s)]
-            if open_stages:
-                out.append((best, worst, max(open_stages, key=lambda s: gaps.get(s, 0.0))))
-        return out
+            r = {id(t): t.rewards.get(self.key, math.nan) for t in g}
+            scored = [t for t in g if math.isfinite(r[id(t)])]
+            pairs = [(r[id(b)] - r[id(w)], b, w) for b in scored for w in scored if r[id(b)] > r[id(w)]]
+            out += sorted(pairs, key=lambda p: -p[0])[: self.config.pairs_per_group]
+        return [(b, w) for _, b, w in sorted(out, key=lambda p: -p[0])]
+
+    def _stage(self, better: Trajectory, worse: Trajectory) -> str | None:
+        """The open stage (room under its cap) whose reward separates ``better`` from ``worse`` the most."""
+        open_stages = [s for s in self.stages if self._open(s) > 0]
+        if not open_stages:
+            return None
+
+        def gap(s: str) -> float:
+            key = f"{self.key}/stage/{s}"
+            return better.rewards.get(key, 0.0) - worse.rewards.get(key, 0.0)
+
+        return max(open_stages, key=gap)
+
+    async def _add(self, groups: Sequence[Sequence[Trajectory]]) -> list[str]:
+        added: list[str] = []
+        if self.writer is None:
+            return added
+        for better, worse in self._contrast(groups):
+            stage = self._stage(better, worse)
+            if len(added) >= self.config.add_per_step or stage is None:
+                break
+            room = min(self._open(stage), self.config.add_per_step - len(added))
+            taken = {c.id for c in self.base.criteria} | {c.id for c in self.buffered}
+            for c in (await self.writer(better.task, better, worse, stage, room, self.current))[:room]:
+                if c.id not in taken:
+                    self.buffered.append(c)
+                    self.quiet[c.id] = 0
+                    taken.add(c.id)
+                    added.append(c.id)
+        return added
 
     async def update(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> Rubric | None:
         """Retire and add criteria after ``step``'s groups were scored; the new rubric, or ``None`` if unchanged."""
+        self._keep(step, groups)
         retired = []
         for c in list(self.buffered):
             self.quiet[c.id] = 0 if self._discriminates(c.id, groups) else self.quiet.get(c.id, 0) + 1
             if self.quiet[c.id] >= self.config.retire_after:
                 self.buffered.remove(c)
                 retired.append(c.id)
-        added: list[str] = []
-        if self.writer is not None:
-            for better, worse, stage in self._contrast(groups):
-                if len(added) >= self.config.add_per_step:
-                    break
-                room = min(
-                    self.cap(stage) - sum(c.stage == stage for c in self.buffered),
-                    self.config.add_per_step - len(added),
-                )
-                taken = {c.id for c in self.base.criteria} | {c.id for c in self.buffered}
-                for c in (await self.writer(better.task, better, worse, stage, room, self.current))[:room]:
-                    if c.id not in taken:
-                        self.buffered.append(c)
-                        self.quiet[c.id] = 0
-                        taken.add(c.id)
-                        added.append(c.id)
+        added = await self._add(groups)
         if not added and not retired:
             return None
         n = len(self.versions)
@@ -236,3 +279,69 @@ def build_buffer(
 
 def read_versions(path: Path) -> list[RubricVersion]:
     return [RubricVersion.model_validate(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+class VersionCheck(BaseModel):
+    """One recorded version and how its rollouts re-score (``reproduce``)."""
+
+    step: int
+    version: str
+    hash: str
+    added: list[str]
+    retired: list[str]
+    criteria: int
+    rollouts: int
+    """Stored rollouts this version scored during the run."""
+    identical: int
+    """Of those, how many re-score to exactly the recorded rewards (total, stages, criteria)."""
+
+
+def read_scored(path: Path) -> list[ScoredRollout]:
+    return [ScoredRollout.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _own(rewards: Mapping[str, float], key: str) -> dict[str, float]:
+    return {k: v for k, v in rewards.items() if k == key or k.startswith(f"{key}/")}
+
+
+async def rescore(rubric: Rubric, traj: Trajectory, key: str = "rubric") -> dict[str, float]:
+    """The ``key`` rewards ``rubric`` gives a copy of ``traj`` (checks only, as the buffer's run scores)."""
+    from rubricgym.rewards.prm import ProcessRewardModel
+
+    t = traj.model_copy(deep=True)
+    t.rewards = {k: v for k, v in t.rewards.items() if k not in _own(t.rewards, key)}
+    await ProcessRewardModel(rubric, name=key).score(t)
+    return _own(t.rewards, key)
+
+
+def _same(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
+    return a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+
+
+async def reproduce(run_dir: Path, key: str = "rubric") -> list[VersionCheck]:
+    """Every version in ``run_dir/rubric_versions.jsonl``: re-score the stored rollouts it scored with the
+    recorded rubric and count those whose rewards come out identical."""
+    versions = read_versions(run_dir / "rubric_versions.jsonl")
+    scored = read_scored(run_dir / SCORED) if (run_dir / SCORED).exists() else []
+    out = []
+    for v in versions:
+        rubric = Rubric.model_validate(v.rubric)
+        if rubric.hash != v.hash:
+            raise ValueError(
+                f"{run_dir}: version {v.version} records hash {v.hash} but its rubric hashes to {rubric.hash}"
+            )
+        mine = [r.trajectory for r in scored if r.hash == v.hash]
+        same = [_same(await rescore(rubric, t, key), _own(t.rewards, key)) for t in mine]
+        out.append(
+            VersionCheck(
+                step=v.step,
+                version=v.version,
+                hash=v.hash,
+                added=v.added,
+                retired=v.retired,
+                criteria=len(rubric.criteria),
+                rollouts=len(mine),
+                identical=sum(same),
+            )
+        )
+    return out

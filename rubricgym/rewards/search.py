@@ -13,7 +13,8 @@ Stateful scripted policies are forked per candidate by replaying the episode's h
 model policies (``model`` set) are sampled ``k`` times on the same history.
 
 ``NoisyAgent`` makes a scripted policy noisy (with probability ``p`` an action of the env's random agent replaces
-its own) for benchmarks. In ``rubricgym run --agent``: ``tts(k=4,beta=10):noisy(p=0.5):oracle``.
+its own) for benchmarks. In ``rubricgym run --agent`` and ``rubricgym eval --agent``:
+``tts(k=4,beta=10):noisy(p=0.5):oracle``; in an agents file, a ``tts:`` field around any entry (``arena.agents``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rubricgym.core.agent import Agent, BaseAgent
 from rubricgym.core.registry import make, spec
@@ -166,12 +168,26 @@ class PRMGuidedAgent(BaseAgent):
         return candidates[chosen]
 
 
+class TTSConfig(BaseModel):
+    """PRM-guided search settings: ``tts: {k: 4, beta: 10, keep: 0.5}`` in an agents file, ``tts(k=4,...)``
+    in an ``--agent`` name."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: int = Field(4, ge=1, le=64)
+    """Candidate actions sampled per turn (1: the policy alone)."""
+    beta: float = Field(10.0, ge=0.0)
+    """Inverse temperature of exp(β·u) over the kept candidates (0: uniform among them)."""
+    keep: float = Field(0.5, gt=0.0, le=1.0)
+    """Fraction of the candidates, best u first, kept before sampling."""
+
+
 _SPEC = re.compile(r"^(tts|noisy)(?:\(([^)]*)\))?:(.+)$")
 
 
-def wrap_agent(env_id: str, name: str, resolve: Callable[[str], Agent], seed: int = 0) -> Agent | None:
-    """``tts(k=4,beta=10,keep=0.5):INNER`` or ``noisy(p=0.5):INNER`` (nestable) around the agent ``resolve(INNER)``
-    names; ``None`` when ``name`` is neither (``rubricgym run --agent`` then resolves it as usual)."""
+def parse_wrapper(name: str) -> tuple[str, dict[str, Any], str] | None:
+    """``(kind, settings, inner)`` for ``tts(k=4,beta=10,keep=0.5):INNER`` or ``noisy(p=0.5):INNER``; ``None``
+    when ``name`` is neither. The settings are validated (``TTSConfig``; ``p`` in [0, 1]); ``ValueError`` names
+    the spec and the bad setting."""
     m = _SPEC.match(name)
     if not m:
         return None
@@ -183,12 +199,36 @@ def wrap_agent(env_id: str, name: str, resolve: Callable[[str], Agent], seed: in
             kw[key.strip()] = float(value)
         except ValueError:
             raise ValueError(f"agent spec {name!r}: {part!r} is not key=number") from None
-    base = wrap_agent(env_id, inner, resolve, seed) or resolve(inner)
-    allowed = {"tts": {"k", "beta", "keep"}, "noisy": {"p"}}[kind]
-    if set(kw) - allowed:
-        raise ValueError(f"agent spec {name!r}: {kind} takes {sorted(allowed)}, got {sorted(kw)}")
     if kind == "noisy":
-        return NoisyAgent(base, resolve("random"), p=kw.get("p", 0.5), seed=seed)
-    return PRMGuidedAgent(
-        base, env_id, k=int(kw.get("k", 4)), beta=kw.get("beta", 10.0), keep=kw.get("keep", 0.5), seed=seed
-    )
+        if set(kw) - {"p"} or not 0.0 <= kw.get("p", 0.5) <= 1.0:
+            raise ValueError(f"agent spec {name!r}: noisy takes p in [0, 1], got {args!r}")
+        return kind, {"p": kw.get("p", 0.5)}, inner
+    try:
+        return kind, TTSConfig.model_validate(kw).model_dump(), inner
+    except ValidationError as e:
+        bad = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise ValueError(f"agent spec {name!r}: tts takes k, beta, keep ({bad})") from None
+
+
+def unwrap(name: str) -> tuple[list[str], str]:
+    """(wrapper kinds outermost first, the agent they wrap): ``tts(k=4):noisy(p=0.5):oracle`` ->
+    ``(["tts", "noisy"], "oracle")``; ``ValueError`` on a bad setting."""
+    kinds = []
+    while (parsed := parse_wrapper(name)) is not None:
+        kinds.append(parsed[0])
+        name = parsed[2]
+    return kinds, name
+
+
+def wrap_agent(env_id: str, name: str, resolve: Callable[[str], Agent], seed: int = 0, **tts_kw: Any) -> Agent | None:
+    """``tts(k=4,beta=10,keep=0.5):INNER`` or ``noisy(p=0.5):INNER`` (nestable) around the agent ``resolve(INNER)``
+    names; ``None`` when ``name`` is neither (``rubricgym run --agent`` then resolves it as usual). ``tts_kw``
+    (``rubric``, ``env_kwargs``) go to every ``PRMGuidedAgent``."""
+    parsed = parse_wrapper(name)
+    if parsed is None:
+        return None
+    kind, kw, inner = parsed
+    base = wrap_agent(env_id, inner, resolve, seed, **tts_kw) or resolve(inner)
+    if kind == "noisy":
+        return NoisyAgent(base, resolve("random"), p=kw["p"], seed=seed)
+    return PRMGuidedAgent(base, env_id, **kw, seed=seed, **tts_kw)

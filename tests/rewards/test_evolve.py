@@ -4,7 +4,15 @@ retirement of criteria that stopped discriminating, and recorded versions that r
 import pytest
 
 from rubricgym.core.rubric import Rubric
-from rubricgym.rewards.evolve import BufferConfig, RubricBuffer, check_writer, read_versions
+from rubricgym.rewards.evolve import (
+    SCORED,
+    BufferConfig,
+    RubricBuffer,
+    ScoredRollout,
+    check_writer,
+    read_versions,
+    reproduce,
+)
 from rubricgym.rewards.judges import env_checks
 from rubricgym.rewards.prm import ProcessRewardModel
 
@@ -72,3 +80,50 @@ async def test_caps_bound_each_stage(oracle_trajs, guess_trajs, toy_rubric):
     assert buf.cap("compute") == 0 and buf.cap("unknown-stage") == 0
     with pytest.raises(KeyError, match="no recorded rubric version"):
         buf.version("nope")
+
+
+def lucky_guess(guess_traj):
+    """A guess that happened to be right: correct, but no calculator (so nothing it does is worth rewarding)."""
+    t = guess_traj.model_copy(deep=True)
+    t.steps[-1].info["correct"] = True
+    return t
+
+
+async def test_a_lucky_best_does_not_hide_a_contrasting_pair(oracle_trajs, guess_trajs, toy_rubric):
+    # real policies tie at the top: the first best rollout here is a lucky guess that shares every unused
+    # behaviour with the worst one, while the oracle (equally correct) used the calculator; the buffer must
+    # still find the contrast between the oracle and the wrong guess (it compared only best vs worst before)
+    base = Rubric.from_dict({**toy_rubric, "criteria": [c for c in toy_rubric["criteria"] if c["id"] == "correct"]})
+    wrong = next(t for t in guess_trajs if not t.steps[-1].info.get("correct"))
+    group = [lucky_guess(wrong), oracle_trajs[0], wrong]
+    await scored(base, [group])
+    assert [t.rewards["rubric"] for t in group] == [1.0, 1.0, 0.0]
+    buf = RubricBuffer(
+        base, ["compute", "answer"], BufferConfig(caps=[2, 2]), check_writer(env_checks("toy-calculator-v0"))
+    )
+    v1 = await buf.update(1, [group])
+    assert v1 is not None and [c.id for c in buf.buffered] == ["evolved_answer_grounded"]
+    assert buf.buffered[0].stage == "answer"  # the stage whose reward separates the oracle from the guess
+
+
+async def test_recorded_versions_reproduce_the_scored_rollouts(oracle_trajs, guess_trajs, toy_rubric, tmp_path):
+    base = base_without_used_calculator(toy_rubric)
+    buf = RubricBuffer(
+        base,
+        ["compute", "answer"],
+        BufferConfig(caps=[3, 2], retire_after=1),
+        check_writer(env_checks("toy-calculator-v0")),
+        record=tmp_path / "rubric_versions.jsonl",
+    )
+    v1 = await buf.update(1, await scored(base, [[oracle_trajs[0], guess_trajs[0]]]))
+    assert v1 is not None
+    await buf.update(2, await scored(v1, [[oracle_trajs[1], oracle_trajs[2]]]))  # retires: no variance
+    checks = await reproduce(tmp_path)
+    assert [(c.step, c.rollouts, c.identical) for c in checks] == [(0, 2, 2), (1, 2, 2), (2, 0, 0)]
+    assert checks[1].added == ["evolved_used_calculator"] and checks[2].retired == ["evolved_used_calculator"]
+    # a stored score that the recorded rubric does not give back is caught
+    lines = (tmp_path / SCORED).read_text().splitlines()
+    rec = ScoredRollout.model_validate_json(lines[0])
+    rec.trajectory.rewards["rubric"] += 0.25
+    (tmp_path / SCORED).write_text("\n".join([rec.model_dump_json(), *lines[1:]]) + "\n")
+    assert [c.identical for c in await reproduce(tmp_path)] == [1, 2, 0]
