@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubricgym.core.rubric import Rubric
+from rubricgym.core.types import Trajectory
 from rubricgym.rewards.evolve import SCORED, read_scored, read_versions, reproduce, rescore
 
 VERSIONS = "rubric_versions.jsonl"
@@ -61,7 +62,7 @@ def _rescore_with(run_dir: Path, prefix: str, key: str, console: Console, as_jso
     console.print(table)
 
 
-async def _totals(rubric: Rubric, trajs: list, key: str) -> list[float]:
+async def _totals(rubric: Rubric, trajs: list[Trajectory], key: str) -> list[float]:
     return [(await rescore(rubric, t, key)).get(key, float("nan")) for t in trajs]
 
 
