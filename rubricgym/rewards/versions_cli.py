@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -39,7 +39,7 @@ def _rescore_with(run_dir: Path, prefix: str, key: str, console: Console, as_jso
         console.print(f"[red]{run_dir / SCORED} holds no rollouts[/red] (was rubric_buffer.keep_trajectories off?)")
         raise typer.Exit(1)
     new = asyncio.run(_totals(rubric, [r.trajectory for r in scored], key))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for h in dict.fromkeys(r.hash for r in scored):
         idx = [i for i, r in enumerate(scored) if r.hash == h]
         old = [scored[i].trajectory.rewards.get(key, float("nan")) for i in idx]
@@ -57,8 +57,8 @@ def _rescore_with(run_dir: Path, prefix: str, key: str, console: Console, as_jso
     table = Table(title=f"{run_dir}: stored rollouts re-scored with version {hits[0].version} ({hits[0].hash[:12]})")
     for col in ("scored during the run with", "rollouts", "recorded mean", f"mean under {hits[0].version}"):
         table.add_column(col, justify="left" if col.startswith("scored") else "right")
-    for r in rows:
-        table.add_row(r["scored_with"][:12], str(r["rollouts"]), f"{r['recorded']:.4f}", f"{r['rescored']:.4f}")
+    for row in rows:
+        table.add_row(row["scored_with"][:12], str(row["rollouts"]), f"{row['recorded']:.4f}", f"{row['rescored']:.4f}")
     console.print(table)
 
 
