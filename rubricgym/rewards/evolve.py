@@ -8,8 +8,9 @@ After each scored step ``RubricBuffer.update``
    consecutive steps (a criterion every rollout of a group meets, or none does, carries no advantage);
 2. adds criteria written from the current policy's contrasting rollouts (pairs of one group's rollouts whose
    rewards differ, widest gap first) by a ``writer``, into the stage whose reward separates the two most, while
-   that stage has room: ``llm_writer`` (OpenRubrics-style contrastive generation, ``rewards.generate``) or ``check_writer``
-   (the env checks the rubric does not use yet that the better rollout passes and the worse one fails).
+   that stage has room: ``llm_writer`` (OpenRubrics-style contrastive generation, ``rewards.generate``) or
+   ``check_writer`` (the env checks the rubric does not use yet that the better rollout passes and the worse one
+   fails).
 
 Base criteria are never retired. Every version is recorded (``versions``; ``rubric_versions.jsonl`` in the run
 directory) with its content hash and the full rubric, so any past score can be reproduced by re-scoring with the
