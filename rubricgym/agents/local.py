@@ -78,7 +78,11 @@ def chat_dicts(messages: list[Message]) -> list[dict[str, str]]:
 
 
 class LocalAgent(BaseAgent):
-    """A local Hugging Face causal LM as an agent. ``model`` is a known name or a model directory."""
+    """A local Hugging Face causal LM as an agent.
+
+    ``model`` is what every ``Agent`` calls its model: the name (a known name or a model directory), recorded on
+    each trajectory; ``lm`` is the loaded ``transformers`` network and ``tokenizer`` its tokenizer.
+    """
 
     name = "local"
 
@@ -146,8 +150,8 @@ class LocalAgent(BaseAgent):
         return self
 
     @property
-    def model_obj(self) -> Any:
-        """The ``transformers`` model (the trainer updates its weights in place)."""
+    def lm(self) -> Any:
+        """The loaded ``transformers`` causal LM (the trainer updates its weights in place)."""
         return self.load()._shared.model
 
     @property
