@@ -1,7 +1,7 @@
 """``LocalAgent``: a transformers causal LM on the CPU (by default the embedded SmolLM2-135M-Instruct).
 
 Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one ``decode.sample``
-call, which is ~4x the throughput of one-at-a-time on CPU; the batch's common prompt prefix and each distinct
+call, several times the throughput of one-at-a-time on CPU; the batch's common prompt prefix and each distinct
 prompt are prefilled once, and finished rows leave the batch (``rubricgym/agents/decode.py``). Generation stops
 at ``stop`` strings (default: the end of a tool call), so the model does not ramble past its action. Each episode
 view records a ``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly
