@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rubricgym.agents.local import Turn
-from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
-from rubricgym.core.rollout import rollout
+from rubricgym.core.rollout import EnvFactory, rollout_fresh
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 from rubricgym.rewards.prm import Breakdown
 
@@ -102,14 +101,15 @@ class _Played:
 
 
 async def play_group(
-    agent: Recorder, env: Callable[[], RubricEnv], task: Task, n: int, seed: int, temperatures: Sequence[float | None]
+    agent: Recorder, env: EnvFactory, task: Task, n: int, seed: int, temperatures: Sequence[float | None]
 ) -> Group:
     """``n`` episodes of ``task`` (seeds ``seed .. seed+n-1``, temperature ``temperatures[i]``) sharing a group id."""
     group_id = uuid.uuid4().hex
 
     async def one(i: int) -> Rollout:
         ep = agent.recording(task, seed + i, temperatures[i])
-        traj = await rollout(env(), _Played(ep, agent.name, agent.model), task, seed=seed + i, group_id=group_id)
+        played = _Played(ep, agent.name, agent.model)
+        traj = await rollout_fresh(env, played, task, seed=seed + i, group_id=group_id)  # closes the env after
         return Rollout(traj, ep.turns)
 
     return list(await asyncio.gather(*(one(i) for i in range(n))))
@@ -128,7 +128,7 @@ async def play_groups(
     """One group per task, all in flight together (a local policy batches them); see ``RolloutBackend.collect``."""
     temps = [0.0 if anchor_greedy and i == 0 else temperature for i in range(group_size)]
 
-    def factory(task: Task) -> Callable[[], RubricEnv]:
+    def factory(task: Task) -> EnvFactory:
         env_id, kwargs = env_of(task)
         spec(env_id)  # fail now, with close matches, not inside an episode
         return lambda: make(env_id, **kwargs)
