@@ -90,16 +90,19 @@ def main() -> None:
         print(f"device: {torch.cuda.get_device_name(device)}")
 
     from rubricgym.agents.decode import sample
+    from rubricgym.trainers.config import OptimConfig
     from rubricgym.trainers.policy import TrainingPolicy
     from rubricgym.trainers.samples import Sample
     from rubricgym.trainers.update import UpdateSettings, policy_update
 
     policy = TrainingPolicy(max_new_tokens=new, device=str(device), bf16_autocast=not a.fp32).load()
-    model, tok = policy.model_obj, policy.tokenizer
+    model, tok = policy.lm, policy.tokenizer
     prompts = [p for p in prompts_for(policy, tasks) for _ in range(group)]
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=not a.fp32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    settings = UpdateSettings(micro_batch=len(prompts) if not degraded else 8, bf16_autocast=not a.fp32)
+    settings = UpdateSettings(
+        optim=OptimConfig(micro_batch=len(prompts) if not degraded else 8), bf16_autocast=not a.fp32
+    )
     peak = peak_tflops(device, a.peak_tflops)
     gen_rates, upd_rates, gen_mfu, upd_mfu = [], [], [], []
     for step in range(a.steps + 1):

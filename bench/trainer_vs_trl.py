@@ -51,17 +51,18 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
 
     from rubricgym.core.types import Message, Task
     from rubricgym.trainers.advantages import grpo_advantages
+    from rubricgym.trainers.config import OptimConfig
     from rubricgym.trainers.policy import TrainingPolicy
     from rubricgym.trainers.samples import assign_advantages, build_samples
     from rubricgym.trainers.update import UpdateSettings, policy_update
 
     torch.set_num_threads(threads)
     policy = TrainingPolicy(temperature=1.0, max_new_tokens=MAX_NEW, max_batch=8, bf16_autocast=bf16).load()
-    model, tok = policy.model_obj, policy.tokenizer
+    model, tok = policy.lm, policy.tokenizer
     if checkpointing:
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    settings = UpdateSettings(micro_batch=8, temperature=1.0, bf16_autocast=bf16)
+    settings = UpdateSettings(optim=OptimConfig(micro_batch=8), temperature=1.0, bf16_autocast=bf16)
     tokens, busy = 0, 0.0
     for step in range(steps):
         prompt = policy.prompt_ids([Message(role="user", content=PROMPTS[step % len(PROMPTS)])])

@@ -331,17 +331,19 @@ def demo(
     score_only: Annotated[bool, typer.Option(help="no training: the local model and the oracle on toy tasks")] = False,
 ) -> None:
     """The main job on embedded defaults: train SmolLM2-135M on toy tasks, then base vs trained on held-out ones."""
-    if score_only:
-        from rubricgym.demo import run_demo as score_demo
-
-        sys.exit(score_demo(tasks=8, out=out, console=console))
+    from rubricgym.demo import run_demo
     from rubricgym.trainers.config import ConfigError
-    from rubricgym.trainers.demo import run_demo
 
     try:
         sys.exit(
             run_demo(
-                budget_minutes, run_dir=out, console=console, resume=resume, estimator=advantage, topology=topology
+                budget_minutes,
+                run_dir=out,
+                console=console,
+                resume=resume,
+                estimator=advantage,
+                topology=topology,
+                score_only=score_only,
             )
         )
     except ConfigError as e:

@@ -1,20 +1,24 @@
-"""``make demo``: the main job on embedded defaults.
+"""``rubricgym demo`` (``make demo``): the main job on embedded defaults.
 
-Rolls out the embedded local model (SmolLM2-135M-Instruct) and the scripted oracle on toy calculator tasks,
-scores every trajectory with the env's default rubric through the process reward model (programmatic checks),
-and prints a per-criterion summary. Training the local model (``rubricgym train``) is the trainers' job.
+By default a GRPO run trains SmolLM2-135M-Instruct on one-operation calculator problems inside
+``budget_minutes`` on two CPU cores (the config is ``trainers.demo.demo_config``), then prints base vs trained
+held-out scores with the paired gain. With ``score_only`` nothing trains: the embedded local model and the
+scripted oracle roll out toy calculator tasks, every trajectory is scored with the env's default rubric through
+the process reward model (programmatic checks), and a per-criterion summary is printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from rubricgym.agents.local import LocalAgent
+from rubricgym.core.fmt import fmt_number
 from rubricgym.core.registry import spec
 from rubricgym.core.rollout import rollout_many
 from rubricgym.core.store import TrajectoryStore
@@ -23,6 +27,7 @@ from rubricgym.core.types import Trajectory
 from rubricgym.envs.toy.agents import CalculatorOracle
 from rubricgym.rewards import CheckJudge, ProcessRewardModel
 from rubricgym.rewards.prm import Breakdown
+from rubricgym.trainers.demo import demo_config
 
 ENV_ID = "toy-calculator-v0"
 ENV_KWARGS = {"min_ops": 1, "max_ops": 2, "max_steps": 4}
@@ -55,13 +60,49 @@ def criterion_means(rows: dict[str, list[dict[str, float]]], title: str) -> Tabl
         cells = []
         for agent_rows in rows.values():
             vals = [r[key] for r in agent_rows if key in r]
-            cells.append("-" if not vals else f"{int(sum(vals))}" if key == MASKED else f"{statistics.fmean(vals):.3f}")
+            cells.append(
+                f"{int(sum(vals))}" if vals and key == MASKED else fmt_number(statistics.fmean(vals) if vals else None)
+            )
         table.add_row(key, *cells)
     return table
 
 
-def run_demo(tasks: int = 8, out: Path = Path("runs/demo"), console: Console | None = None) -> int:
+def run_demo(
+    budget_minutes: float = 12,
+    run_dir: str | Path | None = None,
+    console: Console | None = None,
+    resume: bool = False,
+    estimator: str | None = None,
+    topology: str | None = None,
+    score_only: bool = False,
+) -> int:
+    """Train within ``budget_minutes`` and print base vs trained held-out scores (``score_only``: score the local
+    model and the oracle on toy tasks instead); 0 on success."""
     console = console or Console()
+    if score_only:
+        return score_agents(8, Path(run_dir) if run_dir is not None else Path("runs/demo"), console)
+    cfg = demo_config(budget_minutes).with_overrides(
+        **{
+            "run_dir": str(run_dir) if run_dir is not None else None,
+            "advantage.estimator": estimator,
+            "advantage.topology": topology,
+        }
+    )  # a bad estimator fails here, before torch loads
+    from rubricgym.trainers.trainer import Trainer  # loads torch and transformers: only once the config is valid
+
+    t0 = time.perf_counter()
+    console.print(
+        f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
+        f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}"
+    )
+    summary = Trainer(cfg, console=console).run(resume=resume)  # its live display shows base and trained
+    console.print(summary["lines"][-1])  # the paired gain with its CI
+    console.print(f"done in {(time.perf_counter() - t0) / 60:.1f} min; report: {summary['html']}")
+    return 0
+
+
+def score_agents(tasks: int, out: Path, console: Console) -> int:
+    """The local model and the oracle on ``tasks`` toy tasks, scored per criterion; 0 on success."""
     task_set = TaskSet.generate(ENV_ID, tasks, seed=0, split="test", **ENV_KWARGS)
     console.print(f"[bold]rubricgym demo[/]: {tasks} toy calculator tasks, local SmolLM2-135M-Instruct vs oracle")
     prm = ProcessRewardModel(spec(ENV_ID).load().default_rubric(), [CheckJudge()])

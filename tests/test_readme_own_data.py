@@ -101,4 +101,5 @@ def test_bring_your_own_package_runs_as_written(tmp_path, monkeypatch):
     for argv in cmds:
         run(argv)
     trajs = TrajectoryStore(tmp_path / "runs" / "swe-mine").load()
-    assert len(trajs) == 3 and all(t.outcome.reward == 1.0 for t in trajs)
+    assert len(trajs) == 3
+    assert all(t.outcome.reward == 1.0 for t in trajs), [(t.task.id, t.outcome) for t in trajs]

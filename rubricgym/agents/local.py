@@ -1,7 +1,7 @@
 """``LocalAgent``: a transformers causal LM on the CPU (by default the embedded SmolLM2-135M-Instruct).
 
 Concurrent ``act`` calls (several episodes of a group in flight) are micro-batched into one ``decode.sample``
-call, which is ~4x the throughput of one-at-a-time on CPU; the batch's common prompt prefix and each distinct
+call, several times the throughput of one-at-a-time on CPU; the batch's common prompt prefix and each distinct
 prompt are prefilled once, and finished rows leave the batch (``rubricgym/agents/decode.py``). Generation stops
 at ``stop`` strings (default: the end of a tool call), so the model does not ramble past its action. Each episode
 view records a ``Turn`` per call (prompt ids, completion ids, sampling log-probs) so the trainer can score exactly
@@ -78,7 +78,11 @@ def chat_dicts(messages: list[Message]) -> list[dict[str, str]]:
 
 
 class LocalAgent(BaseAgent):
-    """A local Hugging Face causal LM as an agent. ``model`` is a known name or a model directory."""
+    """A local Hugging Face causal LM as an agent.
+
+    ``model`` is what every ``Agent`` calls its model: the name (a known name or a model directory), recorded on
+    each trajectory; ``lm`` is the loaded ``transformers`` network and ``tokenizer`` its tokenizer.
+    """
 
     name = "local"
 
@@ -146,8 +150,8 @@ class LocalAgent(BaseAgent):
         return self
 
     @property
-    def model_obj(self) -> Any:
-        """The ``transformers`` model (the trainer updates its weights in place)."""
+    def lm(self) -> Any:
+        """The loaded ``transformers`` causal LM (the trainer updates its weights in place)."""
         return self.load()._shared.model
 
     @property

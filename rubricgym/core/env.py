@@ -7,6 +7,7 @@ and the episode record that becomes a ``Trajectory``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import time
@@ -34,7 +35,7 @@ from rubricgym.core.parsing import (
 from rubricgym.core.record import StepRecord
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.text import UnicodeText, truncate
-from rubricgym.core.tools import ToolError, ToolOutput, check_enums, declared_tools
+from rubricgym.core.tools import ToolError, ToolOutput, check_enums, declared_tools, tool_prompt
 from rubricgym.core.types import (
     Action,
     Message,
@@ -46,7 +47,6 @@ from rubricgym.core.types import (
     ToolCall,
     ToolSpec,
     Trajectory,
-    json_type,
 )
 
 # ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
@@ -143,21 +143,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
         Built once per tool list and reused across episodes: task-specific text belongs in ``Task.prompt``.
         """
-        lines = [
-            "You are an agent that solves the task by calling tools.",
-            "Call exactly one tool per turn by writing a JSON object inside <tool_call></tool_call> tags:",
-            '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
-            "Available tools:",
-        ]
-        for t in self.tools():
-            props = t.parameters.get("properties", {})
-            args = ", ".join(f"{k}: {'|'.join(json_type(v))}" for k, v in props.items())
-            lines.append(f"- {t.name}({args}): {t.description}")
-        tools = self.tools()
-        if tools:
-            lines.append("Examples of correct turns:")
-            lines += [t.example_call() for t in tools]
-        return "\n".join(lines)
+        return tool_prompt(self.tools())
 
     @classmethod
     def checks(cls) -> Mapping[str, NamedCheck]:
@@ -340,6 +326,10 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     async def astep_typed(self, action: Action | str | Message) -> Observation:
         """Async ``step_typed``; envs whose tools do I/O (sandboxes, browsers) override this."""
         return self.step_typed(action)
+
+    async def aclose(self) -> None:
+        """Async ``close`` (rollouts close the envs they make with it); envs holding async resources override it."""
+        await asyncio.to_thread(self.close)
 
     @property
     def steps(self) -> list[Step]:

@@ -11,6 +11,7 @@ import difflib
 import importlib
 import importlib.metadata
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class _Registry:
     def __init__(self) -> None:
         self.specs: dict[str, EnvSpec] = {}
         self.discovered = False
+        self.discovering = False  # this thread is loading plugins (a plugin that looks an env up must not recurse)
+        self.lock = threading.RLock()  # threads wait for discovery to finish instead of seeing half of it
         self.url_spec: str | None = None
 
 
@@ -126,21 +129,31 @@ def unregister(id: str) -> None:
 def _discover() -> None:
     if _REGISTRY.discovered:
         return
-    _REGISTRY.discovered = True
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    with _REGISTRY.lock:
+        if _REGISTRY.discovered or _REGISTRY.discovering:
+            return
+        _REGISTRY.discovering = True
         try:
-            loaded = ep.load()
-        except Exception as e:  # a broken plugin must not take the registry down; say which one
-            warnings.warn(f"rubricgym: could not load env plugin {ep.name!r} ({ep.value}): {e}", stacklevel=2)
-            continue
-        if callable(loaded) and not isinstance(loaded, type):
-            try:
-                loaded()
-            except Exception as e:  # its registration callable failed: every other command must still work
-                warnings.warn(
-                    f"rubricgym: env plugin {ep.name!r} ({ep.value}) failed to register: {type(e).__name__}: {e}",
-                    stacklevel=2,
-                )
+            for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                _load_plugin(ep)
+        finally:
+            _REGISTRY.discovered, _REGISTRY.discovering = True, False
+
+
+def _load_plugin(ep: importlib.metadata.EntryPoint) -> None:
+    try:
+        loaded = ep.load()
+    except Exception as e:  # a broken plugin must not take the registry down; say which one
+        warnings.warn(f"rubricgym: could not load env plugin {ep.name!r} ({ep.value}): {e}", stacklevel=3)
+        return
+    if callable(loaded) and not isinstance(loaded, type):
+        try:
+            loaded()
+        except Exception as e:  # its registration callable failed: every other command must still work
+            warnings.warn(
+                f"rubricgym: env plugin {ep.name!r} ({ep.value}) failed to register: {type(e).__name__}: {e}",
+                stacklevel=3,
+            )
 
 
 def spec(id: str) -> EnvSpec:

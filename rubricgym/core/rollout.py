@@ -84,6 +84,18 @@ async def rollout(
     )
 
 
+async def rollout_fresh(
+    factory: EnvFactory, agent: Agent, task: Task, *, seed: int | None = None, group_id: str | None = None
+) -> Trajectory:
+    """``rollout`` in a new env from ``factory``, closed afterwards (its sandbox, browser page or connection is
+    released as soon as the episode ends, also when it fails)."""
+    env = factory()
+    try:
+        return await rollout(env, agent, task, seed=seed, group_id=group_id)
+    finally:
+        await env.aclose()
+
+
 async def rollout_group(
     env: str | EnvFactory, agent: Agent, task: Task, n: int, *, seed: int = 0, env_kwargs: dict | None = None
 ) -> list[Trajectory]:
@@ -91,7 +103,7 @@ async def rollout_group(
     factory = _env_factory(env, env_kwargs)
     group_id = uuid.uuid4().hex
     return list(
-        await asyncio.gather(*(rollout(factory(), agent, task, seed=seed + i, group_id=group_id) for i in range(n)))
+        await asyncio.gather(*(rollout_fresh(factory, agent, task, seed=seed + i, group_id=group_id) for i in range(n)))
     )
 
 
@@ -162,7 +174,7 @@ async def rollout_many(
                 group_id = uuid.uuid4().hex if group_size > 1 else None
                 trajs = await asyncio.gather(
                     *(
-                        rollout(factory(), agent, task, seed=episode_seed(seed, i, g), group_id=group_id)
+                        rollout_fresh(factory, agent, task, seed=episode_seed(seed, i, g), group_id=group_id)
                         for g in range(group_size)
                     )
                 )

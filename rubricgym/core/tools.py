@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from rubricgym.core.types import ToolSpec
+from rubricgym.core.types import ToolSpec, json_type
 
 
 @dataclass
@@ -190,3 +190,22 @@ def check_enums(bound: BoundTool, arguments: Mapping[str, Any]) -> str | None:
             choices = ", ".join(repr(a) for a in allowed)
             return f"argument {pname!r} of tool {bound.spec.name!r} must be one of {choices}, got {arguments[pname]!r}"
     return None
+
+
+def tool_prompt(tools: list[ToolSpec]) -> str:
+    """The default system prompt: how to call a tool, each tool's signature and description, and an example turn
+    per tool."""
+    lines = [
+        "You are an agent that solves the task by calling tools.",
+        "Call exactly one tool per turn by writing a JSON object inside <tool_call></tool_call> tags:",
+        '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
+        "Available tools:",
+    ]
+    for t in tools:
+        props = t.parameters.get("properties", {})
+        args = ", ".join(f"{k}: {'|'.join(json_type(v))}" for k, v in props.items())
+        lines.append(f"- {t.name}({args}): {t.description}")
+    if tools:
+        lines.append("Examples of correct turns:")
+        lines += [t.example_call() for t in tools]
+    return "\n".join(lines)

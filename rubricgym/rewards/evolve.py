@@ -262,6 +262,24 @@ class RubricBuffer:
         self._log(step, self.current, added, retired)
         return self.current
 
+    def state_dict(self) -> dict[str, Any]:
+        """The buffered criteria, their quiet-step counts, the recorded versions and the rubric now in use."""
+        return {
+            "buffered": [c.model_dump(mode="json") for c in self.buffered],
+            "quiet": dict(self.quiet),
+            "versions": [v.model_dump(mode="json") for v in self.versions],
+            "current": self.current.model_dump(mode="json"),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict()``; the version record is rewritten to match it."""
+        self.buffered = [Criterion.model_validate(c) for c in state["buffered"]]
+        self.quiet = {k: int(v) for k, v in state["quiet"].items()}
+        self.versions = [RubricVersion.model_validate(v) for v in state["versions"]]
+        self.current = Rubric.model_validate(state["current"])
+        if self.record is not None:
+            self.record.write_text("".join(v.model_dump_json() + "\n" for v in self.versions), encoding="utf-8")
+
 
 def build_buffer(
     config: BufferConfig | None, base: Rubric, env_cls: Any, *, key: str, record: Path | None

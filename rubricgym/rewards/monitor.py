@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -223,6 +223,21 @@ class HackingMonitor:
         if not self.alarms:
             return ["    hacking monitors: no alarm"]
         return [f"    hacking monitor alarm: {a}" for a in self.alarms[-10:]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to continue exactly: the drift baseline, alarm streaks and alarms raised."""
+        return {
+            "baseline": self.baseline,
+            "streak": {str(i): n for i, n in self.streak.items()},
+            "alarms": list(self.alarms),
+            "stop_reason": self.stop_reason,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.baseline = state["baseline"]
+        self.streak = {int(i): int(n) for i, n in state["streak"].items()}
+        self.alarms = list(state["alarms"])
+        self.stop_reason = state["stop_reason"]
 
     async def aclose(self) -> None:
         for r in self.reference:

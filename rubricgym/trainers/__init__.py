@@ -1,4 +1,19 @@
-"""Trainers: advantage estimators (GRPO, stage-structured, tournament-ranked), PPO-clip loss, the loop.
+"""Trainers: advantage estimators (GRPO, RLOO, stage-structured, per-step, tournament-ranked), PPO-clip loss,
+the training loop and the machinery around it.
+
+Reading order. The algorithm, pure functions first:
+
+1. ``advantages.py``, ``tournament.py`` -- advantage estimators on arrays (formulas in docs/algorithms.md);
+2. ``loss.py`` -- the PPO-clip loss, k3 KL, aggregation, importance weights, on tensors;
+3. ``samples.py`` -- a rollout's turns as training sequences with per-token advantages;
+4. ``rollouts.py`` -- ``Rollout`` (trajectory + turns + breakdown) and the ``RolloutBackend`` protocol;
+5. ``estimate.py`` -- scored groups -> samples, one estimator function per name;
+6. ``update.py`` -- one policy update (log-probs, loss, backward, step);
+7. ``trainer.py`` -- ``Trainer.train_step``: collect, score, estimate, update, on one screen.
+
+Then the infrastructure: ``config.py`` (the YAML schema), ``policy.py`` (the local policy), ``backends.py``,
+``ray_backend.py``, ``vllm_backend.py`` (where rollouts are generated), ``distributed.py``, ``checkpoint.py``,
+``monitors.py``, ``evaluation.py``, ``display.py``, ``report.py``, ``suite_trainer.py``, ``demo.py``, ``cli.py``.
 
 Names are imported on first use so that ``import rubricgym.trainers.cli`` (the CLI start-up) does not load torch.
 """

@@ -1,4 +1,5 @@
-"""Checkpoints that resume exactly: weights, optimizer state, RNG states and the data cursor.
+"""Checkpoints that resume exactly: weights, optimizer state, RNG states, the data cursor and the state of the
+rubric buffer and the hacking monitor.
 
 Layout: ``RUN/checkpoints/step-000012/`` with ``model.safetensors`` (+ config and tokenizer, so the folder
 loads as a Hugging Face model), ``optimizer.pt``, ``rng.pt`` and ``state.json``. The newest complete
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
 
 @dataclass
@@ -24,6 +26,10 @@ class TrainState:
     cursor: int
     elapsed_s: float = 0.0
     base_eval: dict[str, Any] | None = None
+    buffer: dict[str, Any] | None = None
+    """``RubricBuffer.state_dict()``: the evolved rubric and its criteria's history."""
+    monitor: dict[str, Any] | None = None
+    """``HackingMonitor.state_dict()``: drift baseline, alarm streaks and alarms."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -65,9 +71,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer) -> TrainState:
-    """Restore weights (in place), optimizer and RNG states; returns the step and data cursor."""
-    from safetensors.torch import load_file
-
+    """Restore weights (in place), optimizer and RNG states; returns the rest of the run's state."""
     weights = load_file(str(path / "model.safetensors"))
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"lm_head.weight"}

@@ -7,15 +7,21 @@ embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
 from rubricgym.arena.curriculum import CurriculumConfig
+from rubricgym.arena.suite import SuiteError, load_suite
+from rubricgym.core.registry import spec
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
+from rubricgym.rewards.rubric import RubricError, load_rubric
+from rubricgym.rewards.validate import unknown_checks
 
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 
@@ -29,9 +35,9 @@ class ModelConfig(_Strict):
     """A known model name (``rubricgym model path``) or a Hugging Face model directory."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     bf16_autocast: bool = False
-    """Generate and run forward/backward under ``torch.autocast(bfloat16)`` with fp32 master weights (measured
-    1.6x faster updates, 1.45x faster generation on a 2-core AVX512-BF16 CPU; slower on CPUs without bf16
-    instructions). Held-out evaluation stays fp32. A 135M model samples a noticeably different policy in bf16."""
+    """Generate and run forward/backward under ``torch.autocast(bfloat16)`` with fp32 master weights: faster on
+    CPUs with bf16 instructions (AVX512-BF16, AMX), slower without (``bench/trainer_vs_trl.py`` measures it).
+    Held-out evaluation stays fp32. A 135M model samples a noticeably different policy in bf16."""
     gradient_checkpointing: bool = False
     threads: int | None = Field(None, ge=1)
     """``torch.set_num_threads``; None keeps torch's default."""
@@ -78,8 +84,6 @@ class EnvConfig(_Strict):
         clash = [k for k, v in defaults.items() if getattr(self, k) != v]
         if clash:
             raise ValueError(f"env.suite replaces {', '.join(sorted(clash))}: set those in the suite's entries")
-        from rubricgym.arena.suite import SuiteError, load_suite
-
         try:
             load_suite(self.suite)
         except SuiteError as e:
@@ -206,10 +210,6 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(field, problem)`` for values the schema accepts but this installation cannot run: an unregistered
     env, keyword arguments its constructor does not take, a rubric file that is missing or names unknown
     checks, an unknown model. Checked before anything loads or any run directory is created."""
-    import inspect
-
-    from rubricgym.core.registry import spec
-
     out: list[tuple[str, str]] = []
     try:
         env_cls = spec(cfg.env.id).load()
@@ -226,9 +226,6 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
                         (f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: {', '.join(allowed)}")
                     )
     if cfg.env.rubric is not None:
-        from rubricgym.rewards.rubric import RubricError, load_rubric
-        from rubricgym.rewards.validate import unknown_checks
-
         try:
             rubric = load_rubric(cfg.env.rubric)
         except (RubricError, OSError) as e:
@@ -236,8 +233,6 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
         else:
             if env_cls is not None:
                 out += [("env.rubric", m) for m in unknown_checks(rubric, env_cls.checks(), cfg.env.id)]
-    from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
-
     name = cfg.model.name
     if name.lower() not in KNOWN_MODELS and not is_model_dir(Path(name).expanduser()):
         out.append(

@@ -1,18 +1,14 @@
-"""The main job on embedded defaults: train SmolLM2-135M-Instruct on the toy env, then compare base vs trained.
+"""The demo's training config: SmolLM2-135M-Instruct on one-operation toy calculator problems.
 
-``run_demo`` is what ``rubricgym demo`` (``make demo``) runs: a GRPO run on one-operation calculator problems
-sized to finish inside ``budget_minutes`` on two CPU cores (the step loop stops when the time left would not
-cover the final evaluation), then base and trained policy on the same held-out tasks, each as a mean rubric
-reward with a bootstrap confidence interval over tasks, plus the paired gain.
+``rubricgym.demo.run_demo`` (``rubricgym demo``, ``make demo``) trains with it: a GRPO run sized to finish inside
+``budget_minutes`` on two CPU cores (the step loop stops when the time left would not cover the final
+evaluation), then base and trained policy on the same held-out tasks, each as a mean rubric reward with a
+bootstrap confidence interval over tasks, plus the paired gain.
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from rubricgym.trainers.config import TrainConfig
 
@@ -50,34 +46,3 @@ def demo_config(budget_minutes: float = 12, **overrides: Any) -> TrainConfig:
     reserve_s = 150.0
     data["time_budget_s"] = max(30.0, budget_minutes * 60 - reserve_s)
     return TrainConfig.model_validate(data)
-
-
-def run_demo(
-    budget_minutes: float = 12,
-    run_dir: str | Path | None = None,
-    console: Console | None = None,
-    resume: bool = False,
-    estimator: str | None = None,
-    topology: str | None = None,
-) -> int:
-    """Train within ``budget_minutes`` and print base vs trained held-out scores; 0 on success."""
-    from rubricgym.trainers.trainer import Trainer
-
-    console = console or Console()
-    cfg = demo_config(budget_minutes)
-    cfg = cfg.with_overrides(
-        **{
-            "run_dir": str(run_dir) if run_dir is not None else None,
-            "advantage.estimator": estimator,
-            "advantage.topology": topology,
-        }
-    )
-    t0 = time.perf_counter()
-    console.print(
-        f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
-        f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}"
-    )
-    summary = Trainer(cfg, console=console).run(resume=resume)  # its live display shows base and trained
-    console.print(summary["lines"][-1])  # the paired gain with its CI
-    console.print(f"done in {(time.perf_counter() - t0) / 60:.1f} min; report: {summary['html']}")
-    return 0

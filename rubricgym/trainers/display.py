@@ -9,6 +9,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from rubricgym.core.fmt import fmt_number
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.evaluation import EvalResult
 
@@ -61,7 +62,7 @@ class LiveDisplay:
         for _, label in SHOWN:
             table.add_column(label, justify="right")
         for r in self.rows[-8:]:
-            table.add_row(str(r["step"]), *(_fmt(r.get(k)) for k, _ in SHOWN))
+            table.add_row(str(r["step"]), *(_cell(r.get(k)) for k, _ in SHOWN))
         parts: list[Any] = [head, table]
         parts += [Text(e.line(), style="green") for e in self.evals[-4:]]
         if self.message:
@@ -87,9 +88,7 @@ class LiveDisplay:
         self._refresh()
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+def _cell(v: Any) -> str:
+    if isinstance(v, float) or v is None:
+        return fmt_number(v, ".3f" if v is None or abs(v) < 100 else ".0f")
     return str(v)

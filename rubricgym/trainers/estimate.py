@@ -1,8 +1,9 @@
-"""From scored groups of trajectories to training samples with per-token advantages.
+"""From scored groups of rollouts to training samples with per-token advantages.
 
-The glue between rewards and the pure estimators: reads each trajectory's rubric rewards (written by the
-process reward model), masks rollouts whose verdicts errored, runs the chosen estimator per group, and spreads
-the result onto the generated tokens (``samples.assign_advantages``).
+The glue between rewards and the pure estimators (``advantages.py``, ``tournament.py``): reads each rollout's
+typed ``Breakdown`` from the process reward model, masks rollouts whose verdicts errored, runs the configured
+estimator (``ESTIMATORS``, one function per name) and spreads each rollout's ``Credit`` onto the tokens it
+generated (``samples.assign_advantages``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rubricgym.agents.local import Turn
-from rubricgym.core.types import Trajectory
+from rubricgym.rewards.prm import Breakdown
 from rubricgym.trainers import advantages as adv
-from rubricgym.trainers.config import AdvantageConfig
+from rubricgym.trainers.config import AdvantageConfig, Estimator
+from rubricgym.trainers.rollouts import Group, Rollout
 from rubricgym.trainers.samples import Sample, assign_advantages, build_samples
 from rubricgym.trainers.tournament import TournamentResult, rank_advantages
 
@@ -29,74 +30,143 @@ class Estimate:
     per_rollout: list[float] = field(default_factory=list)
 
 
-def reward_of(traj: Trajectory, key: str) -> float:
-    """The scalar reward, or ``nan`` when any verdict failed (never 0 for an error)."""
-    if traj.rewards.get(f"{key}/errors", 0.0) > 0 or key not in traj.rewards:
+@dataclass(frozen=True)
+class Credit:
+    """One rollout's advantages at exactly one granularity: the whole rollout, per stage or per step."""
+
+    rollout: float | None = None
+    stage: list[float] | None = None
+    step: list[float] | None = None
+
+    @property
+    def finite(self) -> bool:
+        return self.rollout is None or math.isfinite(self.rollout)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What an estimator sees: the groups, their scalar rewards (groups x G, NaN where masked), the env's stages,
+    the config and, for the tournament estimator, one result per group."""
+
+    groups: Sequence[Group]
+    rewards: np.ndarray
+    stages: Sequence[str]
+    cfg: AdvantageConfig
+    tournaments: Sequence[TournamentResult] | None
+
+
+def reward_of(b: Breakdown | None) -> float:
+    """The scalar reward, or ``nan`` when unscored or any verdict failed (never 0 for an error)."""
+    if b is None or b.n_errors > 0 or b.total is None:
         return math.nan
-    return float(traj.rewards[key])
+    return float(b.total)
 
 
-def stage_scores(traj: Trajectory, key: str, stages: Sequence[str]) -> list[float]:
-    if traj.rewards.get(f"{key}/errors", 0.0) > 0:
+def stage_scores(b: Breakdown | None, stages: Sequence[str]) -> list[float]:
+    """The breakdown's score per stage (``nan`` where a stage has none, or for an errored breakdown)."""
+    if b is None or b.n_errors > 0:
         return [math.nan] * len(stages)
-    return [float(traj.rewards.get(f"{key}/stage/{s}", math.nan)) for s in stages]
+    return [float(b.per_stage.get(s, math.nan)) for s in stages]
+
+
+def step_rewards(r: Rollout) -> list[float]:
+    """The reward the process reward model put on each step of the trajectory (``nan`` where none)."""
+    given = r.breakdown.step_rewards if r.breakdown is not None else []
+    return [
+        float(x) if i < len(given) and (x := given[i]) is not None else math.nan for i in range(len(r.trajectory.steps))
+    ]
+
+
+# ---- the estimators: scored groups -> one Credit per rollout, per group ------------------------------------------
+
+
+def _per_rollout(table: np.ndarray) -> list[list[Credit]]:
+    return [[Credit(rollout=float(a)) for a in row] for row in table]
+
+
+def _grpo(s: Scored) -> list[list[Credit]]:
+    return _per_rollout(adv.grpo_advantages(s.rewards, s.cfg.scale))
+
+
+def _rloo(s: Scored) -> list[list[Credit]]:
+    return _per_rollout(adv.rloo_advantages(s.rewards))
+
+
+def _stage(s: Scored) -> list[list[Credit]]:
+    lam = np.asarray(s.cfg.stage_lambda, dtype=float) if s.cfg.stage_lambda is not None else None
+    out = []
+    for group in s.groups:
+        scores = np.array([stage_scores(r.breakdown, s.stages) for r in group], dtype=float)
+        out.append([Credit(stage=row.tolist()) for row in adv.stage_advantages(scores, lam)])
+    return out
+
+
+def _step(s: Scored) -> list[list[Credit]]:
+    return [
+        [Credit(step=row) for row in adv.step_advantages([step_rewards(r) for r in g], s.cfg.scale)] for g in s.groups
+    ]
+
+
+def _tournament(s: Scored) -> list[list[Credit]]:
+    if s.tournaments is None:
+        raise ValueError("the tournament estimator needs one TournamentResult per group")
+    out = []
+    for group, result in zip(s.groups, s.tournaments, strict=True):
+        ranks = rank_advantages(result.ranks) if not result.errors else np.full(len(group), np.nan)
+        out.append([Credit(rollout=float(a)) for a in ranks])
+    return out
+
+
+ESTIMATORS: dict[Estimator, Callable[[Scored], list[list[Credit]]]] = {
+    "grpo": _grpo,
+    "rloo": _rloo,
+    "stage": _stage,
+    "step": _step,
+    "tournament": _tournament,
+}
+
+
+# ---- credit onto tokens ------------------------------------------------------------------------------------------
+
+
+def rollout_samples(index: int, r: Rollout, stage_index: dict[str, int], credit: Credit | None) -> list[Sample]:
+    """The rollout's training sequences with ``credit`` spread on its tokens (``None``: masked, no loss)."""
+    labels = [stage_index.get(s.stage, 0) for s in r.trajectory.steps]
+    labels += [labels[-1] if labels else 0] * (len(r.turns) - len(labels))
+    samples = build_samples(index, r.turns, labels)
+    for sample in samples:
+        if credit is None:
+            sample.loss_mask = [0] * len(sample)
+            sample.advantages = [0.0] * len(sample)
+        else:
+            assign_advantages(
+                sample, rollout_advantage=credit.rollout, stage_advantages=credit.stage, step_advantages=credit.step
+            )
+    return samples
 
 
 def estimate(
-    groups: Sequence[Sequence[Trajectory]],
-    turns_for: Callable[[Trajectory], list[Turn]],
+    groups: Sequence[Group],
     stages: Sequence[str],
     cfg: AdvantageConfig,
     *,
     tournaments: Sequence[TournamentResult] | None = None,
     max_seq_len: int = 4096,
 ) -> Estimate:
-    """Samples with advantages for every rollout of every group (``tournaments``: one result per group)."""
+    """Samples with advantages for every rollout of every scored group (``tournaments``: one result per group)."""
+    rewards = np.array([[reward_of(r.breakdown) for r in g] for g in groups], dtype=float)
+    credits = ESTIMATORS[cfg.estimator](Scored(groups, rewards, stages, cfg, tournaments))
     stage_index = {s: i for i, s in enumerate(stages)}
-    out = Estimate(samples=[])
-    rollout = 0
-    rewards = np.array([[reward_of(t, cfg.reward_key) for t in g] for g in groups], dtype=float)
-    if cfg.estimator == "grpo":
-        group_adv = adv.grpo_advantages(rewards, cfg.scale)
-    elif cfg.estimator == "rloo":
-        group_adv = adv.rloo_advantages(rewards)
-    else:
-        group_adv = None
-    lam = np.asarray(cfg.stage_lambda, dtype=float) if cfg.stage_lambda is not None else None
+    out = Estimate(samples=[], comparisons=sum(t.comparisons for t in tournaments or []))
+    index = 0
     for g, group in enumerate(groups):
-        stage_adv = step_adv = None
-        rank_adv = None
-        if cfg.estimator == "stage":
-            scores = np.array([stage_scores(t, cfg.reward_key, stages) for t in group], dtype=float)
-            stage_adv = adv.stage_advantages(scores, lam)
-        elif cfg.estimator == "step":
-            rows = [[float(s.rewards.get(cfg.reward_key, math.nan)) for s in t.steps] for t in group]
-            step_adv = adv.step_advantages(rows, cfg.scale)
-        elif cfg.estimator == "tournament":
-            if tournaments is None:
-                raise ValueError("the tournament estimator needs one TournamentResult per group")
-            result = tournaments[g]
-            out.comparisons += result.comparisons
-            rank_adv = rank_advantages(result.ranks) if not result.errors else np.full(len(group), np.nan)
-        for i, traj in enumerate(group):
-            masked = not math.isfinite(rewards[g, i]) or (rank_adv is not None and not math.isfinite(rank_adv[i]))
-            labels = [stage_index.get(s.stage, 0) for s in traj.steps]
-            turns = turns_for(traj)
-            labels += [labels[-1] if labels else 0] * (len(turns) - len(labels))
-            for sample in build_samples(rollout, turns, labels):
-                if masked:
-                    sample.loss_mask = [0] * len(sample)
-                    sample.advantages = [0.0] * len(sample)
-                elif group_adv is not None:
-                    assign_advantages(sample, rollout_advantage=float(group_adv[g, i]))
-                elif rank_adv is not None:
-                    assign_advantages(sample, rollout_advantage=float(rank_adv[i]))
-                elif stage_adv is not None:
-                    assign_advantages(sample, stage_advantages=stage_adv[i].tolist())
-                else:
-                    assign_advantages(sample, step_advantages=step_adv[i])  # type: ignore[index]
-                out.samples.append(sample.truncate(max_seq_len))
+        for i, r in enumerate(group):
+            masked = not math.isfinite(rewards[g, i]) or not credits[g][i].finite
+            out.samples += [
+                s.truncate(max_seq_len)
+                for s in rollout_samples(index, r, stage_index, None if masked else credits[g][i])
+            ]
             out.masked_rollouts += int(masked)
-            out.per_rollout.append(float("nan") if masked else float(rewards[g, i]))
-            rollout += 1
+            out.per_rollout.append(math.nan if masked else float(rewards[g, i]))
+            index += 1
     return out

@@ -18,6 +18,7 @@ prompt, env/tool text, padding and on every token of a sample whose verdicts err
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,6 +73,25 @@ def mismatch_kl(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.
         return float((kl * known).sum()), int(known.sum())
 
 
+def _token_mean(values: torch.Tensor, mask: torch.Tensor, normalizer: float | None) -> torch.Tensor:
+    denom = mask.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
+    return (values * mask).sum() / denom
+
+
+def _seq_mean(values: torch.Tensor, mask: torch.Tensor, normalizer: float | None) -> torch.Tensor:
+    per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    has = (mask.sum(-1) > 0).to(values.dtype)
+    denom = has.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
+    return (per_seq * has).sum() / denom
+
+
+AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, float | None], torch.Tensor]] = {
+    "token-mean": _token_mean,
+    "seq-mean": _seq_mean,
+}
+"""Per-token values and mask -> the loss: every generated token weighs the same (DAPO), or each sequence (GRPO)."""
+
+
 def aggregate(
     values: torch.Tensor, mask: torch.Tensor, how: Aggregation = "token-mean", normalizer: float | None = None
 ) -> torch.Tensor:
@@ -81,16 +101,9 @@ def aggregate(
     tokens for seq-mean) by the whole batch's, so micro-batches and data-parallel shards sum to exactly the
     full-batch loss and gradient.
     """
-    mask = mask.to(values.dtype)
-    if how == "token-mean":
-        denom = mask.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
-        return (values * mask).sum() / denom
-    if how == "seq-mean":
-        per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-        has = (mask.sum(-1) > 0).to(values.dtype)
-        denom = has.sum().clamp(min=1.0) if normalizer is None else max(normalizer, 1.0)
-        return (per_seq * has).sum() / denom
-    raise ValueError(f"aggregation must be 'token-mean' or 'seq-mean', got {how!r}")
+    if how not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {how!r}")
+    return AGGREGATIONS[how](values, mask.to(values.dtype), normalizer)
 
 
 def ppo_clip_loss(

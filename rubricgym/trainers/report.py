@@ -1,14 +1,78 @@
-"""Run artefacts: metrics as JSONL, PNG plots (reward, per-stage reward, KL, entropy, response length) and an
-HTML summary page per run."""
+"""Run artefacts: each step's metrics record (``train_record``) as JSONL, PNG plots (reward, per-stage reward,
+KL, entropy, response length, monitors) and an HTML summary page per run."""
 
 from __future__ import annotations
 
 import html
 import json
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+
+from rubricgym.core.fmt import fmt_number
+from rubricgym.trainers.estimate import Estimate
+from rubricgym.trainers.rollouts import Group, flatten
+
+
+class Laps:
+    """Wall time of a step's phases: ``lap("gen_s")`` closes the phase that began at the previous lap."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.times: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name], self.last = now - self.last, now
+
+    def record(self) -> dict[str, float]:
+        return {**self.times, "step_s": self.last - self.start}
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return float(np.mean(xs)) if len(xs) else None
+
+
+def train_record(
+    step: int,
+    cursor: int,
+    groups: Sequence[Group],
+    est: Estimate,
+    stats: dict[str, float],
+    stages: Sequence[str],
+    laps: Laps,
+) -> dict[str, Any]:
+    """The ``metrics.jsonl`` line of one training step: rewards (errored rollouts left out), success, lengths,
+    per-stage rubric scores, the update's loss statistics and the phases' wall times."""
+    rollouts = flatten(groups)
+    rewards = [r for r in est.per_rollout if math.isfinite(r)]
+    record: dict[str, Any] = {
+        "kind": "train",
+        "step": step,
+        "cursor": cursor,
+        "reward_mean": float(np.mean(rewards)) if rewards else math.nan,
+        "reward_std": float(np.std(rewards)) if rewards else math.nan,
+        "success_mean": float(np.mean([r.trajectory.outcome.reward for r in rollouts])),
+        "masked": est.masked_rollouts,
+        "comparisons": est.comparisons,
+        "response_tokens": float(np.mean([sum(len(t.completion_ids) for t in r.turns) for r in rollouts])),
+        "turns": float(np.mean([len(r.trajectory.steps) for r in rollouts])),
+        "samples": len(est.samples),
+        "tokens": int(stats.get("tokens", 0)),
+        **{k: v for k, v in laps.record().items()},
+    }
+    for s in stages:
+        record[f"stage/{s}"] = _mean(
+            [r.breakdown.per_stage[s] for r in rollouts if r.breakdown and s in r.breakdown.per_stage]
+        )
+    record.update({k: v for k, v in stats.items() if k != "tokens"})
+    return record
 
 
 class MetricsLog:
@@ -60,11 +124,7 @@ PLOTS = (
 
 def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     """One PNG per plot in ``PLOTS``; returns the files written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # files only: no window, whatever backend the caller had
     steps = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +179,7 @@ def write_html(
     """``summary.html``: the headline (base vs trained), the plots, the last steps' metrics and the config."""
     steps = [r for r in records if r.get("kind") == "train"]
     keys = ["step", "reward_mean", "success_mean", "kl", "entropy", "loss", "response_tokens", "masked", "step_s"]
-    rows = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:])
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:])
     imgs = "".join(f'<img src="{p.relative_to(run_dir)}" alt="{p.stem}">' for p in plots)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>rubricgym run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}img{{width:48%;margin:.5%}}
@@ -136,7 +196,5 @@ pre{{background:#f6f6f6;padding:1em}}</style></head><body>
     return path
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else html.escape(str(v))
+def _cell(v: Any) -> str:
+    return fmt_number(v, ".4g", "") if isinstance(v, float) or v is None else html.escape(str(v))

@@ -14,27 +14,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from rubricgym.arena.curriculum import SuiteSampler, mean_abs_advantage
 from rubricgym.arena.suite import Suite, load_suite
 from rubricgym.core.registry import spec
 from rubricgym.core.types import Task, Trajectory
+from rubricgym.rewards.pairwise import PairwiseJudge
+from rubricgym.rewards.prm import ProcessRewardModel
 from rubricgym.trainers.advantages import grpo_advantages
+from rubricgym.trainers.backends import LocalBackend
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.estimate import reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
-from rubricgym.trainers.policy import collect_groups
 from rubricgym.trainers.report import write_html
+from rubricgym.trainers.rollouts import Group
 from rubricgym.trainers.trainer import Trainer, unique_tasks
 
 CURRICULUM_LOG = "curriculum.jsonl"
@@ -104,9 +109,6 @@ class SuiteTrainer(Trainer):
             t.id: name for tasks in (self.entry_train, self.entry_eval) for name, ts in tasks.items() for t in ts
         }
         self.eval_tasks = [t for ts in self.entry_eval.values() for t in ts]  # type: ignore[assignment]
-        from rubricgym.rewards.pairwise import PairwiseJudge
-        from rubricgym.rewards.prm import ProcessRewardModel
-
         rubrics = {e.name: e.load_rubric(suite.base_dir) for e in suite.entries}
         key = cfg.advantage.reward_key
         self.prm = _Routed({n: ProcessRewardModel(r, name=key) for n, r in rubrics.items()}, self.entry_of)  # type: ignore[assignment]
@@ -116,7 +118,7 @@ class SuiteTrainer(Trainer):
                 self.entry_of,
             )  # type: ignore[assignment]
         self.sampler = SuiteSampler(suite.weights, cfg.env.curriculum, seed=cfg.seed)
-        self._last_groups: list[list[Trajectory]] = []
+        self.backend = LocalBackend(self.policy, self.env_of)
 
     # ---- data and rollouts ----------------------------------------------------------------------------------
 
@@ -132,50 +134,26 @@ class SuiteTrainer(Trainer):
             out.append(tasks[int(order[i])])
         return out
 
-    async def collect(
-        self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool
-    ) -> list[list[Trajectory]]:
-        by_entry: dict[str, list[int]] = defaultdict(list)
-        for k, t in enumerate(tasks):
-            by_entry[self.entry_of[t.id]].append(k)
-        names = list(by_entry)
-        results = await asyncio.gather(
-            *(
-                collect_groups(
-                    self.entries[name].env,
-                    self.policy,
-                    [tasks[k] for k in by_entry[name]],
-                    group_size,
-                    [seeds[k] for k in by_entry[name]],
-                    env_kwargs=self.entries[name].kwargs,
-                    anchor_greedy=greedy_anchor,
-                )
-                for name in names
-            )
-        )
-        groups: list[list[Trajectory]] = [[] for _ in tasks]
-        for name, got in zip(names, results, strict=True):
-            for k, group in zip(by_entry[name], got, strict=True):
-                groups[k] = group
-        self._last_groups = groups
-        return groups
+    def env_of(self, task: Task) -> tuple[str, dict[str, Any]]:
+        """A task is played in its entry's env with the entry's kwargs."""
+        entry = self.entries[self.entry_of[task.id]]
+        return entry.env, entry.kwargs
 
-    # ---- the step: the base step, then per-entry metrics and the curriculum update -----------------------------
+    # ---- after the base step: per-entry metrics and the curriculum update ------------------------------------------
 
-    async def train_step(self, step: int) -> dict[str, Any]:
-        p = self.sampler.probabilities()
-        record = await super().train_step(step)
-        key = self.cfg.advantage.reward_key
+    async def after_step(self, step: int, groups: Sequence[Group]) -> dict[str, Any]:
+        record = await super().after_step(step, groups)
+        p = self.sampler.probabilities()  # what this step's tasks were drawn with
         rewards: dict[str, list[float]] = defaultdict(list)
         success: dict[str, list[float]] = defaultdict(list)
         advantages: dict[str, list[float]] = defaultdict(list)
-        for group in self._last_groups:
-            name = self.entry_of[group[0].task.id]
-            r = np.array([reward_of(t, key) for t in group])
+        for group in groups:
+            name = self.entry_of[group[0].trajectory.task.id]
+            r = np.array([reward_of(x.breakdown) for x in group])
             a = grpo_advantages(r[None, :], self.cfg.advantage.scale)[0]
             advantages[name] += [float(x) for x, y in zip(a, r, strict=True) if math.isfinite(y)]
             rewards[name] += [float(x) for x in r if math.isfinite(x)]
-            success[name] += [float(t.outcome.reward) for t in group]
+            success[name] += [float(x.trajectory.outcome.reward) for x in group]
         gains = {name: mean_abs_advantage(advantages[name]) for name in advantages}
         q = self.sampler.update(gains)
         for name in self.entries:
@@ -186,7 +164,7 @@ class SuiteTrainer(Trainer):
             record[f"curriculum/{name}/q"] = q[name]
             record[f"curriculum/{name}/gain"] = gains.get(name)
         with open(self.run_dir / CURRICULUM_LOG, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step + 1, "q": q}) + "\n")
+            f.write(json.dumps({"step": step, "q": q}) + "\n")
         return record
 
     def resume(self) -> bool:
@@ -263,11 +241,7 @@ class SuiteTrainer(Trainer):
 
 def per_env_plot(records: list[dict[str, Any]], entries: list[str], path: Path) -> Path:
     """Training reward per entry with held-out points, and the curriculum's draw probabilities."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # files only
     steps = [r for r in records if r.get("kind") == "train"]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.2), dpi=100)
     for name in entries:

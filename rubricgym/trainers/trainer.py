@@ -11,34 +11,39 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import math
+import json
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from rubricgym.core.registry import spec
+from rubricgym.core.registry import make, spec
 from rubricgym.core.tasks import TaskSet
-from rubricgym.core.types import Task, Trajectory
+from rubricgym.core.types import Task
+from rubricgym.rewards.evolve import build_buffer
+from rubricgym.rewards.pairwise import PairwiseJudge
+from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.trainers.backends import make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
-from rubricgym.trainers.estimate import estimate
+from rubricgym.trainers.estimate import estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
-from rubricgym.trainers.policy import TrainingPolicy, collect_groups
-from rubricgym.trainers.report import MetricsLog, write_html, write_plots
+from rubricgym.trainers.monitors import build_monitor
+from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.report import Laps, MetricsLog, train_record, write_html, write_plots
+from rubricgym.trainers.rollouts import Group, RolloutBackend, flatten, trajectories
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.update import UpdateSettings, policy_update
 
 
 def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
     """``n`` generated tasks of ``split`` without repeats (small task spaces repeat problems)."""
-    from rubricgym.core.registry import make
-
     seen: dict[str, Task] = {}
     for t in make(env_id, **env_kwargs).task_set(n, seed=seed, split=split):
         seen.setdefault(t.id, t)
@@ -62,14 +67,10 @@ class Trainer:
         seed = cfg.env.task_seed
         self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
         self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
-        from rubricgym.rewards.prm import ProcessRewardModel
-
         rubric = cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric()
         self.prm = ProcessRewardModel(rubric, name=cfg.advantage.reward_key)
         self.pairwise = None
         if cfg.advantage.estimator == "tournament":
-            from rubricgym.rewards.pairwise import PairwiseJudge
-
             self.pairwise = PairwiseJudge.from_rubric(rubric, path_weight=cfg.advantage.path_weight)
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
@@ -85,7 +86,7 @@ class Trainer:
             bf16_autocast=cfg.model.bf16_autocast,
             device=cfg.model.device,
         )
-        self.model = self.policy.model_obj
+        self.model = self.policy.lm
         self.tokenizer = self.policy.tokenizer
         if cfg.model.gradient_checkpointing:
             (getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable)()
@@ -94,35 +95,10 @@ class Trainer:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
-        lo = cfg.loss
-        self.settings = UpdateSettings(
-            clip_low=lo.clip_low,
-            clip_high=lo.clip_high,
-            beta=lo.beta,
-            entropy_coef=lo.entropy_coef,
-            aggregation=lo.aggregation,
-            ppo_epochs=lo.ppo_epochs,
-            micro_batch=o.micro_batch,
-            max_grad_norm=o.max_grad_norm,
-            temperature=g.temperature if g.temperature > 0 else 1.0,
-            bf16_autocast=cfg.model.bf16_autocast,
-            off_policy=lo.off_policy,
-            tis_cap=lo.tis_cap,
-        )
-        self.backend: Any = None  # a VLLMBackend or RayBackend: collect / push_weights / close
-        if g.backend == "vllm":
-            from rubricgym.trainers.vllm_backend import VLLMBackend
-
-            self.backend = VLLMBackend.for_policy(self.policy, g)
-        elif cfg.ray:
-            from rubricgym.trainers.ray_backend import RayBackend
-
-            self.backend = RayBackend(cfg, address=cfg.ray_address, workers=cfg.ray_workers)
+        self.settings = UpdateSettings.of(cfg)
+        self.backend: RolloutBackend = make_backend(cfg, self.policy)
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
-        from rubricgym.rewards.evolve import build_buffer
-        from rubricgym.trainers.monitors import build_monitor
-
         self.monitor = build_monitor(cfg.monitor, self.prm, self.policy, cfg.advantage.reward_key)
         self.buffer = build_buffer(
             cfg.rubric_buffer,
@@ -147,125 +123,59 @@ class Trainer:
     def seeds_for(self, step: int, n: int) -> list[int]:
         return [self.cfg.seed * 1_000_003 + step * 10_007 + j * 101 for j in range(n)]
 
-    # ---- one step -----------------------------------------------------------------------------------------
+    # ---- one step: the algorithm -------------------------------------------------------------------------
 
-    async def rank_groups(self, groups: list[list[Trajectory]]) -> list[TournamentResult]:
+    async def train_step(self, step: int) -> dict[str, Any]:
+        """Roll out a group per task, score it with the rubric, estimate advantages, take one PPO-clip update."""
+        cfg, laps = self.cfg, Laps()
+        all_tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
+        tasks, seeds = shard(all_tasks), shard(self.seeds_for(step, len(all_tasks)))  # this rank's groups
+        anchor = cfg.advantage.estimator == "tournament" and cfg.advantage.anchor_greedy  # ArenaRL's greedy anchor
+        groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
+        laps.lap("gen_s")
+        await self.score(groups)
+        tournaments = await self.rank_groups(groups) if self.pairwise is not None else None
+        laps.lap("score_s")
+        est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
+        pad_id = self.tokenizer.pad_token_id
+        stats = policy_update(
+            self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
+        )
+        self.backend.push_weights(self.model)
+        laps.lap("update_s")
+        self.state.cursor += len(all_tasks)
+        record = train_record(step + 1, self.state.cursor, groups, est, stats, self.stages, laps)
+        return record | await self.after_step(step + 1, groups)
+
+    async def score(self, groups: Sequence[Group]) -> None:
+        """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards)."""
+        rollouts = flatten(groups)
+        breakdowns = await self.prm.score_many([r.trajectory for r in rollouts], concurrency=8)
+        for r, b in zip(rollouts, breakdowns, strict=True):
+            r.breakdown = b
+
+    async def rank_groups(self, groups: Sequence[Group]) -> list[TournamentResult]:
+        """ArenaRL: each group's rollouts ranked by a tournament of pairwise judgements."""
         judge = self.pairwise
         assert judge is not None
 
-        async def one(group: list[Trajectory]) -> TournamentResult:
+        async def one(group: Group) -> TournamentResult:
             async def compare(i: int, j: int) -> tuple[float, float] | None:
-                r = await judge.compare(group[i], group[j])
+                r = await judge.compare(group[i].trajectory, group[j].trajectory)
                 return None if not r.ok or r.score_a is None else (float(r.score_a), float(r.score_b or 0.0))
 
             return await run_tournament(self.cfg.advantage.topology, len(group), compare)
 
         return list(await asyncio.gather(*(one(g) for g in groups)))
 
-    async def generate(
-        self,
-        tasks: list[Task],
-        seeds: list[int],
-        group_size: int,
-        greedy_anchor: bool,
-        temperature: float | None = None,
-        full_precision: bool = False,
-    ) -> list[list[Trajectory]]:
-        """Groups of rollouts; ``temperature`` and ``full_precision`` (no bf16 autocast) override the policy's
-        settings for this call only."""
-        if self.backend is not None:
-            return await self.backend.collect(self, tasks, seeds, group_size, greedy_anchor, temperature)
-        policy = self.policy
-        saved, autocast = policy.params, policy.bf16_autocast
-        if temperature is not None:
-            from dataclasses import replace
-
-            policy.params = replace(saved, temperature=temperature)
-        policy.bf16_autocast = autocast and not full_precision
-        try:
-            return await self.collect(tasks, seeds, group_size, greedy_anchor)
-        finally:
-            policy.params, policy.bf16_autocast = saved, autocast
-
-    async def collect(
-        self, tasks: list[Task], seeds: list[int], group_size: int, greedy_anchor: bool
-    ) -> list[list[Trajectory]]:
-        """Groups of rollouts of ``tasks`` by the local policy (a suite trainer routes each task to its entry)."""
-        return await collect_groups(
-            self.cfg.env.id,
-            self.policy,
-            tasks,
-            group_size,
-            seeds,
-            env_kwargs=self.cfg.env.kwargs,
-            anchor_greedy=greedy_anchor,
-        )
-
-    async def train_step(self, step: int) -> dict[str, Any]:
-        cfg = self.cfg
-        t0 = time.perf_counter()
-        all_tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
-        tasks = shard(all_tasks)  # data parallel: this rank's groups (all of them when single-process)
-        self.policy.forget()
-        anchor = cfg.advantage.estimator == "tournament" and cfg.advantage.anchor_greedy
-        groups = await self.generate(tasks, shard(self.seeds_for(step, len(all_tasks))), cfg.group_size, anchor)
-        t_gen = time.perf_counter()
-        await self.prm.score_many([t for g in groups for t in g], concurrency=8)
-        tournaments = await self.rank_groups(groups) if self.pairwise is not None else None
-        t_score = time.perf_counter()
-        est = estimate(
-            groups,
-            self.policy.turns_for,
-            self.stages,
-            cfg.advantage,
-            tournaments=tournaments,
-            max_seq_len=cfg.optim.max_seq_len,
-        )
-        stats = policy_update(
-            self.model,
-            self.optimizer,
-            est.samples,
-            self.settings,
-            pad_id=self.tokenizer.pad_token_id,
-            ref_model=self.ref_model,
-        )
-        if self.backend is not None:
-            self.backend.push_weights(self.model)
-        t_upd = time.perf_counter()
-        self.state.cursor += len(all_tasks)
-        flat = [t for g in groups for t in g]
-        key = cfg.advantage.reward_key
-        rewards = [r for r in est.per_rollout if math.isfinite(r)]
-        record: dict[str, Any] = {
-            "kind": "train",
-            "step": step + 1,
-            "cursor": self.state.cursor,
-            "reward_mean": float(np.mean(rewards)) if rewards else math.nan,
-            "reward_std": float(np.std(rewards)) if rewards else math.nan,
-            "success_mean": float(np.mean([t.outcome.reward for t in flat])),
-            "masked": est.masked_rollouts,
-            "comparisons": est.comparisons,
-            "response_tokens": float(
-                np.mean([sum(len(x.completion_ids) for x in self.policy.turns_for(t)) for t in flat])
-            ),
-            "turns": float(np.mean([len(t.steps) for t in flat])),
-            "samples": len(est.samples),
-            "tokens": int(stats.get("tokens", 0)),
-            "gen_s": t_gen - t0,
-            "score_s": t_score - t_gen,
-            "update_s": t_upd - t_score,
-            "step_s": t_upd - t0,
-        }
-        for s in self.stages:
-            vals = [t.rewards[f"{key}/stage/{s}"] for t in flat if f"{key}/stage/{s}" in t.rewards]
-            record[f"stage/{s}"] = float(np.mean(vals)) if vals else None
-        record.update({k: v for k, v in stats.items() if k != "tokens"})
-        if self.monitor is not None:  # hacking monitors (rewards.monitor), every monitor.every steps
-            record.update(await self.monitor.observe(step + 1, flat))
-        record["rubric_hash"] = self.prm.rubric.hash  # the version these scores came from
-        if self.buffer is not None and (evolved := await self.buffer.update(step + 1, groups)) is not None:
-            self.prm.rubric = evolved  # RubricEM's stage rubric buffer: the next step scores with it
-        return record
+    async def after_step(self, step: int, groups: Sequence[Group]) -> dict[str, Any]:
+        """Hacking monitors (every ``monitor.every`` steps) and the rubric buffer, which may evolve the rubric the
+        next step scores with; returns their fields of the step's record."""
+        out: dict[str, Any] = await self.monitor.observe(step, flatten(groups)) if self.monitor is not None else {}
+        out["rubric_hash"] = self.prm.rubric.hash  # the version this step's scores came from
+        if self.buffer is not None and (evolved := await self.buffer.update(step, trajectories(groups))) is not None:
+            self.prm.rubric = evolved
+        return out
 
     # ---- evaluation -----------------------------------------------------------------------------------------
 
@@ -274,20 +184,16 @@ class Trainer:
         even when training generates under bf16 autocast (bf16 greedy decoding of a 135M model flips answers)."""
         tasks = list(self.eval_tasks)
         seeds = [10_000_019 + 97 * i for i in range(len(tasks))]
-        self.policy.forget()
-        groups = await self.generate(
-            tasks, seeds, 1, False, temperature=self.cfg.generation.eval_temperature, full_precision=True
-        )  # judge the fp32 weights as they are
-        flat = [g[0] for g in groups]
-        await self.prm.score_many(flat, concurrency=8)
-        from rubricgym.trainers.estimate import reward_of
-
+        temperature = self.cfg.generation.eval_temperature
+        groups = await self.backend.collect(tasks, seeds, 1, temperature=temperature, full_precision=True)
+        await self.score(groups)
+        rollouts = flatten(groups)
         return EvalResult.of(
             tag,
             step,
-            [t.task.id for t in flat],
-            [reward_of(t, self.cfg.advantage.reward_key) for t in flat],
-            [float(t.outcome.reward) for t in flat],
+            [r.trajectory.task.id for r in rollouts],
+            [reward_of(r.breakdown) for r in rollouts],
+            [float(r.trajectory.outcome.reward) for r in rollouts],
         )
 
     def _log_eval(self, result: EvalResult) -> None:
@@ -313,12 +219,18 @@ class Trainer:
         if self.state.base_eval:
             self.base_eval = EvalResult.model_validate(self.state.base_eval)
         self.metrics.truncate_after(self.state.step)
-        if self.backend is not None:
-            self.backend.push_weights(self.model)
+        if self.buffer is not None and self.state.buffer is not None:
+            self.buffer.load_state_dict(self.state.buffer)
+            self.prm.rubric = self.buffer.current
+        if self.monitor is not None and self.state.monitor is not None:
+            self.monitor.load_state_dict(self.state.monitor)
+        self.backend.push_weights(self.model)
         return True
 
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
+        self.state.buffer = self.buffer.state_dict() if self.buffer is not None else None
+        self.state.monitor = self.monitor.state_dict() if self.monitor is not None else None
         return save_checkpoint(Path(self.cfg.run_dir), self.model, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
@@ -391,11 +303,8 @@ class Trainer:
             "html": str(html),
             "estimator": self.cfg.advantage.estimator,
         }
-        import json
-
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-        if self.backend is not None:
-            self.backend.close()
+        self.backend.close()
         return summary
 
     def run(self, resume: bool = False) -> dict[str, Any]:

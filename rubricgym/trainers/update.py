@@ -19,30 +19,32 @@ log-probs (classic PPO with the sampler as behaviour policy); ``"none"`` ignores
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache
 
+from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss, selected_logprobs
 from rubricgym.trainers.samples import Sample, collate
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpdateSettings:
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    beta: float = 0.0
-    entropy_coef: float = 0.0
-    aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
-    ppo_epochs: int = 1
-    micro_batch: int = 8
-    max_grad_norm: float | None = 1.0
+    """What one update reads: the run's ``loss`` and ``optim`` config sections themselves (not copies of their
+    fields), the temperature the sampler's log-probs were taken at, and whether to run under bf16 autocast."""
+
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
     temperature: float = 1.0
     bf16_autocast: bool = False
-    off_policy: str = "tis"
-    tis_cap: float | None = 2.0
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> UpdateSettings:
+        """The settings of a run (greedy sampling trains at temperature 1)."""
+        t = cfg.generation.temperature
+        return cls(cfg.loss, cfg.optim, t if t > 0 else 1.0, cfg.model.bf16_autocast)
 
 
 def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -79,8 +81,6 @@ def generated_logprobs(
     if checkpointing is None:
         checkpointing = getattr(model, "is_gradient_checkpointing", False)
     if prefix and not checkpointing:
-        from transformers import DynamicCache
-
         # the rows' common prompt runs once; its keys/values (still in the autograd graph) serve every row
         cache = DynamicCache(config=getattr(model, "config", None))
         body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
@@ -138,13 +138,38 @@ def _all_reduce(value: float) -> float:
     return value
 
 
+_COUNTED = {
+    "token-mean": lambda s: s.n_generated,  # generated tokens
+    "seq-mean": lambda s: int(s.n_generated > 0),  # sequences with generated tokens
+}
+
+
 def normalizer(samples: Sequence[Sample], aggregation: str) -> float:
     """The whole batch's denominator across ranks: generated tokens, or sequences with generated tokens."""
-    if aggregation == "token-mean":
-        local = float(sum(s.n_generated for s in samples))
-    else:
-        local = float(sum(1 for s in samples if s.n_generated))
-    return _all_reduce(local)
+    return _all_reduce(float(sum(_COUNTED[aggregation](s) for s in samples)))
+
+
+OffPolicy = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float | None], tuple[torch.Tensor, torch.Tensor | None]]
+
+
+def _tis(
+    old: torch.Tensor, sampler: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return old, importance_weights(old, sampler, mask, cap)
+
+
+def _sampler(
+    old: torch.Tensor, sampler: torch.Tensor, mask: torch.Tensor, cap: float | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return torch.where(torch.isfinite(sampler) & (mask > 0), sampler, old), None
+
+
+OFF_POLICY: dict[str, OffPolicy] = {
+    "tis": _tis,
+    "sampler": _sampler,
+    "none": lambda old, sampler, mask, cap: (old, None),
+}
+"""``loss.off_policy`` -> (pi_old, sampler, mask, cap) -> (the ratio's denominator, per-token weights or None)."""
 
 
 def compute_gradients(
@@ -162,9 +187,8 @@ def compute_gradients(
     missing from it uses the current policy's detached log-probs (exactly pi_old at the first epoch), which are
     then stored in it so that later epochs reuse them.
     """
-    if settings.off_policy not in ("tis", "sampler", "none"):
-        raise ValueError(f"off_policy must be 'tis', 'sampler' or 'none', got {settings.off_policy!r}")
-    norm = normalizer(samples, settings.aggregation)
+    lo = settings.loss
+    norm = normalizer(samples, lo.aggregation)
     keys = (
         "loss",
         "policy_loss",
@@ -180,7 +204,7 @@ def compute_gradients(
     known = 0
     device = next(model.parameters()).device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
-    for chunk in _chunks(samples, settings.micro_batch):
+    for chunk in _chunks(samples, settings.optim.micro_batch):
         if not any(s.n_generated for s in chunk):
             continue
         b = collate(chunk, pad_id)
@@ -193,7 +217,7 @@ def compute_gradients(
                 b.loss_mask,
                 settings.temperature,
                 with_entropy=True,
-                entropy_grad=bool(settings.entropy_coef),
+                entropy_grad=bool(lo.entropy_coef),
             )
             ref = None
             if ref_model is not None:
@@ -212,15 +236,11 @@ def compute_gradients(
         kl_sum, n_known = mismatch_kl(old, sampler, b.loss_mask)
         totals["mismatch_kl"] += kl_sum
         known += n_known
-        weights = None
-        if settings.off_policy == "tis":
-            weights = importance_weights(old, sampler, b.loss_mask, settings.tis_cap)
-            if settings.tis_cap is not None:
-                raw = importance_weights(old, sampler, b.loss_mask, None)
-                totals["is_truncated"] += float(((raw > settings.tis_cap) & (b.loss_mask > 0)).sum())
-        elif settings.off_policy == "sampler":
-            old = torch.where(torch.isfinite(sampler) & (b.loss_mask > 0), sampler, old)
-        if entropy is not None and not settings.entropy_coef:
+        old, weights = OFF_POLICY[lo.off_policy](old, sampler, b.loss_mask, lo.tis_cap)
+        if weights is not None and lo.tis_cap is not None:
+            raw = importance_weights(old, sampler, b.loss_mask, None)
+            totals["is_truncated"] += float(((raw > lo.tis_cap) & (b.loss_mask > 0)).sum())
+        if entropy is not None and not lo.entropy_coef:
             entropy = entropy.detach()
         loss, stats = ppo_clip_loss(
             logp,
@@ -228,12 +248,12 @@ def compute_gradients(
             b.advantages,
             b.loss_mask,
             ref_logp=ref,
-            beta=settings.beta,
+            beta=lo.beta,
             entropy=entropy,
-            entropy_coef=settings.entropy_coef,
-            clip_low=settings.clip_low,
-            clip_high=settings.clip_high,
-            aggregation=settings.aggregation,
+            entropy_coef=lo.entropy_coef,
+            clip_low=lo.clip_low,
+            clip_high=lo.clip_high,
+            aggregation=lo.aggregation,
             normalizer=norm,
             is_weights=weights,
         )
@@ -275,14 +295,14 @@ def policy_update(
     pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass).
     """
     model.train()
-    old: dict[int, torch.Tensor] | None = {} if settings.ppo_epochs > 1 else None
+    old: dict[int, torch.Tensor] | None = {} if settings.loss.ppo_epochs > 1 else None
     stats: dict[str, float] = {}
-    for _ in range(settings.ppo_epochs):
+    for _ in range(settings.loss.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         stats = compute_gradients(model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model)
         sync_gradients(model)
-        if settings.max_grad_norm is not None:
-            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm))
+        if settings.optim.max_grad_norm is not None:
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), settings.optim.max_grad_norm))
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     model.eval()

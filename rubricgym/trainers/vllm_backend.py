@@ -16,29 +16,28 @@ untied copy of the model (``untied_model_dir``: ``tie_word_embeddings: false`` a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
+import torch
+from safetensors.torch import save_file
 
-from rubricgym.agents.local import Turn, chat_dicts
-from rubricgym.core.agent import BaseAgent
-from rubricgym.core.rollout import rollout_group
-from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
-
-if TYPE_CHECKING:
-    from rubricgym.trainers.trainer import Trainer
+from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
+from rubricgym.agents.models import DEFAULT_MODEL, model_path
+from rubricgym.agents.serve import VLLMServer
+from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.trainers.config import GenerationConfig
+from rubricgym.trainers.rollouts import EnvOf, Group, play_groups
 
 
 def untied_state_dict(model: Any) -> dict[str, Any]:
     """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied."""
-    import torch
-
     state = dict(model.state_dict())
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None:
@@ -62,8 +61,6 @@ def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
     Tokenizer and generation files are copied; ``config.json`` gets ``tie_word_embeddings: false``; the weights
     are ``model``'s current ones (bf16), so the server starts from exactly the policy being trained.
     """
-    from safetensors.torch import save_file
-
     dest.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
         if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".safetensors.index.json")):
@@ -76,21 +73,12 @@ def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
     return dest
 
 
-class VLLMPolicyAgent(BaseAgent):
-    """An agent that samples from a vLLM server and records each turn's token ids and log-probs."""
-
-    name = "policy-vllm"
+class VLLMEpisode:
+    """One episode sampled from a vLLM server; records each turn's token ids and log-probs."""
 
     def __init__(self, backend: VLLMBackend, temperature: float, seed: int | None = None):
         self.backend, self.temperature, self.seed = backend, temperature, seed
-        self.model = backend.model
         self.turns: list[Turn] = []
-
-    def episode(self, task: Task, seed: int | None) -> VLLMPolicyAgent:
-        temperature = 0.0 if seed in self.backend.greedy_seeds else self.temperature
-        view = VLLMPolicyAgent(self.backend, temperature, seed)
-        self.backend.views[(task.id, seed)] = view
-        return view
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         b = self.backend
@@ -106,13 +94,16 @@ class VLLMPolicyAgent(BaseAgent):
 
 
 class VLLMBackend:
-    """Trainer generation backend over a vLLM OpenAI-compatible server."""
+    """A ``RolloutBackend`` over a vLLM OpenAI-compatible server (and the ``Recorder`` its episodes come from)."""
+
+    name = "policy-vllm"
 
     def __init__(
         self,
         base_url: str,
         model: str,
         tokenizer: Any,
+        env_of: EnvOf,
         *,
         temperature: float,
         top_p: float,
@@ -123,31 +114,27 @@ class VLLMBackend:
     ):
         self.base_url = base_url.rstrip("/")
         self.root = self.base_url.removesuffix("/v1")
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer, self.env_of = model, tokenizer, env_of
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.prefix = prefix
         self.prefix_ids = list(tokenizer.encode(prefix, add_special_tokens=False)) if prefix else []
         self.server, self.sync_weights = server, sync_weights
-        self.views: dict[tuple[str, int | None], VLLMPolicyAgent] = {}
-        self.greedy_seeds: set[int] = set()
         self.weights_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-weights-"))
         self.serve_dir: Path | None = None  # the untied copy a server we started serves
 
     @classmethod
-    def for_policy(cls, policy: Any, g: Any) -> VLLMBackend:
+    def for_policy(cls, policy: LocalAgent, g: GenerationConfig, env_of: EnvOf) -> VLLMBackend:
         """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model."""
         server, serve_dir = None, None
+        name = policy.model or DEFAULT_MODEL
         if g.vllm_base_url:
-            base_url, served = g.vllm_base_url, policy.model
+            base_url, served = g.vllm_base_url, name
         else:
-            from rubricgym.agents.models import model_path
-            from rubricgym.agents.serve import VLLMServer
-
             os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the weight-reload route; inherited by the server
             serve_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-serve-"))
-            untied_model_dir(policy.model_obj, model_path(policy.model), serve_dir)
+            untied_model_dir(policy.lm, model_path(name), serve_dir)
             try:
-                server = VLLMServer(str(serve_dir), served_name=policy.model).start()
+                server = VLLMServer(str(serve_dir), served_name=name).start()
             except BaseException:
                 shutil.rmtree(serve_dir, ignore_errors=True)
                 raise
@@ -156,6 +143,7 @@ class VLLMBackend:
             base_url,
             served,
             policy.tokenizer,
+            env_of,
             temperature=g.temperature,
             top_p=g.top_p,
             max_new_tokens=g.max_new_tokens,
@@ -191,36 +179,28 @@ class VLLMBackend:
         text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
         return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text, greedy=temperature == 0)
 
+    def recording(self, task: Task, seed: int, temperature: float | None) -> VLLMEpisode:
+        return VLLMEpisode(self, self.temperature if temperature is None else temperature, seed)
+
     async def collect(
         self,
-        trainer: Trainer,
-        tasks: list[Task],
-        seeds: list[int],
+        tasks: Sequence[Task],
+        seeds: Sequence[int],
         group_size: int,
-        greedy_anchor: bool,
-        temperature: float | None,
-    ) -> list[list[Trajectory]]:
-        self.views.clear()
-        self.greedy_seeds = set(seeds) if greedy_anchor else set()
-        agent = VLLMPolicyAgent(self, self.temperature if temperature is None else temperature)
-        cfg = trainer.cfg
-        groups = list(
-            await asyncio.gather(
-                *(
-                    rollout_group(cfg.env.id, agent, task, group_size, seed=s, env_kwargs=cfg.env.kwargs)
-                    for task, s in zip(tasks, seeds, strict=True)
-                )
-            )
+        *,
+        anchor_greedy: bool = False,
+        temperature: float | None = None,
+        full_precision: bool = False,
+    ) -> list[Group]:
+        """See ``RolloutBackend.collect``; the server's precision is its own (``full_precision`` is ignored)."""
+        return await play_groups(
+            self, self.env_of, tasks, seeds, group_size, anchor_greedy=anchor_greedy, temperature=temperature
         )
-        trainer.policy.views.update(self.views)  # type: ignore[arg-type]
-        return groups
 
     def push_weights(self, model: Any) -> None:
         """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache."""
         if not self.sync_weights:
             return
-        from safetensors.torch import save_file
-
         save_file(untied_state_dict(model), str(self.weights_dir / "model.safetensors"), metadata={"format": "pt"})
         with httpx.Client(timeout=600.0) as c:
             r = c.post(

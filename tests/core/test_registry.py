@@ -69,3 +69,44 @@ def test_entry_point_plugins_are_discovered(tmp_path, monkeypatch):
     finally:
         unregister("thirdparty-calc-v0")
         sys.modules.pop("thirdparty_env", None)
+
+
+def test_threads_looking_up_envs_during_plugin_discovery_wait_for_it(tmp_path, monkeypatch):
+    """A server or a thread pool may make envs from several threads at start-up: none may see the registry
+    half-discovered (a slow plugin's env missing)."""
+    import importlib.metadata as md
+    import sys
+    import threading
+
+    (tmp_path / "slow_plugin_env.py").write_text(
+        "import time\n"
+        "from rubricgym import register\n"
+        "def plugin():\n"
+        "    time.sleep(0.5)\n"
+        "    register('slow-plugin-calc-v0', 'rubricgym.envs.toy.calculator:CalculatorEnv', replace=True)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = md.EntryPoint(name="slow", value="slow_plugin_env:plugin", group="rubricgym.envs")
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points", lambda **kw: [ep] if kw.get("group") == "rubricgym.envs" else real(**kw))
+    from rubricgym.core import registry
+
+    monkeypatch.setattr(registry._REGISTRY, "discovered", False)
+    found: list[str] = []
+
+    def look() -> None:
+        try:
+            found.append(registry.spec("slow-plugin-calc-v0").id)
+        except KeyError as e:
+            found.append(f"missing: {e}")
+
+    threads = [threading.Thread(target=look) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert found == ["slow-plugin-calc-v0"] * 4
+    finally:
+        unregister("slow-plugin-calc-v0")
+        sys.modules.pop("slow_plugin_env", None)

@@ -82,3 +82,23 @@ def test_one_unstorable_trajectory_is_a_recorded_failure_not_the_end_of_the_run(
     assert [t for t, _ in report.failures] == [tasks[1].id] and "No space left" in report.failures[0][1]
     assert store.finished_task_ids() == {t.id for t in tasks} - {tasks[1].id}
     assert not report.aborted
+
+
+def test_rollouts_close_the_envs_they_make_also_when_the_agent_fails():
+    """An env a rollout makes (one per episode) holds a sandbox, a browser page or a connection: it is released
+    when the episode ends, not left to the garbage collector."""
+    made = []
+
+    def factory():
+        env = rubricgym.make(ENV)
+        env.closed = False
+        env.close = lambda: setattr(env, "closed", True)
+        made.append(env)
+        return env
+
+    tasks = rubricgym.TaskSet.generate(ENV, 4, seed=0)
+    asyncio.run(rubricgym.rollout_group(factory, RandomAgent(), tasks[0], 3))
+    bad = {tasks[1].id}
+    report = asyncio.run(rubricgym.rollout_many(factory, FlakyAgent(bad), tasks, group_size=2, progress=False))
+    assert len(report.failures) == 1 and len(made) == 3 + 8
+    assert all(env.closed for env in made)

@@ -4,6 +4,7 @@ import sys
 
 import torch
 
+from rubricgym.trainers.config import LossConfig, OptimConfig
 from rubricgym.trainers.distributed import init_from_env, rank_world, shard
 from rubricgym.trainers.update import UpdateSettings, compute_gradients, sync_gradients
 
@@ -37,7 +38,7 @@ def gradients(model_dir: str, aggregation: str, distributed: bool) -> dict[str, 
     samples = synthetic_samples(model.config.vocab_size)
     if distributed:
         samples = shard(samples)
-    settings = UpdateSettings(aggregation=aggregation, micro_batch=2, beta=0.0)
+    settings = UpdateSettings(LossConfig(aggregation=aggregation, beta=0.0), OptimConfig(micro_batch=2))
     compute_gradients(model, samples, settings, pad_id=0)
     sync_gradients(model)
     return {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}

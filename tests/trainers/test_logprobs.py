@@ -129,7 +129,7 @@ def test_bf16_with_fp32_islands_keeps_fp32_greedy_decisions(local_model_dir):
     from rubricgym.trainers.update import generated_logprobs
 
     agent = LocalAgent(str(local_model_dir)).load()
-    lm, tok = agent.model_obj, agent.tokenizer
+    lm, tok = agent.lm, agent.tokenizer
     system = Message(
         role="system",
         content='Call the calculator: <tool_call>{"name": "calculator", "arguments": '

@@ -95,6 +95,7 @@ def _random_samples(n=4, length=40, generated=10, seed=0):
 def _grads(model_dir, samples, **settings):
     from transformers import AutoModelForCausalLM
 
+    from rubricgym.trainers.config import OptimConfig
     from rubricgym.trainers.update import UpdateSettings, compute_gradients
 
     torch.manual_seed(0)
@@ -103,7 +104,7 @@ def _grads(model_dir, samples, **settings):
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         model.config.use_cache = False
     model.train()
-    stats = compute_gradients(model, samples, UpdateSettings(micro_batch=2, **settings), pad_id=0)
+    stats = compute_gradients(model, samples, UpdateSettings(optim=OptimConfig(micro_batch=2), **settings), pad_id=0)
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), stats
 
 

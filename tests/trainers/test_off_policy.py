@@ -87,10 +87,12 @@ def _samples(model, sign=None, shift=0.0):
 
 
 def _grad(model, samples, **kw):
+    from rubricgym.trainers.config import LossConfig, OptimConfig
     from rubricgym.trainers.update import UpdateSettings, compute_gradients
 
     model.zero_grad(set_to_none=True)
-    stats = compute_gradients(model, samples, UpdateSettings(micro_batch=2, **kw), pad_id=0)
+    settings = UpdateSettings(LossConfig(**kw), OptimConfig(micro_batch=2))
+    stats = compute_gradients(model, samples, settings, pad_id=0)
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), stats
 
 
@@ -129,20 +131,23 @@ def test_sampler_ratio_is_clipped_like_ppo(tiny_model_dir):
 
 
 def test_several_epochs_use_the_first_epochs_logprobs(tiny_model_dir):
+    from rubricgym.trainers.config import LossConfig, OptimConfig
     from rubricgym.trainers.update import UpdateSettings, compute_gradients, policy_update
 
     model = _model(tiny_model_dir)
     samples = _samples(model)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    stats = policy_update(model, opt, samples, UpdateSettings(micro_batch=2, ppo_epochs=3), pad_id=0)
+    stats = policy_update(
+        model, opt, samples, UpdateSettings(LossConfig(ppo_epochs=3), OptimConfig(micro_batch=2)), pad_id=0
+    )
     assert stats["clip_fraction"] > 0  # the third epoch's ratio is against pi_old, not the moved policy
     # the same three epochs by hand, with pi_old frozen from the starting weights
     ref = _model(tiny_model_dir)
     ref.load_state_dict(start)
     old: dict[int, torch.Tensor] = {}
     opt2 = torch.optim.SGD(ref.parameters(), lr=0.5)
-    settings = UpdateSettings(micro_batch=2)
+    settings = UpdateSettings(optim=OptimConfig(micro_batch=2))
     for _ in range(3):
         opt2.zero_grad(set_to_none=True)
         compute_gradients(ref, samples, settings, pad_id=0, old_logprobs=old)

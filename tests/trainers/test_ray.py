@@ -10,7 +10,8 @@ ray = pytest.importorskip("ray")
 
 @pytest.mark.slow
 def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tiny_config, tmp_path):
-    from rubricgym.trainers.policy import collect_groups
+    from rubricgym.trainers.backends import LocalBackend
+    from rubricgym.trainers.rollouts import fixed_env
     from rubricgym.trainers.trainer import Trainer
 
     cfg = tiny_config(tmp_path / "ray", ray=True, ray_workers=2, generation={"max_new_tokens": 5})
@@ -18,26 +19,24 @@ def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tin
     tasks = trainer.tasks_at(0, 2)
     seeds = trainer.seeds_for(0, 2)  # one group per actor: the same batches as one group at a time locally
 
-    def tokens(groups, views):
-        return [[[t.completion_ids for t in views(traj)] for traj in g] for g in groups]
+    local_backend = LocalBackend(trainer.policy, fixed_env(cfg.env.id, cfg.env.kwargs))
+
+    def tokens(groups):
+        return [[[t.completion_ids for t in r.turns] for r in g] for g in groups]
 
     async def both():
-        remote = await trainer.backend.collect(trainer, tasks, seeds, 2, True, None)
-        remote_tokens = tokens(remote, trainer.policy.turns_for)
-        trainer.policy.forget()
+        remote = await trainer.backend.collect(tasks, seeds, 2, anchor_greedy=True)
         local = []
         for task, seed in zip(tasks, seeds, strict=True):
-            local += await collect_groups(
-                cfg.env.id, trainer.policy, [task], 2, [seed], env_kwargs=cfg.env.kwargs, anchor_greedy=True
-            )
-        return remote, remote_tokens, local, tokens(local, trainer.policy.turns_for)
+            local += await local_backend.collect([task], [seed], 2, anchor_greedy=True)
+        return remote, tokens(remote), local, tokens(local)
 
     try:
         remote, rt, local, lt = asyncio.run(both())
         assert len(remote) == 2 and all(len(g) == 2 for g in remote)
         assert rt == lt
-        assert [[t.steps[0].action.text for t in g] for g in remote] == [
-            [t.steps[0].action.text for t in g] for g in local
+        assert [[r.trajectory.steps[0].action.text for r in g] for g in remote] == [
+            [r.trajectory.steps[0].action.text for r in g] for g in local
         ]
         torch.manual_seed(1)
         with torch.no_grad():

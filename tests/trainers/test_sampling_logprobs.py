@@ -27,9 +27,7 @@ def test_recorded_logprobs_match_teacher_forcing(local_model_dir, temperature, t
         mask = torch.zeros_like(ids, dtype=torch.float32)
         mask[0, len(turn.prompt_ids) :] = 1
         with torch.no_grad():
-            full, _ = generated_logprobs(
-                agent.model_obj, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0
-            )
+            full, _ = generated_logprobs(agent.lm, ids, torch.ones_like(ids), mask, temperature=temperature or 1.0)
         full = full[0, len(turn.prompt_ids) :]
         recorded = torch.tensor(turn.logprobs)
         if top_p == 1.0:

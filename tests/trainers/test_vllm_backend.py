@@ -40,10 +40,10 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, 
         task = trainer.tasks_at(0, 1)
 
         def greedy_turn():
-            groups = asyncio.run(backend.collect(trainer, task, [5], 2, True, None))
+            groups = asyncio.run(backend.collect(task, [5], 2, anchor_greedy=True))
             anchor = groups[0][0]
-            assert anchor.steps[0].action.text.startswith('<tool_call>{"name": "')
-            return trainer.policy.turns_for(anchor)[0]
+            assert anchor.trajectory.steps[0].action.text.startswith('<tool_call>{"name": "')
+            return anchor.turns[0]
 
         def our_logprobs(turn):
             ids = torch.tensor([turn.prompt_ids + turn.completion_ids])

@@ -12,7 +12,6 @@ OpenAI-compatible model play the patient; ``world_model={...}`` lets one generat
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,11 @@ from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.clinical import checks
 from rubricgym.envs.clinical.case import CaseRecord, generate_case
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
+from rubricgym.envs.clinical.diagnosis import cited_exams, considered_conditions, differential_list, match_diagnosis
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
-from rubricgym.envs.clinical.matching import NameIndex, fold
 from rubricgym.envs.clinical.patient import (
     SYSTEMS,
     VirtualPatient,
-    analyte_index,
     condition_index,
     resolve_exam,
     resolve_system,
@@ -306,12 +304,12 @@ class ClinicalEnv(RubricEnv):
         """
         if not diagnosis.strip():
             raise ToolError("the diagnosis is empty; name the condition, e.g. 'community-acquired pneumonia'")
-        diff = _as_list(differential)
+        diff = differential_list(differential)
         facts = self._facts
-        matched = self._match_diagnosis(diagnosis)
+        matched = match_diagnosis(self.kb, facts, diagnosis)
         correct = matched == "case"
-        considered = self._considered(diff + self._impressions + [reason])
-        cites = self._cited_exams(reason)
+        considered = considered_conditions(self.kb, facts, self._ordered, diff + self._impressions + [reason])
+        cites = cited_exams(self.kb, reason)
         covers = [
             r.out.info["covers"]
             for r in self._records
@@ -341,33 +339,6 @@ class ClinicalEnv(RubricEnv):
         )
 
     # ---- helpers ----------------------------------------------------------------------------------------
-
-    def _match_diagnosis(self, text: str) -> str | None:
-        """``"case"`` when the text names the case's diagnosis (aliases and ICD-10 aware), else the KB id or None."""
-        own = self._facts.get("condition")
-        hit = condition_index(self.kb).resolve(text)
-        if own is not None and hit == own:
-            return "case"
-        d = self._facts.get("diagnosis", {})
-        case_names = NameIndex([("case", [d.get("name", ""), *d.get("aliases", [])], d.get("icd10"))])
-        if case_names.resolve(text) == "case" and (hit is None or own is None or hit == own):
-            return "case"
-        return hit
-
-    def _considered(self, texts: list[str]) -> list[str]:
-        index = condition_index(self.kb)
-        ids = {i for t in set(texts) if t for _, _, i in index.contained(t)}
-        blob = " ".join(f" {fold(t)} " for t in texts if t)
-        out = []
-        for item in self._facts.get("cant_miss", []):
-            names = [item["name"], *item.get("aliases", [])]
-            excluded = any(k in self._ordered for k in item.get("key_exams", []))
-            if item["id"] in ids or excluded or any(f" {fold(n)} " in blob for n in names):
-                out.append(item["id"])
-        return out
-
-    def _cited_exams(self, reason: str) -> list[str]:
-        return sorted({i for _, _, i in analyte_index(self.kb).contained(reason)})
 
     def _history_results(self) -> list[tuple[str, str]]:
         return [
@@ -421,16 +392,6 @@ class ClinicalEnv(RubricEnv):
             "correct": bool(last.get("correct")),
             "diaggym": float(last.get("diaggym", 0.0)),
         }
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        return [p.strip() for p in re.split(r"[;,\n]", value) if p.strip()]
-    if isinstance(value, list):
-        return [str(v) for v in value if v is not None and str(v).strip()]
-    raise ToolError('differential must be a list of diagnoses, e.g. ["pulmonary embolism", "pericarditis"]')
 
 
 class CostAwareClinicalEnv(ClinicalEnv):

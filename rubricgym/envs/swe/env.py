@@ -135,6 +135,9 @@ class SweEnv(SweTools, RubricEnv):
         run_sync(self._close())
         super().close()
 
+    async def aclose(self) -> None:
+        await self._close()
+
     @tool
     async def submit(self) -> ToolOutput:
         """Submit the current state of the repository as your fix; this ends the episode."""

@@ -1,0 +1,70 @@
+"""Rollout backends: where a run's rollouts are generated. Each implements ``rollouts.RolloutBackend``
+(``collect`` groups of ``Rollout``, ``push_weights`` after an update, ``close``) and gets only what it needs: the
+policy or the config pieces of generation, model and env. None of them knows the trainer.
+
+- ``LocalBackend``: the learner's own ``TrainingPolicy`` in this process (the weights it updates are the ones it
+  samples from, so ``push_weights`` has nothing to do);
+- ``RayBackend`` (``trainers/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy;
+- ``VLLMBackend`` (``trainers/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rubricgym.core.types import Task
+from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.ray_backend import RayBackend
+from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, fixed_env, play_groups
+from rubricgym.trainers.vllm_backend import VLLMBackend
+
+
+class LocalBackend:
+    """Rollouts by the in-process policy; ``env_of`` routes each task to its env (a suite's entries)."""
+
+    def __init__(self, policy: TrainingPolicy, env_of: EnvOf):
+        self.policy, self.env_of = policy, env_of
+
+    async def collect(
+        self,
+        tasks: Sequence[Task],
+        seeds: Sequence[int],
+        group_size: int,
+        *,
+        anchor_greedy: bool = False,
+        temperature: float | None = None,
+        full_precision: bool = False,
+    ) -> list[Group]:
+        policy = self.policy
+        autocast = policy.bf16_autocast
+        policy.bf16_autocast = autocast and not full_precision  # the episode views copy it when created
+        try:
+            return await play_groups(
+                policy,
+                self.env_of,
+                tasks,
+                seeds,
+                group_size,
+                anchor_greedy=anchor_greedy,
+                temperature=temperature,
+            )
+        finally:
+            policy.bf16_autocast = autocast
+
+    def push_weights(self, model: Any) -> None:
+        """Nothing to do: the policy samples from the model the learner updates in place."""
+
+    def close(self) -> None:
+        """Nothing to release: the policy belongs to the trainer."""
+
+
+def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
+    """The backend ``cfg`` asks for: vLLM (``generation.backend``), Ray (``ray``) or the local policy."""
+    env_of = fixed_env(cfg.env.id, cfg.env.kwargs)
+    if cfg.generation.backend == "vllm":
+        return VLLMBackend.for_policy(policy, cfg.generation, env_of)
+    if cfg.ray:
+        return RayBackend(cfg.model, cfg.generation, cfg.env, address=cfg.ray_address, workers=cfg.ray_workers)
+    return LocalBackend(policy, env_of)

@@ -1,0 +1,151 @@
+"""Rollouts as the trainer sees them: each trajectory with the exact tokens behind it and, once scored, its rubric
+breakdown. Every step's data flows through these records; nothing is looked up elsewhere by task id and seed.
+
+``play_groups`` plays one group of ``group_size`` episodes per task with any ``Recorder`` (the local policy, an
+agent over a vLLM server): an agent whose episodes record a ``Turn`` per generation. A ``RolloutBackend`` (local,
+Ray, vLLM: ``trainers/backends.py``) returns groups of ``Rollout`` and follows the learner's weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rubricgym.agents.local import Turn
+from rubricgym.core.registry import make, spec
+from rubricgym.core.rollout import EnvFactory, rollout_fresh
+from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
+from rubricgym.rewards.prm import Breakdown
+
+EnvOf = Callable[[Task], tuple[str, dict[str, Any]]]
+"""The env id and keyword arguments a task is played in (one env for a run, an entry's env for a suite)."""
+
+
+@dataclass
+class Rollout:
+    """One episode: the trajectory, the turns the policy generated in it, and the process reward model's
+    breakdown once scored (``None`` before)."""
+
+    trajectory: Trajectory
+    turns: list[Turn]
+    breakdown: Breakdown | None = None
+
+
+Group = list[Rollout]
+"""The rollouts of one task that share a ``group_id``: the unit advantages are normalised over."""
+
+
+class Episode(Protocol):
+    """An agent for one episode that appends a ``Turn`` to ``turns`` for every output."""
+
+    turns: list[Turn]
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str: ...
+
+
+class Recorder(Protocol):
+    """A policy whose episodes record their turns; ``temperature`` overrides its sampling temperature."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    def recording(self, task: Task, seed: int, temperature: float | None) -> Episode: ...
+
+
+class RolloutBackend(Protocol):
+    """Where rollouts are generated: groups of ``Rollout`` for tasks, the learner's weights after each update."""
+
+    async def collect(
+        self,
+        tasks: Sequence[Task],
+        seeds: Sequence[int],
+        group_size: int,
+        *,
+        anchor_greedy: bool = False,
+        temperature: float | None = None,
+        full_precision: bool = False,
+    ) -> list[Group]:
+        """One group per task; group j uses seeds ``seeds[j] ..``; with ``anchor_greedy`` its first is greedy.
+        ``full_precision`` asks for generation without bf16 autocast (where the backend has the choice)."""
+        ...
+
+    def push_weights(self, model: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def fixed_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvOf:
+    """Every task in the same env."""
+    return lambda task: (env_id, env_kwargs)
+
+
+@dataclass
+class _Played:
+    """One recorded episode as an agent ``core.rollout.rollout`` can play (its ``episode`` is itself)."""
+
+    episode_agent: Episode
+    name: str
+    model: str | None
+
+    def episode(self, task: Task, seed: int | None) -> _Played:
+        return self
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        return await self.episode_agent.act(messages, tools)
+
+
+async def play_group(
+    agent: Recorder, env: EnvFactory, task: Task, n: int, seed: int, temperatures: Sequence[float | None]
+) -> Group:
+    """``n`` episodes of ``task`` (seeds ``seed .. seed+n-1``, temperature ``temperatures[i]``) sharing a group id."""
+    group_id = uuid.uuid4().hex
+
+    async def one(i: int) -> Rollout:
+        ep = agent.recording(task, seed + i, temperatures[i])
+        played = _Played(ep, agent.name, agent.model)
+        traj = await rollout_fresh(env, played, task, seed=seed + i, group_id=group_id)  # closes the env after
+        return Rollout(traj, ep.turns)
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def play_groups(
+    agent: Recorder,
+    env_of: EnvOf,
+    tasks: Sequence[Task],
+    seeds: Sequence[int],
+    group_size: int,
+    *,
+    anchor_greedy: bool = False,
+    temperature: float | None = None,
+) -> list[Group]:
+    """One group per task, all in flight together (a local policy batches them); see ``RolloutBackend.collect``."""
+    temps = [0.0 if anchor_greedy and i == 0 else temperature for i in range(group_size)]
+
+    def factory(task: Task) -> EnvFactory:
+        env_id, kwargs = env_of(task)
+        spec(env_id)  # fail now, with close matches, not inside an episode
+        return lambda: make(env_id, **kwargs)
+
+    return list(
+        await asyncio.gather(
+            *(
+                play_group(agent, factory(task), task, group_size, s, temps)
+                for task, s in zip(tasks, seeds, strict=True)
+            )
+        )
+    )
+
+
+def trajectories(groups: Sequence[Group]) -> list[list[Trajectory]]:
+    return [[r.trajectory for r in g] for g in groups]
+
+
+def flatten(groups: Sequence[Group]) -> list[Rollout]:
+    return [r for g in groups for r in g]
