@@ -144,9 +144,9 @@ class RubricBuffer:
         self.quiet: dict[str, int] = {}
         self.versions: list[RubricVersion] = []
         self.current = base
-        for path in (record, self.scored):
-            if path is not None and path.exists():
-                path.unlink()  # a new buffer starts a new history
+        self._trimmed = False
+        if record is not None and record.exists():
+            record.unlink()  # a new buffer starts a new history
         self._log(0, base, [], [])
 
     def cap(self, stage: str) -> int:
@@ -177,9 +177,15 @@ class RubricBuffer:
                 f.write(v.model_dump_json() + "\n")
 
     def _keep(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> None:
-        """Append the groups scored with the current version (before this update changes it)."""
+        """Append the groups scored with the current version (before this update changes it). The first call
+        keeps only the earlier steps' rollouts of an existing record: none in a fresh run, the checkpointed ones
+        when a run resumes."""
         if self.scored is None:
             return
+        if not self._trimmed and self.scored.exists():  # drop what a fresh run or a resume will score again
+            kept = [line for line in self.scored.read_text().splitlines() if _step_of(line) < step]
+            self.scored.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        self._trimmed = True
         self.scored.parent.mkdir(parents=True, exist_ok=True)
         with open(self.scored, "a", encoding="utf-8") as f:
             for gi, g in enumerate(groups):
@@ -313,6 +319,10 @@ class VersionCheck(BaseModel):
     """Stored rollouts this version scored during the run."""
     identical: int
     """Of those, how many re-score to exactly the recorded rewards (total, stages, criteria)."""
+
+
+def _step_of(line: str) -> int:
+    return int(json.loads(line)["step"]) if line.strip() else 1 << 62
 
 
 def read_scored(path: Path) -> list[ScoredRollout]:

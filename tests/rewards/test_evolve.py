@@ -10,6 +10,7 @@ from rubricgym.rewards.evolve import (
     RubricBuffer,
     ScoredRollout,
     check_writer,
+    read_scored,
     read_versions,
     reproduce,
 )
@@ -127,3 +128,26 @@ async def test_recorded_versions_reproduce_the_scored_rollouts(oracle_trajs, gue
     rec.trajectory.rewards["rubric"] += 0.25
     (tmp_path / SCORED).write_text("\n".join([rec.model_dump_json(), *lines[1:]]) + "\n")
     assert [c.identical for c in await reproduce(tmp_path)] == [1, 2, 0]
+
+
+async def test_scored_record_restarts_with_a_run_and_survives_a_resume(oracle_trajs, guess_trajs, toy_rubric, tmp_path):
+    base = base_without_used_calculator(toy_rubric)
+    record = tmp_path / "rubric_versions.jsonl"
+
+    def buffer() -> RubricBuffer:
+        return RubricBuffer(
+            base, ["compute", "answer"], BufferConfig(), check_writer(env_checks("toy-calculator-v0")), record=record
+        )
+
+    first = buffer()
+    for step in (1, 2, 3):
+        await first.update(step, await scored(first.current, [[oracle_trajs[0], guess_trajs[0]]]))
+    steps = [r.step for r in read_scored(tmp_path / SCORED)]
+    assert steps == [1, 1, 2, 2, 3, 3]
+    resumed = buffer()  # as the trainer does on resume: a new buffer, then (here: no) checkpointed state
+    await resumed.update(3, await scored(base, [[oracle_trajs[1], guess_trajs[1]]]))  # steps 1-2 were checkpointed
+    assert [r.step for r in read_scored(tmp_path / SCORED)] == [1, 1, 2, 2, 3, 3]
+    assert read_scored(tmp_path / SCORED)[-1].trajectory.id == guess_trajs[1].id  # step 3 scored afresh
+    fresh = buffer()
+    await fresh.update(1, await scored(base, [[oracle_trajs[2]]]))
+    assert [r.step for r in read_scored(tmp_path / SCORED)] == [1]
