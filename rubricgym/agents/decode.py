@@ -59,6 +59,17 @@ def _process(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Te
     return logits.log_softmax(-1)
 
 
+def draw(logp: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row from (rows, vocab) log-probs, by inverting the CDF with one uniform per row.
+
+    ``torch.multinomial`` draws an exponential variate per vocabulary entry (49k per row per step, ~9 ms of a
+    ~125 ms CPU decode step); the inverse CDF needs a cumulative sum and one uniform per row. Entries of
+    probability 0 (top-p filtered) are never drawn: ``searchsorted(right=True)`` lands where the CDF rises."""
+    cdf = logp.exp().cumsum(-1)
+    u = torch.rand((logp.shape[0], 1), generator=generator, device=logp.device, dtype=cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=logp.shape[-1] - 1)
+
+
 @torch.inference_mode()
 def sample(
     lm: Any,
@@ -119,10 +130,7 @@ def sample(
     results = [Sampled([], []) for _ in range(n)]
     for _ in range(max_new_tokens):
         logp = _process(logits, temperature, top_p)
-        if temperature > 0:
-            tok = torch.multinomial(logp.exp(), 1, generator=generator)
-        else:
-            tok = logp.argmax(-1, keepdim=True)
+        tok = draw(logp, generator) if temperature > 0 else logp.argmax(-1, keepdim=True)
         picked = logp.gather(-1, tok).squeeze(-1).tolist()
         keep = []
         for j, (r, t, lp) in enumerate(zip(active.tolist(), tok.squeeze(-1).tolist(), picked, strict=True)):

@@ -45,3 +45,17 @@ def test_overrides_are_validated():
     with pytest.raises(ConfigError, match="advantage.estimator"):
         TrainConfig().with_overrides(**{"advantage.estimator": "nope"})
     assert validate_config(None).steps == TrainConfig().steps
+
+
+def test_every_shipped_config_validates():
+    """The configs the README points to (``configs/*.yaml``) load; a field renamed in the code breaks this test,
+    not a user's first run."""
+    from pathlib import Path
+
+    from rubricgym.trainers.config import load_config
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+    assert shipped, "configs/ is empty"
+    for path in shipped:
+        cfg = load_config(path)
+        assert cfg.steps >= 1, path

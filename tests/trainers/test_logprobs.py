@@ -28,6 +28,23 @@ def test_selected_logprobs_match_naive(monkeypatch, temperature):
     torch.testing.assert_close(gw, w.grad)
 
 
+def test_draw_samples_each_token_with_its_probability_and_never_a_filtered_one():
+    from rubricgym.agents.decode import _process, draw
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -3.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
+    logp = _process(logits, temperature=1.0, top_p=0.8)  # row 0 keeps its top tokens only
+    g = torch.Generator().manual_seed(0)
+    n = 20_000
+    counts = torch.zeros_like(logp)
+    for _ in range(n // 100):
+        toks = draw(logp.repeat(100, 1), g).view(100, 2)
+        counts += torch.nn.functional.one_hot(toks, 5).sum(0).float()
+    freq = counts / n
+    probs = logp.exp()
+    assert (freq[probs == 0] == 0).all()  # top-p filtered tokens are never drawn
+    assert (freq - probs).abs().max() < 0.015, (freq, probs)  # 20k draws: sd of a frequency <= 0.0036
+
+
 def _prompts(tok):
     system = [{"role": "system", "content": "You solve arithmetic with the calculator tool."}]
     a = tok.apply_chat_template(system + [{"role": "user", "content": "Compute 2 + 3."}], add_generation_prompt=True)
