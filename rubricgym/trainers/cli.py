@@ -23,7 +23,9 @@ def register(app: typer.Typer) -> None:
         topology: Annotated[str | None, typer.Option(help="override: tournament topology")] = None,
         ray: Annotated[bool, typer.Option("--ray", help="roll out on a local Ray pool of actors")] = False,
         ray_address: Annotated[str | None, typer.Option(help="roll out on this Ray cluster")] = None,
-        live: Annotated[bool, typer.Option(help="rich live display")] = True,
+        live: Annotated[
+            bool | None, typer.Option("--live/--no-live", help="rich live display (default: the config's `live`)")
+        ] = None,
     ) -> None:
         """Train a policy with GRPO, stage-structured GRPO or tournament-ranked GRPO on rubric rewards."""
         from rich.console import Console
@@ -49,6 +51,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"[bold red]error:[/] {e}")
             raise typer.Exit(2) from None
         summary = make_trainer(cfg, console=console).run(resume=resume)
-        for line in summary["lines"]:
+        shown = 2 if cfg.live else 0  # the live display already ends with the base and trained evaluations
+        for line in summary["lines"][shown:]:
             console.print(line)
         console.print(f"report: {summary['html']}")
