@@ -47,51 +47,53 @@ def test_make_group_gives_independent_copies_of_one_task():
     assert [e.state().step_count for e in envs] == [1, 0, 0]
 
 
-def test_entry_point_plugins_are_discovered(tmp_path, monkeypatch):
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """Install a one-env plugin module as the only ``rubricgym.envs`` entry point and reset discovery; the env
+    and module are removed afterwards. ``plugin(module, env_id, delay_s=0)``."""
     import importlib.metadata as md
     import sys
 
-    pkg = tmp_path / "thirdparty_env.py"
-    pkg.write_text(
-        "from rubricgym import register\n"
-        "def plugin():\n"
-        "    register('thirdparty-calc-v0', 'rubricgym.envs.toy.calculator:CalculatorEnv', replace=True)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    ep = md.EntryPoint(name="thirdparty", value="thirdparty_env:plugin", group="rubricgym.envs")
-    real = md.entry_points
-    monkeypatch.setattr(md, "entry_points", lambda **kw: [ep] if kw.get("group") == "rubricgym.envs" else real(**kw))
     from rubricgym.core import registry
 
-    monkeypatch.setattr(registry._REGISTRY, "discovered", False)
-    try:
-        assert "thirdparty-calc-v0" in [s.id for s in rubricgym.list_envs()]
-    finally:
-        unregister("thirdparty-calc-v0")
-        sys.modules.pop("thirdparty_env", None)
+    made: list[tuple[str, str]] = []
+
+    def install(module: str, env_id: str, delay_s: float = 0.0) -> None:
+        (tmp_path / f"{module}.py").write_text(
+            "import time\n"
+            "from rubricgym import register\n"
+            "def plugin():\n"
+            f"    time.sleep({delay_s})\n"
+            f"    register({env_id!r}, 'rubricgym.envs.toy.calculator:CalculatorEnv', replace=True)\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        ep = md.EntryPoint(name=module, value=f"{module}:plugin", group="rubricgym.envs")
+        real = md.entry_points
+        monkeypatch.setattr(
+            md, "entry_points", lambda **kw: [ep] if kw.get("group") == "rubricgym.envs" else real(**kw)
+        )
+        monkeypatch.setattr(registry._REGISTRY, "discovered", False)
+        made.append((module, env_id))
+
+    yield install
+    for module, env_id in made:
+        unregister(env_id)
+        sys.modules.pop(module, None)
 
 
-def test_threads_looking_up_envs_during_plugin_discovery_wait_for_it(tmp_path, monkeypatch):
+def test_entry_point_plugins_are_discovered(plugin):
+    plugin("thirdparty_env", "thirdparty-calc-v0")
+    assert "thirdparty-calc-v0" in [s.id for s in rubricgym.list_envs()]
+
+
+def test_threads_looking_up_envs_during_plugin_discovery_wait_for_it(plugin):
     """A server or a thread pool may make envs from several threads at start-up: none may see the registry
     half-discovered (a slow plugin's env missing)."""
-    import importlib.metadata as md
-    import sys
     import threading
 
-    (tmp_path / "slow_plugin_env.py").write_text(
-        "import time\n"
-        "from rubricgym import register\n"
-        "def plugin():\n"
-        "    time.sleep(0.5)\n"
-        "    register('slow-plugin-calc-v0', 'rubricgym.envs.toy.calculator:CalculatorEnv', replace=True)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    ep = md.EntryPoint(name="slow", value="slow_plugin_env:plugin", group="rubricgym.envs")
-    real = md.entry_points
-    monkeypatch.setattr(md, "entry_points", lambda **kw: [ep] if kw.get("group") == "rubricgym.envs" else real(**kw))
     from rubricgym.core import registry
 
-    monkeypatch.setattr(registry._REGISTRY, "discovered", False)
+    plugin("slow_plugin_env", "slow-plugin-calc-v0", delay_s=0.5)
     found: list[str] = []
 
     def look() -> None:
@@ -101,12 +103,8 @@ def test_threads_looking_up_envs_during_plugin_discovery_wait_for_it(tmp_path, m
             found.append(f"missing: {e}")
 
     threads = [threading.Thread(target=look) for _ in range(4)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(10)
-        assert found == ["slow-plugin-calc-v0"] * 4
-    finally:
-        unregister("slow-plugin-calc-v0")
-        sys.modules.pop("slow_plugin_env", None)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert found == ["slow-plugin-calc-v0"] * 4
