@@ -5,8 +5,10 @@ Standard library only: ``testrun`` passes this file's source to the sandbox's Py
 * the **parent** (``python3 -I``: no ``PYTHONPATH``, no working-directory imports, so no repository code ever
   loads in it) reads a one-time key from a file the host wrote and deletes it, makes itself non-dumpable (the
   tested code, same uid, can then neither read its memory or environment nor open its file descriptors), and
-  starts the child with a private results pipe. It prints the one line the host trusts,
-  ``SENTINEL KEY JSON``, after the child is gone; anything the child prints is captured, never passed through.
+  starts the child with a private results pipe, after deleting the repository's cached bytecode (the child
+  runs with ``-B``: it compiles the sources as they are and writes no bytecode back). It prints the one line the
+  host trusts, ``SENTINEL KEY JSON``, after the child is gone; anything the child prints is captured, never
+  passed through.
 * the **child** imports the standard library and pytest first (from the read-only runtime), only then puts the
   repository's import roots on ``sys.path`` (after the standard library, so a ``json.py`` in the repository
   shadows nothing of ours) and runs ``pytest.main`` with a recorder that writes each outcome to the pipe as it
@@ -154,6 +156,22 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
     return code
 
 
+def drop_bytecode(root: str) -> None:
+    """Delete every ``__pycache__`` folder and ``.pyc`` file under ``root`` (links are not followed).
+
+    Python trusts a cached ``.pyc`` whose recorded source mtime (whole seconds) and size match the source, so
+    a same-size edit within the second of the last compile, or a planted ``.pyc``, would make the tests run code
+    the repository does not contain. The child runs with ``-B`` and writes none back."""
+    for top, dirs, files in os.walk(root, followlinks=False):
+        for d in [d for d in dirs if d == "__pycache__"]:
+            dirs.remove(d)
+            __import__("shutil").rmtree(os.path.join(top, d), ignore_errors=True)
+        for f in files:
+            if f.endswith(".pyc"):
+                with __import__("contextlib").suppress(OSError):
+                    os.unlink(os.path.join(top, f))
+
+
 def parent(key_file: str, selectors: list[str]) -> int:
     import ctypes
     import threading
@@ -167,12 +185,13 @@ def parent(key_file: str, selectors: list[str]) -> int:
         return 2
     with __import__("contextlib").suppress(Exception):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: our /proc entries become root-only
+    drop_bytecode(WORKDIR)
     r, w = os.pipe()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     roots = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and p != RUNTIME]
     env["RUBRICGYM_ROOTS"] = json.dumps(roots)
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-c", SOURCE, "child", str(w), *selectors],
+        [sys.executable, "-I", "-B", "-c", SOURCE, "child", str(w), *selectors],
         pass_fds=(w,),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

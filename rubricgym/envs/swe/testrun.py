@@ -4,7 +4,7 @@ The runner (``pytest_runner``: a clean parent process that starts pytest in a ch
 through a private pipe) prints one line, ``SENTINEL KEY JSON``, where ``KEY`` is a one-time secret the host
 writes into the repository just before the run and the parent deletes before any tested code starts. Only that
 line is trusted, so output the tested code forges is ignored. Nothing else is written into the repository (no
-cache dir, no bytecode).
+cache dir, no bytecode), and bytecode found there is deleted before the tests run.
 """
 
 from __future__ import annotations

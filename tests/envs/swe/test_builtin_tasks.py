@@ -31,7 +31,7 @@ def _failing(core: str) -> set[str]:
         else:
             sys.modules["tinytext"] = saved
     failed = set()
-    for name, fn in ns.items():
+    for name, fn in list(ns.items()):
         if name.startswith("test_"):
             try:
                 fn()
