@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -93,7 +94,12 @@ async def rollout_fresh(
     try:
         return await rollout(env, agent, task, seed=seed, group_id=group_id)
     finally:
-        await env.aclose()
+        try:
+            await env.aclose()
+        except Exception as e:  # noqa: BLE001  (a failed release must not cost the episode: say it, keep going)
+            warnings.warn(
+                f"could not close {type(env).__name__} after an episode: {type(e).__name__}: {e}", stacklevel=2
+            )
 
 
 async def rollout_group(

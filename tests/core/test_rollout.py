@@ -102,3 +102,21 @@ def test_rollouts_close_the_envs_they_make_also_when_the_agent_fails():
     report = asyncio.run(rubricgym.rollout_many(factory, FlakyAgent(bad), tasks, group_size=2, progress=False))
     assert len(report.failures) == 1 and len(made) == 3 + 8
     assert all(env.closed for env in made)
+
+
+def test_an_env_that_fails_to_close_keeps_its_episode_and_warns():
+    import pytest
+
+    def factory():
+        env = rubricgym.make(ENV)
+
+        def broken_close():
+            raise OSError("device busy")
+
+        env.close = broken_close
+        return env
+
+    task = rubricgym.TaskSet.generate(ENV, 1, seed=0)[0]
+    with pytest.warns(UserWarning, match="could not close .*device busy"):
+        group = asyncio.run(rubricgym.rollout_group(factory, CalculatorOracle(), task, 2))
+    assert [t.outcome.reward for t in group] == [1.0, 1.0]
