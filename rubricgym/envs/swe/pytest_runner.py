@@ -162,17 +162,21 @@ def drop_bytecode(root: str) -> None:
     Python trusts a cached ``.pyc`` whose recorded source mtime (whole seconds) and size match the source, so
     a same-size edit within the second of the last compile, or a planted ``.pyc``, would make the tests run code
     the repository does not contain. The child runs with ``-B`` and writes none back."""
+    import contextlib
+    import shutil
+
     for top, dirs, files in os.walk(root, followlinks=False):
         for d in [d for d in dirs if d == "__pycache__"]:
             dirs.remove(d)
-            __import__("shutil").rmtree(os.path.join(top, d), ignore_errors=True)
+            shutil.rmtree(os.path.join(top, d), ignore_errors=True)
         for f in files:
             if f.endswith(".pyc"):
-                with __import__("contextlib").suppress(OSError):
+                with contextlib.suppress(OSError):
                     os.unlink(os.path.join(top, f))
 
 
 def parent(key_file: str, selectors: list[str]) -> int:
+    import contextlib
     import ctypes
     import threading
 
@@ -183,7 +187,7 @@ def parent(key_file: str, selectors: list[str]) -> int:
     except OSError as e:
         print(f"no grading key: {e}")
         return 2
-    with __import__("contextlib").suppress(Exception):
+    with contextlib.suppress(Exception):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: our /proc entries become root-only
     drop_bytecode(WORKDIR)
     r, w = os.pipe()
