@@ -7,7 +7,9 @@ prompt and tools. ``sample`` therefore
 2. prefills each **distinct suffix once** (left-padded after the prefix, positions kept contiguous per row),
 3. expands the cache to one row per request (``index_select``: identical prompts share their prefill), and
 4. decodes with the **finished rows dropped** from the batch and cache (``generate`` keeps computing a row that
-   hit its end-of-turn token or stop string until the longest row is done).
+   hit its end-of-turn token or stop string until the longest row is done), writing each step's keys and values
+   in place into a cache sized for the whole sample (``agents/kvcache.py``; ``DynamicCache`` copies itself per
+   token), and, with ``packed``, multiplying by oneDNN-prepacked weights (``agents/packed.py``).
 
 Under bf16 autocast only the transformer body runs in bf16: the LM head, the softmax over the vocabulary and the
 sampling stay fp32 (fp32 islands; the final RMSNorm already computes in fp32 and the residual stream of an fp32
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from rubricgym.agents.packed import PackedLinears, packing_supported
 
 
 @dataclass
@@ -82,13 +86,34 @@ def sample(
     is_end: Callable[[int, list[int]], bool],
     generator: torch.Generator | None = None,
     share_prefix: bool = True,
+    packed: PackedLinears | None = None,
 ) -> list[Sampled]:
     """Sample a completion for every prompt; ``is_end(row, tokens_so_far)`` says whether row ``row`` is done.
 
     ``temperature == 0`` decodes greedily. ``share_prefix=False`` prefills every row's whole prompt
-    (left-padded, the reference path the shared one is tested against).
+    (left-padded, the reference path the shared one is tested against). ``packed`` runs the model's linear layers
+    on oneDNN-prepacked weights (CPU only; ``agents/packed.py``).
     """
-    from transformers import DynamicCache
+    if packed is None or not packing_supported(lm):
+        return _sample(lm, prompts, max_new_tokens, temperature, top_p, pad_id, is_end, generator, share_prefix, None)
+    head = lm.get_output_embeddings()
+    with packed.applied(lm, skip=(head,)):
+        return _sample(lm, prompts, max_new_tokens, temperature, top_p, pad_id, is_end, generator, share_prefix, packed)
+
+
+def _sample(
+    lm: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    pad_id: int,
+    is_end: Callable[[int, list[int]], bool],
+    generator: torch.Generator | None,
+    share_prefix: bool,
+    packed: PackedLinears | None,
+) -> list[Sampled]:
+    from rubricgym.agents.kvcache import preallocated_cache
 
     n = len(prompts)
     device = next(lm.parameters()).device
@@ -97,7 +122,7 @@ def sample(
     row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
     prefix = common_prefix_len(uniq) if share_prefix else 0
     prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
-    cache = DynamicCache(config=lm.config)
+    cache = preallocated_cache(lm.config, max(len(p) for p in prompts) + max_new_tokens)
     body, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
     weight = head.weight.float()  # fp32 island: a no-op for fp32 weights
     bias = None if getattr(head, "bias", None) is None else head.bias.float()
@@ -106,6 +131,8 @@ def sample(
         """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
         hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1]
         with torch.autocast(device.type, enabled=False):
+            if packed is not None and type(head) is torch.nn.Linear:
+                return packed.linear(head, hidden.float())
             return torch.nn.functional.linear(hidden.float(), weight, bias)
 
     if prefix > 0:

@@ -8,6 +8,8 @@ view records a ``Turn`` per call (prompt ids, completion ids, sampling log-probs
 what was generated. A seeded agent seeds each batch from its first request, so samples are reproducible only with
 ``max_batch=1`` or identical batches. ``bf16_autocast`` runs an fp32 model's generation under
 ``torch.autocast(bfloat16)`` (faster on CPUs with AVX512-BF16/AMX; sampled log-probs are then bf16-accurate).
+``packed_weights`` (default on) samples on CPU with oneDNN-prepacked copies of the linear weights, same
+precision, ~1.8x faster decoding (``rubricgym/agents/packed.py``); ``release_packed`` frees them.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[_Request] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
+    packed: Any = None  # PackedLinears, made with the model (torch is imported lazily)
 
 
 def chat_dicts(messages: list[Message]) -> list[dict[str, str]]:
@@ -101,6 +104,7 @@ class LocalAgent(BaseAgent):
         bf16_autocast: bool = False,
         share_prefix: bool = True,
         device: str = "cpu",
+        packed_weights: bool = True,
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -117,6 +121,7 @@ class LocalAgent(BaseAgent):
         self.bf16_autocast = bf16_autocast
         self.share_prefix = share_prefix
         self.device = device
+        self.packed_weights = packed_weights
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -146,6 +151,9 @@ class LocalAgent(BaseAgent):
                 if device == "auto":
                     device = "cuda" if torch.cuda.is_available() else "cpu"
                 lm.to(device).eval()
+                from rubricgym.agents.packed import PackedLinears
+
+                self._shared.packed = PackedLinears()
                 self._shared.tokenizer, self._shared.model = tok, lm
         return self
 
@@ -157,6 +165,11 @@ class LocalAgent(BaseAgent):
     @property
     def tokenizer(self) -> Any:
         return self.load()._shared.tokenizer
+
+    def release_packed(self) -> None:
+        """Free the sampler's packed weights (an update makes them stale; the next generation repacks)."""
+        if self._shared.packed is not None:
+            self._shared.packed.clear()
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The chat template applied to ``messages`` with the assistant turn opened."""
@@ -247,6 +260,7 @@ class LocalAgent(BaseAgent):
                 is_end=is_end,
                 generator=gen,
                 share_prefix=self.share_prefix,
+                packed=shared.packed if self.packed_weights else None,
             )
         turns = []
         for prompt, row in zip(prompts, rows, strict=True):

@@ -1,34 +1,8 @@
-"""A tiny randomly initialised Llama with SmolLM2's tokenizer: exercises the trainer's mechanics in seconds."""
+"""Small training configs on the tiny model (``tiny_model_dir``, tests/conftest.py)."""
 
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, local_model_dir: Path) -> Path:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tok = AutoTokenizer.from_pretrained(local_model_dir)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 @pytest.fixture
