@@ -131,8 +131,8 @@ def _sample(
         """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
         hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1]
         with torch.autocast(device.type, enabled=False):
-            if packed is not None and type(head) is torch.nn.Linear:
-                return packed.linear(head, hidden.float())
+            if packed is not None:
+                return packed.linear(hidden.float(), head.weight, getattr(head, "bias", None))
             return torch.nn.functional.linear(hidden.float(), weight, bias)
 
     if prefix > 0:

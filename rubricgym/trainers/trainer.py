@@ -138,9 +138,14 @@ class Trainer:
         laps.lap("score_s")
         est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
         pad_id = self.tokenizer.pad_token_id
-        self.policy.release_packed()  # the sampler's packed weights: stale after the update, memory during it
         stats = policy_update(
-            self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
+            self.model,
+            self.optimizer,
+            est.samples,
+            self.settings,
+            pad_id=pad_id,
+            ref_model=self.ref_model,
+            packs=self.policy.packs,
         )
         self.backend.push_weights(self.model)
         laps.lap("update_s")
