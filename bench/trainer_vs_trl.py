@@ -80,7 +80,8 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool) -> dict:
         for i, t in enumerate(turns):
             (s,) = build_samples(i, [t], [0])
             samples.append(assign_advantages(s, rollout_advantage=float(adv[i])))
-        policy_update(model, opt, samples, settings, pad_id=tok.pad_token_id, packs=policy.packs)
+        policy.release_packed()
+        policy_update(model, opt, samples, settings, pad_id=tok.pad_token_id)
         if step > 0:  # the first step warms up
             busy += time.perf_counter() - t0
             tokens += sum(len(s) for s in samples)

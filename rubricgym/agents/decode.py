@@ -124,16 +124,16 @@ def _sample(
     prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
     cache = preallocated_cache(lm.config, max(len(p) for p in prompts) + max_new_tokens)
     body, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
-    weight = head.weight.float()  # fp32 island: a no-op for fp32 weights
-    bias = None if getattr(head, "bias", None) is None else head.bias.float()
+    bias = getattr(head, "bias", None)
+    weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
 
     def last_logits(**kw: Any) -> torch.Tensor:
         """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
-        hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1]
+        hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
         with torch.autocast(device.type, enabled=False):
-            if packed is not None:
-                return packed.linear(hidden.float(), head.weight, getattr(head, "bias", None))
-            return torch.nn.functional.linear(hidden.float(), weight, bias)
+            if packed is not None:  # packed from the weight itself, so the pack follows its version
+                return packed.linear(hidden, head.weight, bias)
+            return torch.nn.functional.linear(hidden, weight, bias)
 
     if prefix > 0:
         ids = torch.tensor([list(uniq[0][:prefix])], device=device)

@@ -9,7 +9,7 @@ what was generated. A seeded agent seeds each batch from its first request, so s
 ``max_batch=1`` or identical batches. ``bf16_autocast`` runs an fp32 model's generation under
 ``torch.autocast(bfloat16)`` (faster on CPUs with AVX512-BF16/AMX; sampled log-probs are then bf16-accurate).
 ``packed_weights`` (default on) samples on CPU with oneDNN-prepacked copies of the linear weights, same
-precision, ~2x faster decoding (``rubricgym/agents/packed.py``); ``packs`` holds them.
+precision, ~2x faster decoding (``rubricgym/agents/packed.py``); ``release_packed`` frees them.
 """
 
 from __future__ import annotations
@@ -166,11 +166,10 @@ class LocalAgent(BaseAgent):
     def tokenizer(self) -> Any:
         return self.load()._shared.tokenizer
 
-    @property
-    def packs(self) -> Any:
-        """The sampler's ``PackedLinears`` (None with ``packed_weights=False``); the trainer's update uses and
-        frees them (``trainers/update.py``)."""
-        return self.load()._shared.packed if self.packed_weights else None
+    def release_packed(self) -> None:
+        """Free the sampler's packed weights: an update makes them stale, and needs the memory meanwhile."""
+        if self._shared.packed is not None:
+            self._shared.packed.clear()
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The chat template applied to ``messages`` with the assistant turn opened."""

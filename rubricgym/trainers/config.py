@@ -43,6 +43,9 @@ class ModelConfig(_Strict):
     """``torch.set_num_threads``; None keeps torch's default."""
     device: str = "cpu"
     """Where the policy lives: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (a GPU when torch sees one)."""
+    packed_weights: bool = True
+    """On CPU, sample on oneDNN-prepacked copies of the linear weights: the same precision, ~2x faster decoding
+    (``rubricgym/agents/packed.py``), one more copy of the weights during generation. No effect on GPU."""
 
 
 class GenerationConfig(_Strict):

@@ -20,12 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
-
-if TYPE_CHECKING:
-    from rubricgym.agents.packed import PackedLinears
 
 Aggregation = Literal["token-mean", "seq-mean"]
 
@@ -203,11 +200,11 @@ class _SelectedLogprobs(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, h, weight, targets, temperature, with_entropy, packs):
+    def forward(ctx, h, weight, targets, temperature, with_entropy):
         lses, picked, ents = [], [], []
         w = weight.float()
         for hc, tc in zip(h.split(LOGPROB_CHUNK), targets.split(LOGPROB_CHUNK), strict=True):
-            logits = _head(hc.float(), weight, w, packs)
+            logits = hc.float() @ w.t()
             if temperature != 1.0:
                 logits = logits / temperature
             lse = logits.logsumexp(-1)
@@ -217,7 +214,7 @@ class _SelectedLogprobs(torch.autograd.Function):
                 ents.append(lse - (torch.exp(logits - lse.unsqueeze(-1)) * logits).sum(-1))
         lse = torch.cat(lses) if lses else h.new_zeros(0, dtype=torch.float32)
         ctx.save_for_backward(h, weight, targets, lse)
-        ctx.temperature, ctx.packs = temperature, packs
+        ctx.temperature = temperature
         out = torch.cat(picked) if picked else lse.clone()
         ent = torch.cat(ents) if ents else out.new_zeros(out.shape)
         ctx.mark_non_differentiable(ent)
@@ -233,7 +230,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         for start in range(0, h.shape[0], LOGPROB_CHUNK):
             sl = slice(start, start + LOGPROB_CHUNK)
             hc, g = h[sl].float(), grad[sl].float()
-            logits = _head(hc, weight, w, ctx.packs)
+            logits = hc @ w.t()
             if t != 1.0:
                 logits = logits / t
             # d logp[target] / d logits = onehot(target) - softmax ; then the 1/T of the scaling
@@ -242,19 +239,14 @@ class _SelectedLogprobs(torch.autograd.Function):
             if t != 1.0:
                 dlogits = dlogits / t
             if grad_h is not None:
-                grad_h[sl] = dlogits @ w if ctx.packs is None else ctx.packs.linear(dlogits, weight, transposed=True)
+                grad_h[sl] = dlogits @ w
             if grad_w is not None:
                 grad_w += dlogits.t() @ hc
         if grad_h is not None:
             grad_h = grad_h.to(h.dtype)
         if grad_w is not None:
             grad_w = grad_w.to(weight.dtype)
-        return grad_h, grad_w, None, None, None, None
-
-
-def _head(h: torch.Tensor, weight: torch.Tensor, w32: torch.Tensor, packs: PackedLinears | None) -> torch.Tensor:
-    """fp32 logits ``h @ weight.T``, on the packed weight when ``packs`` is given."""
-    return h @ w32.t() if packs is None else packs.linear(h, weight)
+        return grad_h, grad_w, None, None, None
 
 
 def selected_logprobs(
@@ -263,12 +255,10 @@ def selected_logprobs(
     targets: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
-    packs: PackedLinears | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (N,) of ``targets`` under ``softmax(h @ weight.T / temperature)`` computed in fp32 (also under
     bf16 autocast: the LM head and the log-softmax are the precision-sensitive ops), and optionally the logged
-    (non-differentiable) entropy of the same distribution, with memory of one row chunk of logits. ``packs``
-    runs the logits and the input gradient on oneDNN packs of the weight (``agents/packed.py``)."""
+    (non-differentiable) entropy of the same distribution, with memory of one row chunk of logits."""
     with torch.autocast(h.device.type, enabled=False):
-        out, ent = _SelectedLogprobs.apply(h, weight, targets, float(temperature), bool(with_entropy), packs)
+        out, ent = _SelectedLogprobs.apply(h, weight, targets, float(temperature), bool(with_entropy))
     return out, (ent if with_entropy else None)

@@ -85,6 +85,7 @@ class Trainer:
             response_prefix=g.response_prefix,
             bf16_autocast=cfg.model.bf16_autocast,
             device=cfg.model.device,
+            packed_weights=cfg.model.packed_weights,
         )
         self.model = self.policy.lm
         self.tokenizer = self.policy.tokenizer
@@ -138,14 +139,9 @@ class Trainer:
         laps.lap("score_s")
         est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
         pad_id = self.tokenizer.pad_token_id
+        self.policy.release_packed()  # stale after the update, and the update wants the memory
         stats = policy_update(
-            self.model,
-            self.optimizer,
-            est.samples,
-            self.settings,
-            pad_id=pad_id,
-            ref_model=self.ref_model,
-            packs=self.policy.packs,
+            self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
         )
         self.backend.push_weights(self.model)
         laps.lap("update_s")

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from rubricgym.agents.packed import PackedLinears, packing_supported
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss, selected_logprobs
 from rubricgym.trainers.samples import Sample, collate
@@ -66,7 +65,6 @@ def generated_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = False,
     share_prefix: bool = True,
-    packs: PackedLinears | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (B, T) of ``input_ids`` under ``model`` at ``temperature``, where ``loss_mask`` is 1.
 
@@ -74,8 +72,7 @@ def generated_logprobs(
     ``with_entropy`` the per-token entropy of the same distribution comes back too, differentiable only with
     ``entropy_grad`` (a logged-only entropy keeps no vocabulary-sized tensors alive for backward). With
     ``share_prefix`` the rows' common prompt prefix is run once (``shared_prefix_len``) and its KV cache extended
-    by each row (not with gradient checkpointing, which disables the cache). ``packs`` runs the fused LM head on
-    oneDNN packs (the body's linears take them from ``PackedLinears.applied``).
+    by each row (not with gradient checkpointing, which disables the cache).
     """
     body, head = _body_and_head(model)
     select = loss_mask[:, 1:] > 0
@@ -110,7 +107,7 @@ def generated_logprobs(
     else:  # fused, chunked: no (tokens x vocab) tensor is kept for backward
         weight = head.weight
         assert isinstance(weight, torch.Tensor)
-        picked, ent = selected_logprobs(h, weight, targets, temperature, with_entropy, packs)
+        picked, ent = selected_logprobs(h, weight, targets, temperature, with_entropy)
     out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
     out[:, 1:][select] = picked
     if ent is not None:
@@ -183,7 +180,6 @@ def compute_gradients(
     pad_id: int,
     old_logprobs: dict[int, torch.Tensor] | None = None,
     ref_model: torch.nn.Module | None = None,
-    packs: PackedLinears | None = None,
 ) -> dict[str, float]:
     """Accumulate the loss's gradient over ``samples`` into ``model``'s ``.grad`` (no optimizer step).
 
@@ -222,7 +218,6 @@ def compute_gradients(
                 settings.temperature,
                 with_entropy=True,
                 entropy_grad=bool(lo.entropy_coef),
-                packs=packs,
             )
             ref = None
             if ref_model is not None:
@@ -294,46 +289,21 @@ def policy_update(
     *,
     pad_id: int,
     ref_model: torch.nn.Module | None = None,
-    packs: PackedLinears | None = None,
 ) -> dict[str, float]:
     """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics.
 
-    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass). With
-    ``packs`` (the sampler's, whose packs of these weights are still fresh) the fp32 linear layers' forward and
-    input-gradient GEMMs run on oneDNN packs (``agents/packed.py``); they are freed at the end, stale.
+    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass).
     """
     model.train()
     old: dict[int, torch.Tensor] | None = {} if settings.loss.ppo_epochs > 1 else None
-    if packs is not None and not packing_supported(model):
-        packs = None
-    routed = packs.applied(model, train=True) if packs is not None else contextlib.nullcontext()
-    with routed:
-        stats = _epochs(model, optimizer, samples, settings, pad_id, old, ref_model, packs)
-    if packs is not None:
-        packs.clear()
-    model.eval()
-    return stats
-
-
-def _epochs(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    samples: Sequence[Sample],
-    settings: UpdateSettings,
-    pad_id: int,
-    old: dict[int, torch.Tensor] | None,
-    ref_model: torch.nn.Module | None,
-    packs: PackedLinears | None,
-) -> dict[str, float]:
     stats: dict[str, float] = {}
     for _ in range(settings.loss.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        stats = compute_gradients(
-            model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model, packs=packs
-        )
+        stats = compute_gradients(model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model)
         sync_gradients(model)
         if settings.optim.max_grad_norm is not None:
             stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), settings.optim.max_grad_norm))
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    model.eval()
     return stats
