@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 _PACKABLE = (torch.float32, torch.bfloat16)
+MEMINFO = "/proc/meminfo"
 
 
 def packing_supported(lm: torch.nn.Module) -> bool:
@@ -44,6 +45,17 @@ def packing_supported(lm: torch.nn.Module) -> bool:
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
         and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     )
+
+
+def _fits(linears: list[torch.nn.Linear], held: int) -> bool:
+    """Whether packing ``linears`` (beyond the ``held`` bytes already packed) fits in half the available memory."""
+    need = sum(m.weight.numel() * m.weight.element_size() for m in linears) - held
+    try:  # Linux: MemAvailable counts reclaimable page cache, which free-page counts miss
+        with open(MEMINFO) as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):  # elsewhere: do not guess
+        return True
+    return need <= kb * 1024 // 2
 
 
 class PackedLinears:
@@ -87,20 +99,26 @@ class PackedLinears:
 
         The pack dtype is what the forward computes in: bf16 under CPU bf16 autocast, else the weight's dtype.
         ``skip`` (the LM head the sampler runs itself, in fp32) and modules whose ``forward`` is already overridden
-        on the instance (accelerate hooks) are left alone.
+        on the instance (accelerate hooks) are left alone. Nothing is packed when the copies would take more than
+        half of the memory the machine has available: the speed-up is not worth an out-of-memory kill.
         """
-        if not packing_supported(lm):
+        linears = [
+            m
+            for m in lm.modules()
+            if type(m) is torch.nn.Linear
+            and "forward" not in m.__dict__
+            and not any(m is k for k in skip)
+            and m.weight.dtype in _PACKABLE
+        ]
+        if not packing_supported(lm) or not _fits(linears, self.nbytes):
             yield self
             return
         owner = threading.get_ident()
         installed: list[torch.nn.Linear] = []
         try:
-            for m in lm.modules():
-                if type(m) is not torch.nn.Linear or "forward" in m.__dict__ or any(m is k for k in skip):
-                    continue
-                if m.weight.dtype in _PACKABLE:
-                    m.forward = self._forward(m, owner)  # type: ignore[method-assign]
-                    installed.append(m)
+            for m in linears:
+                m.forward = self._forward(m, owner)  # type: ignore[method-assign]
+                installed.append(m)
             yield self
         finally:
             for m in installed:

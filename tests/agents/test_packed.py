@@ -99,3 +99,19 @@ def test_packs_follow_weight_updates_and_leave_other_forwards_alone():
     assert lin.weight.grad is not None and lin.weight.grad.abs().sum() > 0
     packed.clear()
     assert packed.nbytes == 0
+
+
+def test_nothing_is_packed_when_the_copies_would_not_fit_in_memory(monkeypatch, tmp_path):
+    from rubricgym.agents import packed as packed_module
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 1000 kB\nMemAvailable: 100 kB\n")  # a 64x64 fp32 weight is 16 kB: fits
+    monkeypatch.setattr(packed_module, "MEMINFO", str(meminfo))
+    small, big = torch.nn.Linear(64, 64), torch.nn.Linear(256, 256)  # 256 kB: does not
+    for lin, packs_expected in ((small, True), (big, False)):
+        packs = PackedLinears()
+        x = torch.randn(2, lin.in_features)
+        with packs.applied(torch.nn.Sequential(lin)), torch.inference_mode():
+            out = lin(x)
+        assert (packs.nbytes > 0) is packs_expected
+        torch.testing.assert_close(out, torch.nn.functional.linear(x, lin.weight, lin.bias).detach())
