@@ -115,3 +115,33 @@ def test_nothing_is_packed_when_the_copies_would_not_fit_in_memory(monkeypatch, 
             out = lin(x)
         assert (packs.nbytes > 0) is packs_expected
         torch.testing.assert_close(out, torch.nn.functional.linear(x, lin.weight, lin.bias).detach())
+
+
+@pytest.mark.slow
+def test_packed_greedy_decoding_of_the_embedded_model_is_unchanged(local_model_dir):
+    """On SmolLM2 itself (576 wide, 49k vocabulary) the packed sampler makes the same greedy decisions."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rubricgym.agents.decode import sample
+
+    tok = AutoTokenizer.from_pretrained(local_model_dir)
+    lm = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32).eval()
+    questions = ["Compute 22 / 2.", "Name a colour.", "Write one sentence about the sea.", "What is 7 * 6?"]
+    prompts = []
+    for q in questions:
+        ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
+        prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+
+    def run(packed):
+        return sample(
+            lm,
+            prompts,
+            max_new_tokens=32,
+            temperature=0.0,
+            pad_id=tok.pad_token_id,
+            is_end=lambda r, t: t[-1] == tok.eos_token_id,
+            packed=packed,
+        )
+
+    plain, fast = run(None), run(PackedLinears())
+    assert [r.tokens for r in fast] == [r.tokens for r in plain]
