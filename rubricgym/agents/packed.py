@@ -22,6 +22,7 @@ the gain on this bench's updates.)
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -45,6 +46,15 @@ def packing_supported(lm: torch.nn.Module) -> bool:
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
         and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     )
+
+
+def _trim_heap() -> None:
+    """``malloc_trim(0)``: glibc keeps freed heap pages (most packs are heap-allocated) resident otherwise, so
+    the packs freed before an update would still count in the update's peak RSS. A no-op without glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator may return pages itself; nothing to do
+        return
 
 
 def _fits(linears: list[torch.nn.Linear], held: int) -> bool:
@@ -72,9 +82,12 @@ class PackedLinears:
             return sum(p.numel() * p.element_size() for _, p in self._packs.values())
 
     def clear(self) -> None:
-        """Free every pack (they are rebuilt on next use)."""
+        """Free every pack (they are rebuilt on next use) and hand the freed pages back to the OS."""
         with self._lock:
+            had = bool(self._packs)
             self._packs.clear()
+        if had:
+            _trim_heap()
 
     def pack(self, w: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """The oneDNN pack of ``w`` in ``dtype``, built if missing or stale."""
