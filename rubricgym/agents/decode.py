@@ -22,13 +22,14 @@ without any (steps x batch x vocab) tensor. Only the current (active rows x voca
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from rubricgym.agents.packed import PackedLinears, packing_supported
+from rubricgym.agents.packed import PackedLinears
 
 
 @dataclass
@@ -94,85 +95,69 @@ def sample(
     (left-padded, the reference path the shared one is tested against). ``packed`` runs the model's linear layers
     on oneDNN-prepacked weights (CPU only; ``agents/packed.py``).
     """
-    if packed is None or not packing_supported(lm):
-        return _sample(lm, prompts, max_new_tokens, temperature, top_p, pad_id, is_end, generator, share_prefix, None)
-    head = lm.get_output_embeddings()
-    with packed.applied(lm, skip=(head,)):
-        return _sample(lm, prompts, max_new_tokens, temperature, top_p, pad_id, is_end, generator, share_prefix, packed)
-
-
-def _sample(
-    lm: Any,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    pad_id: int,
-    is_end: Callable[[int, list[int]], bool],
-    generator: torch.Generator | None,
-    share_prefix: bool,
-    packed: PackedLinears | None,
-) -> list[Sampled]:
     from rubricgym.agents.kvcache import preallocated_cache
 
-    n = len(prompts)
-    device = next(lm.parameters()).device
-    keys = [tuple(p) for p in prompts]
-    uniq = list(dict.fromkeys(keys)) if share_prefix else keys
-    row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
-    prefix = common_prefix_len(uniq) if share_prefix else 0
-    prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
-    cache = preallocated_cache(lm.config, max(len(p) for p in prompts) + max_new_tokens)
-    body, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
-    bias = getattr(head, "bias", None)
-    weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
+    head = lm.get_output_embeddings()
+    routed = packed.applied(lm, skip=(head,)) if packed is not None else contextlib.nullcontext()
+    with routed as packs:  # None where packing is off, unsupported, or would not fit in memory
+        n = len(prompts)
+        device = next(lm.parameters()).device
+        keys = [tuple(p) for p in prompts]
+        uniq = list(dict.fromkeys(keys)) if share_prefix else keys
+        row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
+        prefix = common_prefix_len(uniq) if share_prefix else 0
+        prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
+        cache = preallocated_cache(lm.config, max(len(p) for p in prompts) + max_new_tokens)
+        body = getattr(lm, lm.base_model_prefix)
+        bias = getattr(head, "bias", None)
+        weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
 
-    def last_logits(**kw: Any) -> torch.Tensor:
-        """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
-        hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
-        with torch.autocast(device.type, enabled=False):
-            if packed is not None:  # packed from the weight itself, so the pack follows its version
-                return packed.linear(hidden, head.weight, bias)
-            return torch.nn.functional.linear(hidden, weight, bias)
+        def last_logits(**kw: Any) -> torch.Tensor:
+            """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
+            hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
+            with torch.autocast(device.type, enabled=False):
+                if packs is not None:  # packed from the weight itself, so the pack follows its version
+                    return packs.linear(hidden, head.weight, bias)
+                return torch.nn.functional.linear(hidden, weight, bias)
 
-    if prefix > 0:
-        ids = torch.tensor([list(uniq[0][:prefix])], device=device)
-        body(input_ids=ids, past_key_values=cache, use_cache=True)
-        if len(uniq) > 1:
-            cache.batch_repeat_interleave(len(uniq))
-    suffixes = [list(u[prefix:]) for u in uniq]
-    width = max(len(s) for s in suffixes)
-    pad = [width - len(s) for s in suffixes]
-    ids = torch.tensor([[pad_id] * p + s for p, s in zip(pad, suffixes, strict=True)], device=device)
-    mask = torch.tensor(
-        [[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)], device=device
-    )
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
-    logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
-    if share_prefix:
-        cache.batch_select_indices(row_of)
-        logits, mask = logits[row_of], mask[row_of]
-    next_pos = mask.sum(-1, keepdim=True)
-    active = torch.arange(n, device=device)
-    results = [Sampled([], []) for _ in range(n)]
-    for _ in range(max_new_tokens):
-        logp = _process(logits, temperature, top_p)
-        tok = draw(logp, generator) if temperature > 0 else logp.argmax(-1, keepdim=True)
-        picked = logp.gather(-1, tok).squeeze(-1).tolist()
-        keep = []
-        for j, (r, t, lp) in enumerate(zip(active.tolist(), tok.squeeze(-1).tolist(), picked, strict=True)):
-            res = results[r]
-            res.tokens.append(t)
-            res.logprobs.append(lp)
-            if not is_end(r, res.tokens):
-                keep.append(j)
-        if not keep or len(results[int(active[0])].tokens) >= max_new_tokens:
-            break
-        if len(keep) < len(active):  # drop the finished rows from the batch and the cache
-            idx = torch.tensor(keep, device=device)
-            active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
-            cache.batch_select_indices(idx)
-        mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
-        logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
-        next_pos = next_pos + 1
-    return results
+        if prefix > 0:
+            ids = torch.tensor([list(uniq[0][:prefix])], device=device)
+            body(input_ids=ids, past_key_values=cache, use_cache=True)
+            if len(uniq) > 1:
+                cache.batch_repeat_interleave(len(uniq))
+        suffixes = [list(u[prefix:]) for u in uniq]
+        width = max(len(s) for s in suffixes)
+        pad = [width - len(s) for s in suffixes]
+        ids = torch.tensor([[pad_id] * p + s for p, s in zip(pad, suffixes, strict=True)], device=device)
+        mask = torch.tensor(
+            [[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)], device=device
+        )
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
+        logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
+        if share_prefix:
+            cache.batch_select_indices(row_of)
+            logits, mask = logits[row_of], mask[row_of]
+        next_pos = mask.sum(-1, keepdim=True)
+        active = torch.arange(n, device=device)
+        results = [Sampled([], []) for _ in range(n)]
+        for _ in range(max_new_tokens):
+            logp = _process(logits, temperature, top_p)
+            tok = draw(logp, generator) if temperature > 0 else logp.argmax(-1, keepdim=True)
+            picked = logp.gather(-1, tok).squeeze(-1).tolist()
+            keep = []
+            for j, (r, t, lp) in enumerate(zip(active.tolist(), tok.squeeze(-1).tolist(), picked, strict=True)):
+                res = results[r]
+                res.tokens.append(t)
+                res.logprobs.append(lp)
+                if not is_end(r, res.tokens):
+                    keep.append(j)
+            if not keep or len(results[int(active[0])].tokens) >= max_new_tokens:
+                break
+            if len(keep) < len(active):  # drop the finished rows from the batch and the cache
+                idx = torch.tensor(keep, device=device)
+                active, tok, mask, next_pos = active[idx], tok[idx], mask[idx], next_pos[idx]
+                cache.batch_select_indices(idx)
+            mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
+            logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
+            next_pos = next_pos + 1
+        return results

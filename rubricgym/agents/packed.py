@@ -107,29 +107,27 @@ class PackedLinears:
         return torch.ops.mkldnn._linear_pointwise(x, self.pack(w, x.dtype), b, "none", [], "")
 
     @contextlib.contextmanager
-    def applied(self, lm: torch.nn.Module, skip: tuple[torch.nn.Module, ...] = ()) -> Iterator[PackedLinears]:
-        """Route ``lm``'s plain ``nn.Linear`` forwards through packs in this thread while inside.
+    def applied(self, lm: torch.nn.Module, skip: tuple[torch.nn.Module, ...] = ()) -> Iterator[PackedLinears | None]:
+        """Route ``lm``'s plain ``nn.Linear`` forwards through packs in this thread while inside; yields ``self``,
+        or None where nothing is packed (no oneDNN, not on CPU, or the copies would take more than half of the
+        memory the machine has available: the speed-up is not worth an out-of-memory kill).
 
         The pack dtype is what the forward computes in: bf16 under CPU bf16 autocast, else the weight's dtype.
-        ``skip`` (the LM head the sampler runs itself, in fp32) and modules whose ``forward`` is already overridden
-        on the instance (accelerate hooks) are left alone. Nothing is packed when the copies would take more than
-        half of the memory the machine has available: the speed-up is not worth an out-of-memory kill.
+        ``skip`` (the LM head the sampler packs itself, in fp32: counted in the memory check) and modules whose
+        ``forward`` is already overridden on the instance (accelerate hooks) are left alone.
         """
         linears = [
             m
             for m in lm.modules()
-            if type(m) is torch.nn.Linear
-            and "forward" not in m.__dict__
-            and not any(m is k for k in skip)
-            and m.weight.dtype in _PACKABLE
+            if type(m) is torch.nn.Linear and "forward" not in m.__dict__ and m.weight.dtype in _PACKABLE
         ]
         if not packing_supported(lm) or not _fits(linears, self.nbytes):
-            yield self
+            yield None
             return
         owner = threading.get_ident()
         installed: list[torch.nn.Linear] = []
         try:
-            for m in linears:
+            for m in (m for m in linears if not any(m is k for k in skip)):
                 m.forward = self._forward(m, owner)  # type: ignore[method-assign]
                 installed.append(m)
             yield self
