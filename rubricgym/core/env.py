@@ -121,8 +121,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         raises ``ToolError`` for a bad argument value.
         """
         bound = declared_tools(type(self)).get(call.name)
-        if bound is None:
-            raise NotImplementedError(
+        if bound is None:  # the env advertised a tool it has no code for: its author's mistake, not the agent's
+            raise TypeError(
                 f"{type(self).__name__} has no @tool named {call.name!r}: declare it with @tool or override call_tool"
             )
         problem = check_enums(bound, call.arguments)

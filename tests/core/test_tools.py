@@ -101,3 +101,16 @@ def test_check_takes_its_name_from_the_function():
     assert set(check_set(step_ok)) == {"step_ok"}
     with pytest.raises(ValueError, match="two checks"):
         check_set(step_ok, step_ok)
+
+
+def test_a_tool_advertised_without_code_is_the_env_authors_error_named_at_the_first_call():
+    from rubricgym.core.types import ToolSpec
+
+    class Advertises(NotesEnv):  # offers a "delete" tool but neither declares it with @tool nor overrides call_tool
+        def tools(self):
+            return [*super().tools(), ToolSpec(name="delete", description="Delete a note.", parameters={})]
+
+    env = Advertises()
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="has no @tool named 'delete': declare it with @tool or override call_tool"):
+        env.step('<tool_call>{"name": "delete", "arguments": {}}</tool_call>')
