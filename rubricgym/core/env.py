@@ -73,6 +73,16 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     """The default rubric as a YAML file, usually next to the env's checks."""
     scripted_agents: ClassVar[Mapping[str, str]] = {}
     """Scripted agents by name, as ``"module:Class"`` strings imported on first use."""
+    shortcut_agents: ClassVar[Mapping[str, str]] = {}
+    """The env's own agents for the shortcut battery, by probe (``info_reader``, ``shotgun``, ``wrong_submit``,
+    ``escape``), as ``"module:Class"``; the battery's generic agents play the probes an env does not name."""
+    public_info_keys: ClassVar[frozenset[str]] = frozenset()
+    """Keys of a step's ``ToolOutput.info`` an agent may see (the Gymnasium ``info["details"]`` and the server's
+    step ``details``). Every other key of ``Step.info`` is the private record that only checks and judges read."""
+    discoverable: ClassVar[Mapping[str, frozenset[str]]] = {}
+    """Top-level ``Task.hidden`` fields the agent may legitimately find, each with the tools whose output may show
+    it (``"*"``: any tool), e.g. a deep-search answer on a page the agent opened. The leak audit exempts these
+    there and nowhere else (never in ids, ``info``, ``state()`` or the first observation)."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
