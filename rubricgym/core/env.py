@@ -23,6 +23,7 @@ import numpy as np
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.checks import NamedCheck
+from rubricgym.core.leaves import leaves
 from rubricgym.core.parsing import (
     ArgumentRules,
     argument_rules,
@@ -169,6 +170,13 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return _load_rubric(Path(cls.rubric_file)).model_copy(deep=True)
 
     @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The values of ``task.hidden`` that must never reach the agent side, as ``(path, value)`` pairs; the
+        leak audit scans every channel for them. Default: every leaf of ``hidden``. An env narrows it to what
+        is secret (an answer, a key-exam list) and leaves out what it shows on purpose (the question's text)."""
+        return list(leaves(task.hidden))
+
+    @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
         """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
         return {
@@ -198,8 +206,14 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             "task_id": self._task.id if self._task else None,
             "parse_error": rec.parse_error,
             "tool_error": rec.out.error,
+            "details": self.public_details(rec.out.info),
         }
         return rec.reply, rec.out.reward, rec.out.done, rec.truncated, info
+
+    def public_details(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of a step's ``info`` the agent may see: the keys in ``public_info_keys``, nothing else."""
+        keys = self.public_info_keys
+        return {k: info[k] for k in keys if k in info} if keys else {}
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -355,6 +369,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return out
 
     def state(self) -> State:
+        """Where the episode stands; ``extras`` holds ``summary()`` once the episode is over, never before (a
+        running summary such as goal progress would tell the agent which guess is right)."""
         return State(
             episode_id=self._episode_id,
             env_id=self.env_id,
@@ -363,7 +379,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             stage=self._stage,
             done=self._done,
             max_steps=self.max_steps,
-            extras=self.summary() if self._task else {},
+            extras=self.summary() if self._task and self._done else {},
         )
 
     def summary(self) -> dict[str, Any]:

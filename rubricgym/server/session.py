@@ -97,7 +97,7 @@ class Session:
             stage=step.stage,
             parse_error=step.action.parse_error,
             tool_error=step.tool_error,
-            details=step.info,
+            details=env.public_details(step.info),
         )
         return {"observation": self._observation(obs, env.messages[-2:], info), "reward": obs.reward, "done": self.done}
 

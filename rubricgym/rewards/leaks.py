@@ -1,0 +1,257 @@
+"""Leak audit: no value of a task's ``hidden`` record may reach anything the agent or a remote client sees.
+
+A reward an optimiser can read is a reward it will read. ``audit_leaks`` plays seeded episodes of an env with its
+scripted agents through the Gymnasium face (what a local agent and the server's messages are built from) and
+scans every channel the agent side gets for the task's secrets:
+
+- ``task id`` and the first observation (system prompt + task), before the agent has done anything;
+- each step's observation text (the tool's output), its ``info`` (stage, errors and the env's public
+  ``details``) and the typed ``Observation`` (messages, tools, stage);
+- ``state()`` after every step (the server's ``/state`` and WS ``state``).
+
+Values are compared normalised: case, accents, punctuation, underscores and hyphens are ignored, and a value of
+several words matches the same words in any order ("Hirox, Ke" is found in "ke hirox"). A hit is a leak unless
+
+- the agent itself wrote the value first (in an action up to that step: an ordered exam, a submitted answer), or
+- the env declares the field discoverable through that tool (``RubricEnv.discoverable``: a deep-search answer on
+  a page the agent opened). Nothing is discoverable in ids, ``info``, ``state()`` or the first observation.
+
+Which values are secret is ``RubricEnv.secrets(task)``: by default every text or number leaf of ``hidden``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubricgym.core.agent import Agent
+from rubricgym.core.env import RubricEnv
+from rubricgym.core.leaves import leaves
+from rubricgym.core.registry import make, spec
+from rubricgym.core.types import Task
+
+STOPWORDS = frozenset({"true", "false", "none", "null", "yes", "no", "the", "and", "not", "n/a", "unknown"})
+"""Values too generic to be a secret (booleans, placeholders)."""
+MIN_CHARS = 3
+"""A text value shorter than this after normalisation is not scanned (it would match everywhere)."""
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def normalise(text: str) -> list[str]:
+    """The words of ``text``: NFKD without accents, case-folded, split on anything that is not a letter or digit."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    return _WORD.findall(plain)
+
+
+@dataclass(frozen=True)
+class Secret:
+    """One hidden value: where it sits in ``hidden`` (``diagnosis.aliases[2]``) and its normalised words."""
+
+    path: str
+    value: str
+    words: tuple[str, ...]
+
+    @property
+    def field(self) -> str:
+        """The top-level ``hidden`` field it belongs to (what ``discoverable`` names)."""
+        return re.split(r"[.\[]", self.path, maxsplit=1)[0]
+
+
+def make_secrets(values: Iterable[tuple[str, Any]]) -> list[Secret]:
+    """Secrets of ``(path, value)`` pairs, without values too generic to scan for (booleans, stop words, one or
+    two characters, one-digit numbers) and without repeats of the same words."""
+    out: dict[tuple[str, ...], Secret] = {}
+    for path, value in values:
+        if isinstance(value, bool):
+            continue
+        text = str(value)
+        if isinstance(value, float) and value.is_integer():
+            text = str(int(value))
+        words = tuple(normalise(text))
+        joined = " ".join(words)
+        if not words or joined in STOPWORDS:
+            continue
+        if isinstance(value, int | float) and len(joined.replace(" ", "")) < 2:
+            continue
+        if not isinstance(value, int | float) and len(joined) < MIN_CHARS:
+            continue
+        out.setdefault(tuple(sorted(words)), Secret(path, text, words))
+    return list(out.values())
+
+
+class Scanner:
+    """Finds secrets in text: each text is normalised once, then every secret is a set lookup."""
+
+    def __init__(self, secrets: Sequence[Secret]):
+        self.secrets = list(secrets)
+        self._sizes = sorted({len(s.words) for s in self.secrets})
+
+    def windows(self, text: str) -> set[tuple[str, ...]]:
+        """Every run of 1..k consecutive words of ``text`` (sorted), k the longest secret's length."""
+        words = normalise(text)
+        out: set[tuple[str, ...]] = set()
+        for k in self._sizes:
+            out.update(tuple(sorted(words[i : i + k])) for i in range(len(words) - k + 1))
+        return out
+
+    def find(self, text: str) -> list[Secret]:
+        """The secrets that occur in ``text`` (word order free)."""
+        if not self.secrets or not text:
+            return []
+        wins = self.windows(text)
+        return [s for s in self.secrets if tuple(sorted(s.words)) in wins]
+
+
+def flatten(value: Any) -> str:
+    """A JSON-like value as text to scan: keys and values, one per line."""
+    if isinstance(value, str):
+        return value
+    return "\n".join(f"{p}: {v}" for p, v in leaves(value)) + "\n" + json.dumps(value, default=str)
+
+
+@dataclass(frozen=True)
+class Leak:
+    """A secret found where the agent side can read it."""
+
+    env_id: str
+    agent: str
+    task_id: str
+    channel: str
+    path: str
+    value: str
+
+    def line(self) -> str:
+        return f"{self.channel}: hidden {self.path} = {self.value!r} (task {self.task_id}, agent {self.agent})"
+
+
+@dataclass
+class LeakReport:
+    """What ``audit_leaks`` played and found."""
+
+    env_id: str
+    episodes: int = 0
+    steps: int = 0
+    scanned: int = 0
+    """Channel texts scanned."""
+    secrets: int = 0
+    leaks: list[Leak] = field(default_factory=list)
+    exempt: dict[str, int] = field(default_factory=dict)
+    """Hits allowed by a declaration (``discoverable`` field via a tool) or because the agent wrote them first."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.leaks
+
+    def by_channel(self) -> dict[tuple[str, str], Leak]:
+        """One example leak per (channel kind, hidden field)."""
+        out: dict[tuple[str, str], Leak] = {}
+        for leak in self.leaks:
+            out.setdefault((re.sub(r"step \d+", "step N", leak.channel), leak.path.split("[")[0]), leak)
+        return out
+
+    def line(self) -> str:
+        if self.ok:
+            exempt = ", ".join(f"{k} {v}" for k, v in sorted(self.exempt.items())) or "none"
+            return (
+                f"{self.episodes} episodes, {self.steps} steps, {self.scanned} channel texts, {self.secrets} secrets: "
+                f"no leak (allowed hits: {exempt})"
+            )
+        worst = list(self.by_channel().values())
+        return f"{len(self.leaks)} leak(s), e.g. " + "; ".join(x.line() for x in worst[:4])
+
+
+class _Episode:
+    """The scan of one episode: tracks what the agent wrote, so a value it typed first is not a leak."""
+
+    def __init__(self, report: LeakReport, env: RubricEnv, task: Task, agent: str):
+        self.report, self.env, self.task, self.agent = report, env, task, agent
+        self.scanner = Scanner(make_secrets(type(env).secrets(task)))
+        self.discoverable = type(env).discoverable
+        self.written: set[tuple[str, ...]] = set()
+        report.secrets += len(self.scanner.secrets)
+
+    def wrote(self, text: str) -> None:
+        self.written |= self.scanner.windows(text)
+
+    def scan(self, channel: str, value: Any, tool: str | None = None) -> None:
+        self.report.scanned += 1
+        for s in self.scanner.find(flatten(value)):
+            tools = self.discoverable.get(s.field, frozenset())
+            if tool is not None and ("*" in tools or tool in tools):
+                key = f"{s.field} via {tool}"
+            elif tuple(sorted(s.words)) in self.written:
+                key = "agent wrote it"
+            else:
+                self.report.leaks.append(Leak(self.report.env_id, self.agent, self.task.id, channel, s.path, s.value))
+                continue
+            self.report.exempt[key] = self.report.exempt.get(key, 0) + 1
+
+
+async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: str, task: Task, seed: int) -> None:
+    """Play one episode of ``task`` through the Gymnasium face and scan every channel the agent side sees."""
+    ep = _Episode(report, env, task, name)
+    ep.scan("task id", task.id)
+    text, info = await asyncio.to_thread(env.reset, seed=seed, options={"task": task})
+    ep.scan("first observation", text)
+    ep.scan("reset info", info)
+    ep.scan("state() after reset", env.state().model_dump(mode="json"))
+    episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
+    report.episodes += 1
+    for i in range(env.max_steps):
+        output = await episode_agent.act(env.messages, env.tools())
+        ep.wrote(str(output))
+        obs_text, _reward, terminated, truncated, info = await asyncio.to_thread(env.step, output)
+        step = env.steps[-1]
+        if step.action.tool_call is not None:
+            ep.wrote(json.dumps(step.action.tool_call.arguments, default=str))
+        tool = step.action.tool_call.name if step.action.tool_call and not step.action.parse_error else None
+        ep.scan(f"step {i + 1} observation ({tool or 'no tool'})", obs_text, tool)
+        ep.scan(f"step {i + 1} typed observation", step.observation.model_dump(mode="json", exclude={"messages"}), None)
+        ep.scan(f"step {i + 1} info", info)
+        ep.scan(f"state() after step {i + 1}", env.state().model_dump(mode="json"))
+        report.steps += 1
+        if terminated or truncated:
+            break
+
+
+def _tasks(env: RubricEnv, n: int, seed: int, splits: Sequence[str]) -> list[Task]:
+    out: list[Task] = []
+    for split in splits:
+        try:
+            out += env.task_set(n, seed=seed, split=split)
+        except ValueError:  # an env without this split
+            continue
+    return out
+
+
+async def audit_leaks(
+    env_id: str,
+    *,
+    n_tasks: int = 3,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    agents: Mapping[str, Callable[..., Agent]] | None = None,
+    splits: Sequence[str] = ("train", "test"),
+    tasks: Sequence[Task] | None = None,
+) -> LeakReport:
+    """Play ``n_tasks`` tasks of each split with each scripted agent (or ``agents``) and scan every channel.
+
+    ``tasks`` replaces the generated tasks (e.g. a bundled case file's)."""
+    cls = spec(env_id).load()
+    factories = dict(agents) if agents is not None else cls.agents()
+    report = LeakReport(env_id)
+    env = make(env_id, **(env_kwargs or {}))
+    try:
+        played = list(tasks) if tasks is not None else _tasks(env, n_tasks, seed, splits)
+        for name, factory in factories.items():
+            for i, task in enumerate(played):
+                await play_and_scan(report, env, factory(seed=seed + i), name, task, seed + i)
+    finally:
+        await env.aclose()
+    return report
