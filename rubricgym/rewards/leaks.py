@@ -100,12 +100,19 @@ class Scanner:
             out.update(tuple(sorted(words[i : i + k])) for i in range(len(words) - k + 1))
         return out
 
+    def compact(self, text: str) -> set[str]:
+        """Every run of up to k+2 consecutive words of ``text`` written without spaces ("X-ray" as "xray")."""
+        words = normalise(text)
+        k = (self._sizes[-1] if self._sizes else 1) + 2
+        return {"".join(words[i : i + n]) for n in range(1, k + 1) for i in range(len(words) - n + 1)}
+
     def find(self, text: str) -> list[Secret]:
-        """The secrets that occur in ``text`` (word order free)."""
+        """The secrets that occur in ``text``: the same words in any order, or the same letters and digits
+        with other spacing ("joint_xray" in "Joint X-ray")."""
         if not self.secrets or not text:
             return []
-        wins = self.windows(text)
-        return [s for s in self.secrets if tuple(sorted(s.words)) in wins]
+        wins, compact = self.windows(text), self.compact(text)
+        return [s for s in self.secrets if tuple(sorted(s.words)) in wins or "".join(s.words) in compact]
 
 
 def flatten(value: Any) -> str:
@@ -173,23 +180,38 @@ class _Episode:
         self.report, self.env, self.task, self.agent = report, env, task, agent
         self.scanner = Scanner(make_secrets(type(env).secrets(task)))
         self.discoverable = type(env).discoverable
-        self.written: set[tuple[str, ...]] = set()
+        self.written: set[str] = set()
+        self.known: set[str] = set()
+        """Secrets the agent has legitimately seen (in a declared tool's output): no longer news anywhere."""
         report.secrets += len(self.scanner.secrets)
+        tools = [t.model_dump(mode="json") for t in env.tools()]
+        self.constant = self.scanner.compact(flatten(tools))
+        """Text every task of the env shows (tool specs, the system prompt): a value in it tells nothing."""
 
     def wrote(self, text: str) -> None:
-        self.written |= self.scanner.windows(text)
+        self.written |= self.scanner.compact(text)
+
+    def shown_to_all(self, text: str) -> None:
+        self.constant |= self.scanner.compact(text)
 
     def scan(self, channel: str, value: Any, tool: str | None = None) -> None:
+        """Scan one channel; ``tool`` names the tool whose output it is (``"(any)"``: data any tool may show)."""
         self.report.scanned += 1
         for s in self.scanner.find(flatten(value)):
             tools = self.discoverable.get(s.field, frozenset())
-            if tool is not None and ("*" in tools or tool in tools):
+            compact = "".join(s.words)
+            if tool is not None and ("*" in tools or tool in tools or (tool == "(any)" and tools)):
                 key = f"{s.field} via {tool}"
-            elif tuple(sorted(s.words)) in self.written:
+            elif compact in self.written:
                 key = "agent wrote it"
+            elif compact in self.known:
+                key = "already shown where allowed"
+            elif compact in self.constant:
+                key = "in every task's tool specs or system prompt"
             else:
                 self.report.leaks.append(Leak(self.report.env_id, self.agent, self.task.id, channel, s.path, s.value))
                 continue
+            self.known.add(compact)
             self.report.exempt[key] = self.report.exempt.get(key, 0) + 1
 
 
@@ -198,7 +220,9 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
     ep = _Episode(report, env, task, name)
     ep.scan("task id", task.id)
     text, info = await asyncio.to_thread(env.reset, seed=seed, options={"task": task})
+    ep.shown_to_all(env.system_prompt())
     ep.scan("first observation", text)
+    ep.scan("task params (the server's tasks message)", task.params, tool="(any)")
     ep.scan("reset info", info)
     ep.scan("state() after reset", env.state().model_dump(mode="json"))
     episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
@@ -212,7 +236,9 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
             ep.wrote(json.dumps(step.action.tool_call.arguments, default=str))
         tool = step.action.tool_call.name if step.action.tool_call and not step.action.parse_error else None
         ep.scan(f"step {i + 1} observation ({tool or 'no tool'})", obs_text, tool)
-        ep.scan(f"step {i + 1} typed observation", step.observation.model_dump(mode="json", exclude={"messages"}), None)
+        ep.scan(
+            f"step {i + 1} typed observation", step.observation.model_dump(mode="json", exclude={"messages", "tools"})
+        )
         ep.scan(f"step {i + 1} info", info)
         ep.scan(f"state() after step {i + 1}", env.state().model_dump(mode="json"))
         report.steps += 1

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.schema import AGE_BANDS, Condition, KnowledgeBase
 
 RubricKind = Literal["diagnosis", "exam_ordered", "considered", "asked", "avoid_invasive", "judge"]
@@ -118,7 +119,8 @@ def generate_case(kb: KnowledgeBase, seed: int, condition: str | None = None) ->
     if not any(history.values()):
         history[max(cond.history, key=cond.history.__getitem__)] = True
     band_i = AGE_BANDS.index(age_band(age))
-    pmh = [name for name, (w, _) in COMORBIDITIES.items() if rng.random() < w[band_i]]
+    own = {fold(n) for n in (cond.name, *cond.aliases)}  # a new diagnosis is not already in the past history
+    pmh = [name for name, (w, _) in COMORBIDITIES.items() if rng.random() < w[band_i] and fold(name) not in own]
     meds = [COMORBIDITIES[n][1] for n in pmh]
     smokes = any(v and "smok" in f for f, v in history.items())
     social = _SMOKING[2] if smokes else rng.choice(_SMOKING[:2])

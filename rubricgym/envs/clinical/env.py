@@ -12,6 +12,9 @@ OpenAI-compatible model play the patient; ``world_model={...}`` lets one generat
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import numpy as np
 
 from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.leaves import leaves
 from rubricgym.core.parsing import parse_action
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
@@ -27,6 +31,7 @@ from rubricgym.envs.clinical.case import CaseRecord, generate_case
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
 from rubricgym.envs.clinical.diagnosis import cited_exams, considered_conditions, differential_list, match_diagnosis
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
+from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import (
     SYSTEMS,
     VirtualPatient,
@@ -49,6 +54,22 @@ REASONING_JUDGE = (
     "contradicts the diagnosis, or gives no reasoning."
 )
 STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
+SECRET_CASE_FIELDS = frozenset({"id", "diagnosis", "condition", "key_exams", "differential", "cant_miss", "rubric"})
+"""Fields of a case record that say the answer: they travel in ``Task.hidden``, never in ``params`` (which a
+remote client can read) or the id."""
+
+
+@functools.cache
+def _exam_names(kb: str | None) -> str:
+    """Every exam name and alias of the catalogue, folded, space-separated and padded (for substring tests)."""
+    names = [n for e in load_kb(kb).exams.values() for n in (e.name, *e.aliases)]
+    return " " + " | ".join(fold(n) for n in names) + " "
+
+
+def opaque_id(case_id: str) -> str:
+    """A task id that names the case without saying anything about it (a case's own id often names the
+    diagnosis): deterministic, and distinct for distinct case ids."""
+    return "case-" + hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16]
 
 
 class ClinicalEnv(RubricEnv):
@@ -60,6 +81,16 @@ class ClinicalEnv(RubricEnv):
     max_observation_chars = 4000
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
+    public_info_keys = frozenset({"tool", "system", "cost", "invasiveness", "turnaround_h", "repeat"})
+    """What a step's info may show the agent: the call as resolved and what the result said. Whether an exam is
+    a key exam (``covers``, ``justified``) or the diagnosis is right stays in the private record."""
+    discoverable = {
+        "key_exams": frozenset({"order"}),
+        "key_analytes": frozenset({"order"}),
+        "diagnosis": frozenset({"order"}),
+    }
+    """An order's result names the exam and its analytes (a key exam the agent ordered, a panel member too), and
+    a diagnostic test's result may name what it detects ("Influenza A: detected")."""
     scripted_agents = {
         "oracle": "rubricgym.envs.clinical.agents:Oracle",
         "shotgun": "rubricgym.envs.clinical.agents:Shotgun",
@@ -95,6 +126,18 @@ class ClinicalEnv(RubricEnv):
         self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
 
     @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The diagnosis (name, aliases, ICD-10 code, KB condition), the case's own id, the key exams and the
+        can't-miss conditions; the rubric's wording and the rule-out lists are derived from these. A name that the
+        exam catalogue or the case's own findings use ("family history of diabetes") is public, not a secret."""
+        h = task.hidden
+        keep = ("diagnosis", "condition", "case_id", "key_exams", "key_analytes")
+        out = [(p, v) for p, v in leaves({k: h[k] for k in keep if k in h})]
+        out += [(p, v) for p, v in leaves({"cant_miss": h.get("cant_miss", [])}) if ".key_exams" not in p]
+        public = _exam_names(task.params.get("kb")) + " | " + fold(json.dumps(task.params.get("case", {})))
+        return [(p, v) for p, v in out if p.startswith("key_") or f" {fold(str(v))} " not in public]
+
+    @classmethod
     def llm_rubric(cls) -> dict[str, Any]:
         """The default rubric with the reasoning criterion judged by an LLM instead of the programmatic check.
 
@@ -125,16 +168,20 @@ class ClinicalEnv(RubricEnv):
             f"A {p.age}-year-old {who} presents with {case.complaint}. You have at most {self.max_steps} "
             "turns; commit to a diagnosis with the diagnose tool before they run out."
         )
-        params: dict[str, Any] = {"case": case.model_dump(exclude_defaults=True)}
+        record = case.model_dump(exclude_defaults=True)
+        params: dict[str, Any] = {"case": {k: v for k, v in record.items() if k not in SECRET_CASE_FIELDS}}
         if self.kb_path:
             params["kb"] = self.kb_path
+        hidden = scoring_facts(self.kb, case)
+        hidden["case_id"] = case.id
+        hidden["case_record"] = {k: v for k, v in record.items() if k in SECRET_CASE_FIELDS}
         return Task(
-            id=case.id,
+            id=opaque_id(case.id),
             env_id=self.env_id,
             split=split,
             prompt=prompt,
             params=params,
-            hidden=scoring_facts(self.kb, case),
+            hidden=hidden,
             rubric=self._task_rubric(case),
         )
 
@@ -154,9 +201,9 @@ class ClinicalEnv(RubricEnv):
         kb_path = task.params.get("kb")
         if kb_path and kb_path != self.kb_path:
             self.kb_path, self.kb = kb_path, load_kb(kb_path)
-        raw = task.params["case"]
+        raw, secret = task.params["case"], task.hidden.get("case_record", {})
         if self._case_cache is None or self._case_cache[0] is not raw:  # a GRPO group resets one task many times
-            case = CaseRecord.model_validate(raw)
+            case = CaseRecord.model_validate({**raw, **secret})
             self._case_cache = (raw, case, fixed_results(self.kb, case))
         self._case = self._case_cache[1]
         self._patient = VirtualPatient(self.kb, self._case, self._case_cache[2])
@@ -386,7 +433,7 @@ class ClinicalEnv(RubricEnv):
         return {
             "asked": sum(i.get("tool") == "ask" for i in infos),
             "examined": sum(i.get("tool") == "examine" for i in infos),
-            "ordered": [i["exam"] for i in orders],
+            "ordered": [i["name"] for i in orders],
             "cost": sum(i["cost"] for i in orders),
             "diagnosed": last.get("tool") == "diagnose",
             "correct": bool(last.get("correct")),

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.leaves import leaves
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.deepsearch import carr, tools
@@ -67,6 +68,10 @@ class DeepSearchEnv(RubricEnv):
     max_observation_chars = 6000
     check_set = ALL
     rubric_file = RUBRIC_FILE
+    discoverable = {
+        field: frozenset({"search", "open", "find"}) for field in ("answer", "aliases", "entities", "gold_docs")
+    }
+    """The chain's entities, the answer and their pages are in the corpus: finding them is the task."""
     scripted_agents = {
         name: f"rubricgym.envs.deepsearch.agents:{cls}"
         for name, cls in (
@@ -284,6 +289,16 @@ class DeepSearchEnv(RubricEnv):
         return {"plan": "plan", "search": "gather", "find": "review", "answer": "answer"}.get(
             call.name, "review" if self._reopened else "gather"
         )
+
+    @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The answer, its aliases, the chain's entities (names, aliases, pages) and the gold pages; the question
+        is the prompt and the decoys (``confusable``) are there to be seen."""
+        h = task.hidden
+        ents = {k: {f: e.get(f) for f in ("name", "aliases", "url", "doc")} for k, e in h.get("entities", {}).items()}
+        return list(
+            leaves({"answer": h.get("answer"), "aliases": h.get("aliases", []), "gold_docs": h.get("gold_docs", [])})
+        ) + list(leaves({"entities": ents}))
 
     def summary(self) -> dict[str, Any]:
         used = [i.get("tool") for i in self._infos]

@@ -44,6 +44,8 @@ class CalculatorEnv(RubricEnv):
     max_observation_chars = 2000
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
+    discoverable = {"answer": frozenset({"calculator"})}
+    """The calculator computes the answer from the expressions the agent types: that is the task."""
     scripted_agents = {
         "oracle": "rubricgym.envs.toy.agents:CalculatorOracle",
         "random": "rubricgym.envs.toy.agents:RandomAgent",
@@ -123,6 +125,11 @@ class CalculatorEnv(RubricEnv):
         if call is None:
             return self._stage or "compute"
         return "answer" if call.name == "answer" else "compute"
+
+    @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The answer (the intermediate expressions restate the prompt's numbers)."""
+        return [("answer", task.hidden["answer"])] if "answer" in task.hidden else []
 
     def summary(self) -> dict[str, Any]:
         steps = self.steps
