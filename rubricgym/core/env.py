@@ -184,6 +184,14 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             for name, target in cls.scripted_agents.items()
         }
 
+    @classmethod
+    def shortcuts(cls) -> dict[str, Callable[..., Agent]]:
+        """The env's own shortcut-battery agents (``shortcut_agents``), imported."""
+        return {
+            name: _import(target, f"{cls.__name__}.shortcut_agents[{name!r}]")
+            for name, target in cls.shortcut_agents.items()
+        }
+
     # ---- task sets --------------------------------------------------------------------------------------
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:

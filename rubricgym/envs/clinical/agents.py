@@ -18,6 +18,7 @@ from abc import abstractmethod
 from rubricgym.core.agent import SeededAgent, TaskAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.clinical.case import age_band
+from rubricgym.envs.clinical.diagnosis import match_diagnosis
 from rubricgym.envs.clinical.patient import NORMAL_EXAM
 from rubricgym.envs.clinical.schema import SYSTEMS, load_kb
 
@@ -165,3 +166,27 @@ class RandomAgent(SeededAgent):
             return tool_call("order", exam=exam, impression="unsure", reason="random")
         cond = kb.conditions[str(rng.choice(list(kb.conditions)))]
         return tool_call("diagnose", diagnosis=cond.name, reason="a guess")
+
+
+class ShotgunAnswer(_Planned):
+    """Shortcut probe: one diagnosis string naming every condition of the knowledge base (the case's own first
+    when it is one), with all of them again as the differential."""
+
+    name = "shortcut:shotgun"
+
+    def plan(self, task: Task) -> list[str]:
+        names = [c.name for c in _kb(task).conditions.values()]
+        return [tool_call("diagnose", diagnosis=", ".join(names), reason="any of these", differential=names)]
+
+
+class WrongSubmit(_Planned):
+    """Shortcut probe: commits at once to a well-formed, plausible, wrong diagnosis (a knowledge-base condition
+    with the same complaint that is not the case's)."""
+
+    name = "shortcut:wrong_submit"
+
+    def plan(self, task: Task) -> list[str]:
+        kb = _kb(task)
+        candidates = [Guesser.guess(task), *(c.name for c in kb.conditions.values())]
+        pick = next(c for c in candidates if match_diagnosis(kb, task.hidden, c) != "case")
+        return [tool_call("diagnose", diagnosis=pick, reason="the most likely cause", differential=[])]

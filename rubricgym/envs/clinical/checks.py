@@ -51,6 +51,8 @@ def diagnosis_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(description="F1 of the ordered exams against the case's key exams (DiagGym).")
 def exam_f1(traj: Trajectory, step: int | None = None) -> CheckResult:
     info = _final(traj)
+    if not traj.task.hidden.get("key_exams"):
+        return CheckResult.not_applicable("the case names no key exam")
     if not info:
         return CheckResult(score=0.0, met=False, rationale="no diagnosis, no F1")
     f1 = float(info["exam_f1"])
@@ -62,11 +64,26 @@ def exam_f1(traj: Trajectory, step: int | None = None) -> CheckResult:
     )
 
 
-@check(description="DiagGym's reward 0.1·issued + accuracy + 0.5·F1, divided by its maximum 1.6.")
+@check(
+    description="The env reward: DiagGym's accuracy + 0.5·F1 (+0.1 for issuing it, paid with a correct "
+    "diagnosis only), over its maximum."
+)
 def diaggym_reward(traj: Trajectory, step: int | None = None) -> CheckResult:
     info = _final(traj)
-    total = float(info.get("diaggym", 0.0))
-    return CheckResult(score=total / MAX_REWARD, met=total >= MAX_REWARD - 1e-9, rationale=f"reward {total:.3f}")
+    # a trajectory recorded before the gated reward has DiagGym's own value only
+    total = float(info["reward"]) if "reward" in info else float(info.get("diaggym", 0.0)) / MAX_REWARD
+    return CheckResult(score=total, met=total >= 1.0 - 1e-9, rationale=f"reward {total:.3f}")
+
+
+@check(
+    description="The work-up had a purpose: the diagnosis is right, or an exam was ordered because the stated "
+    "working diagnosis calls for it (random activity has none)."
+)
+def purposeful(traj: Trajectory, step: int | None = None) -> CheckResult:
+    fits = [s.index for s in _orders(traj) if s.info.get("fits_impression")]
+    if _final(traj).get("correct"):
+        return CheckResult.of(True, "the diagnosis is right", fits)
+    return CheckResult.of(bool(fits), f"{len(fits)} order(s) follow a stated working diagnosis", fits)
 
 
 @check(description="Share of the case's key exams that were ordered (a panel reporting them counts).")
@@ -74,7 +91,7 @@ def key_exams_ordered(traj: Trajectory, step: int | None = None) -> CheckResult:
     keys = traj.task.hidden.get("key_exams", [])
     covered = {k for s in _orders(traj) for k in s.info.get("covers", [])}
     if not keys:
-        return CheckResult.of(True, "the case needs no exam to settle it")
+        return CheckResult.not_applicable("the case names no key exam")
     score = len(covered & set(keys)) / len(keys)
     missing = sorted(set(keys) - covered)
     return CheckResult(
@@ -108,7 +125,7 @@ def history_taken(traj: Trajectory, step: int | None = None) -> CheckResult:
 def cant_miss_considered(traj: Trajectory, step: int | None = None) -> CheckResult:
     wanted = [c["id"] for c in traj.task.hidden.get("cant_miss", [])]
     if not wanted:
-        return CheckResult.of(bool(_final(traj)), "no can't-miss condition for this case")
+        return CheckResult.not_applicable("the case names no can't-miss condition")
     got = set(_final(traj).get("considered", []))
     score = len(got & set(wanted)) / len(wanted)
     return CheckResult(
@@ -173,8 +190,8 @@ def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     missed = []
     for item in hidden.get("rubric", []):
         kind, target = item.get("kind", "judge"), item.get("target")
-        if kind == "judge":
-            continue
+        if kind == "judge" or (kind == "avoid_invasive" and not _orders(traj)):
+            continue  # an LLM item; "avoids invasive tests" says nothing of an agent that ordered nothing
         met = {
             "diagnosis": bool(final.get("correct")),
             "exam_ordered": target in ordered,
@@ -187,7 +204,7 @@ def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
         if not met:
             missed.append(item["text"])
     if total == 0:
-        return CheckResult.of(bool(final), "no checkable rubric item")
+        return CheckResult.not_applicable("no rubric item can be checked without an LLM")
     return CheckResult(score=got / total, met=got == total, rationale="missed: " + ("; ".join(missed) or "none"))
 
 
@@ -229,13 +246,19 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult.of(reason is None, reason or "valid call", [s.index])
 
 
-@check(scope="step", description="This order states a working impression and a reason (as DiagGym asks).")
+@check(
+    scope="step",
+    description="This order states a working diagnosis that calls for the exam (one of its key exams or a "
+    "bedside basic) and a reason (as DiagGym asks).",
+)
 def order_justified(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = _step(traj, step)
     if _tool(s) != "order":
         return CheckResult.of(False, "not a valid order", [s.index])
-    ok = len(s.info.get("impression", "")) >= 3 and len(s.info.get("reason", "")) >= 3
-    return CheckResult.of(ok, "impression and reason given" if ok else "impression or reason missing", [s.index])
+    fits = s.info.get("fits_impression", len(s.info.get("impression", "")) >= 3)
+    ok = bool(fits) and len(s.info.get("reason", "").split()) >= 2
+    why = "follows from the working diagnosis, with a reason" if ok else "no working diagnosis that calls for it"
+    return CheckResult.of(ok, why if fits else "the impression names no condition this exam bears on", [s.index])
 
 
 @check(scope="step", description="This order does not repeat an exam already resulted.")
@@ -259,6 +282,7 @@ ALL = check_set(
     diagnosis_correct,
     exam_f1,
     diaggym_reward,
+    purposeful,
     key_exams_ordered,
     history_taken,
     cant_miss_considered,

@@ -29,7 +29,13 @@ from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.clinical import checks
 from rubricgym.envs.clinical.case import CaseRecord, generate_case
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
-from rubricgym.envs.clinical.diagnosis import cited_exams, considered_conditions, differential_list, match_diagnosis
+from rubricgym.envs.clinical.diagnosis import (
+    cited_exams,
+    considered_conditions,
+    differential_list,
+    impression_fit,
+    match_diagnosis,
+)
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import (
@@ -91,6 +97,10 @@ class ClinicalEnv(RubricEnv):
     }
     """An order's result names the exam and its analytes (a key exam the agent ordered, a panel member too), and
     a diagnostic test's result may name what it detects ("Influenza A: detected")."""
+    shortcut_agents = {
+        "shotgun": "rubricgym.envs.clinical.agents:ShotgunAnswer",
+        "wrong_submit": "rubricgym.envs.clinical.agents:WrongSubmit",
+    }
     scripted_agents = {
         "oracle": "rubricgym.envs.clinical.agents:Oracle",
         "shotgun": "rubricgym.envs.clinical.agents:Shotgun",
@@ -329,6 +339,7 @@ class ClinicalEnv(RubricEnv):
             "reason": reason.strip(),
             "covers": covers,
             "justified": exam_id in self._facts.get("justified", []) or bool(covers),
+            "fits_impression": impression_fit(self.kb, self._facts, impression, [exam_id, *analytes]),
             "source": source,
             "result": body,
         }
@@ -381,7 +392,7 @@ class ClinicalEnv(RubricEnv):
             text=f"Diagnosis recorded: {diagnosis.strip()}.",
             done=True,
             answer=diagnosis.strip(),
-            reward=parts["diaggym"],
+            reward=parts["reward"],
             info=info,
         )
 

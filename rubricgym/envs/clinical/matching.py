@@ -148,13 +148,15 @@ class FindingIndex:
 class NameIndex:
     """Resolves free-text names (exams, diagnoses) to entry ids through names, aliases and codes."""
 
-    def __init__(self, entries: Iterable[tuple[str, Sequence[str], str | None]], min_len: int = 1):
+    def __init__(
+        self, entries: Iterable[tuple[str, Sequence[str], str | None]], min_len: int = 1, id_is_name: bool = True
+    ):
         self.names: dict[str, str] = {}  # folded name -> id
         self.display: dict[str, str] = {}  # id -> display name
         self.codes: dict[str, str] = {}  # ICD-10 without the dot -> id
         for id_, names, code in entries:
             self.display.setdefault(id_, names[0] if names else id_)
-            for n in (id_.replace("_", " "), *names):
+            for n in (id_.replace("_", " "), *names) if id_is_name else names:
                 if len(fold(n)) >= min_len:
                     self.names.setdefault(fold(n), id_)
             if code:

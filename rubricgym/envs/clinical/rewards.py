@@ -36,4 +36,13 @@ def diaggym_reward(issued: bool, correct: bool, covers: list[list[str]], key_exa
         "exam_f1": f1,
         "diaggym": total,
         "diaggym_norm": total / MAX_REWARD,
+        "reward": env_reward(correct, f1, bool(key_exams)),
     }
+
+
+def env_reward(correct: bool, f1: float, has_key_exams: bool) -> float:
+    """The env's terminal reward in [0, 1]: DiagGym's parts with the 0.1 "issued" term paid only with a correct
+    diagnosis (a well-formed wrong answer earns nothing), and the F1 term only when the case has key exams."""
+    if not has_key_exams:
+        return float(correct)
+    return ((ISSUED_WEIGHT + 1.0) * correct + F1_WEIGHT * f1) / MAX_REWARD

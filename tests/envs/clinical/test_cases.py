@@ -30,7 +30,7 @@ def test_example_cases_load_and_the_oracle_scores_them(kb):
         totals = [b.total for b in asyncio.run(prm.score_many(res.trajectories))]
         assert min(totals) >= floor, (name, totals)
         if name == "oracle":
-            assert all(t.outcome.reward == pytest.approx(1.6) for t in res.trajectories)
+            assert all(t.outcome.reward == pytest.approx(1.0) for t in res.trajectories)
 
 
 def test_given_results_are_served_and_the_rest_come_back_normal(kb):

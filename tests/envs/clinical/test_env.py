@@ -36,9 +36,10 @@ def test_a_work_up_reads_like_a_chart_with_stages(env, kb):
     assert terminated and not truncated and info["stage"] == "diagnosis"
     last = env.steps[-1].info
     assert last["correct"] and last["considered"] == ["aortic_dissection"]
-    # DiagGym: 0.1 + 1 + 0.5 * F1; two distinct orders, one covers a key exam (troponin), ECG missing
+    # DiagGym: 0.1 + 1 + 0.5 * F1 over its maximum 1.6; two distinct orders, one covers a key exam (troponin)
     p, r, f1 = exam_f1([["troponin_i"], []], ["ecg", "troponin_i"])
-    assert (p, r) == (0.5, 0.5) and reward == pytest.approx(1.1 + 0.5 * f1)
+    assert (p, r) == (0.5, 0.5) and reward == pytest.approx((1.1 + 0.5 * f1) / 1.6)
+    assert last["diaggym"] == pytest.approx(1.1 + 0.5 * f1)  # the paper's own value stays in the record
 
 
 def test_bad_input_becomes_explanatory_observations(env, kb):
@@ -75,7 +76,7 @@ def test_bad_input_becomes_explanatory_observations(env, kb):
 def test_diagnosis_matching_is_alias_and_icd_aware(env, kb, text):
     start(env, kb, "pneumonia")
     _, reward, terminated, *_ = env.step(call("diagnose", diagnosis=text))
-    assert terminated and env.steps[-1].info["correct"] and reward == pytest.approx(1.1)
+    assert terminated and env.steps[-1].info["correct"] and reward == pytest.approx(1.1 / 1.6)
 
 
 def test_wrong_or_hedged_diagnosis_is_not_credited(env, kb):

@@ -63,7 +63,7 @@ def test_step_checks_flag_process_faults(kb):
     env = rubricgym.make("clinical-v0")
     start(env, kb, "acute_appendicitis")
     env.step(call("order", exam="CT abdomen"))  # invasive, no history, no reason
-    env.step(call("order", exam="CT abdomen", impression="appendicitis", reason="again"))
+    env.step(call("order", exam="CT abdomen", impression="appendicitis", reason="confirm appendicitis"))
     env.step(call("diagnose", diagnosis="appendicitis", reason="CT abdomen shows it; troponin normal"))
     traj = env.trajectory()
     assert not ALL["order_justified"](traj, 0).met and ALL["order_justified"](traj, 1).met

@@ -1,0 +1,307 @@
+"""Shortcut battery: agents that look for reward without doing the task, scored on the env reward and the rubric.
+
+The master keys (``gaming.py``) try to fool the judges with text; these probes play real episodes the way an RL
+optimiser would once it found a hole:
+
+- ``info_reader``: reads everything the agent side can see besides the observations (the task id, ``info``,
+  ``state()``) and answers with each string found there (one probe per position: a policy that always answers
+  with the id's second word is one policy);
+- ``shotgun``: answers with every candidate it can list (every condition name of the knowledge base, every title
+  seen, every option on the page);
+- ``wrong_submit``: submits a well-formed wrong answer;
+- ``escape``: tries to leave the task's scope (path traversal, other files, other origins) and then finishes.
+
+An env plays its own version of a probe by naming an agent in ``RubricEnv.shortcut_agents``; the generic ones
+below play the rest. Every probe must average at most ``threshold`` (0.05) on both the env reward and the default
+rubric's total while the oracle averages at least ``good_min`` (0.9) on the rubric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubricgym.core.agent import Agent, BaseAgent, last_observation, tool_call
+from rubricgym.core.env import RubricEnv
+from rubricgym.core.leaves import leaves
+from rubricgym.core.registry import make, spec
+from rubricgym.core.rubric import load_rubric
+from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
+from rubricgym.rewards.gaming import TERMINAL_TOOLS, judgeable, placeholder_arguments
+from rubricgym.rewards.judges import CheckJudge
+from rubricgym.rewards.prm import ProcessRewardModel
+
+PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
+INFO_CANDIDATES = 4
+"""How many strings of the visible channels the info reader tries (one probe each)."""
+ESCAPES = (
+    "../../../../../../etc/passwd",
+    "/etc/passwd",
+    "..%2f..%2f..%2fetc%2fpasswd",
+    "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "file:///etc/passwd",
+    "~/.ssh/id_rsa",
+    "/proc/self/environ",
+    "....//....//etc/passwd",
+)
+_SPLIT = re.compile(r"[-_:/.\s]+")
+
+
+def terminal_call(tools: Sequence[ToolSpec], text: str) -> str | None:
+    """A call of the env's terminal tool with ``text`` as its first text argument (placeholders for the rest)."""
+    by_name = {t.name: t for t in tools}
+    tool = next((by_name[n] for n in TERMINAL_TOOLS if n in by_name), None)
+    if tool is None:
+        return None
+    args = placeholder_arguments(tool)
+    props = tool.parameters.get("properties", {})
+    first = next((k for k in tool.parameters.get("required", []) if "string" in str(props.get(k, {}))), None)
+    first = first or next((k for k, v in props.items() if "string" in str(v.get("type", ""))), None)
+    if first is not None:
+        args[first] = text
+    return tool_call(tool.name, **args)
+
+
+def visible_strings(channels: Mapping[str, Any]) -> list[str]:
+    """The distinct strings of the non-observation channels, in a fixed order: the id's words (its separators
+    turned to spaces, and each part), then every text value of ``info`` and ``state()``."""
+    out: list[str] = []
+    task_id = str(channels.get("task_id") or "")
+    parts = [p for p in _SPLIT.split(task_id) if p]
+    out += [" ".join(parts), *parts]
+    for key in ("info", "state"):
+        out += [str(v) for _, v in leaves(channels.get(key) or {}) if isinstance(v, str)]
+    return list(dict.fromkeys(s for s in out if s.strip()))
+
+
+class InfoReader(BaseAgent):
+    """Answers at once with the ``index``-th string of the visible channels (see ``visible_strings``)."""
+
+    def __init__(self, index: int = 0):
+        self.index = index
+        self.name = f"shortcut:info_reader[{index}]"
+        self.channels: Mapping[str, Any] = {}
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return InfoReader(self.index)
+
+    def see(self, channels: Mapping[str, Any]) -> None:
+        self.channels = channels
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        found = visible_strings(self.channels)
+        text = found[self.index] if self.index < len(found) else "unknown"
+        return terminal_call(tools, text) or text
+
+
+class ObservationShotgun(BaseAgent):
+    """Calls every tool once with its example arguments, then answers with every line it has seen."""
+
+    name = "shortcut:shotgun"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.tried: set[str] = set()
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return ObservationShotgun()
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        self.seen += [ln.strip() for ln in last_observation(messages).splitlines() if ln.strip()]
+        for t in tools:
+            if t.name not in TERMINAL_TOOLS and t.name not in self.tried:
+                self.tried.add(t.name)
+                return tool_call(t.name, **placeholder_arguments(t))
+        everything = "; ".join(dict.fromkeys(self.seen))[:20_000]
+        return terminal_call(tools, everything) or everything
+
+
+class WrongSubmit(BaseAgent):
+    """Submits a well-formed answer that is not the task's (its terminal tool with a made-up value)."""
+
+    name = "shortcut:wrong_submit"
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        return terminal_call(tools, "Zyxwvut Qrstuv") or "Zyxwvut Qrstuv"
+
+
+class Escape(BaseAgent):
+    """Calls every tool with each out-of-scope path or URL in its text arguments, then finishes."""
+
+    name = "shortcut:escape"
+
+    def __init__(self) -> None:
+        self.calls: list[str] | None = None
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        return Escape()
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        if self.calls is None:
+            self.calls = []
+            for t in tools:
+                props = t.parameters.get("properties", {})
+                texts = [k for k, v in props.items() if "string" in str(v.get("type", ""))]
+                if t.name in TERMINAL_TOOLS or not texts:
+                    continue
+                for target in ESCAPES[:3]:
+                    self.calls.append(tool_call(t.name, **{**placeholder_arguments(t), **dict.fromkeys(texts, target)}))
+        if self.calls:
+            return self.calls.pop(0)
+        return terminal_call(tools, "done") or "done"
+
+
+GENERIC: dict[str, Callable[..., Agent]] = {
+    "shotgun": lambda seed=None: ObservationShotgun(),
+    "wrong_submit": lambda seed=None: WrongSubmit(),
+    "escape": lambda seed=None: Escape(),
+}
+
+
+async def play(env: RubricEnv, agent: Agent, task: Task, seed: int, name: str) -> Trajectory:
+    """One episode through the Gymnasium face; an agent with ``see`` gets the id, ``info`` and ``state()``."""
+    _, info = await asyncio.to_thread(env.reset, seed=seed, options={"task": task})
+    ep = agent.episode(task, seed) if hasattr(agent, "episode") else agent
+    for _ in range(env.max_steps):
+        if hasattr(ep, "see"):
+            ep.see({"task_id": task.id, "info": info, "state": env.state().model_dump(mode="json")})
+        output = await ep.act(env.messages, env.tools())
+        _, _, terminated, truncated, info = await asyncio.to_thread(env.step, output)
+        if terminated or truncated:
+            break
+    return env.trajectory(agent=name, seed=seed)
+
+
+@dataclass
+class ProbeResult:
+    """Mean env reward and rubric total of one probe over the battery's tasks."""
+
+    name: str
+    reward: float
+    total: float | None
+    episodes: int
+
+
+@dataclass
+class BatteryReport:
+    """The oracle and every probe of one env, with the thresholds they are held to."""
+
+    env_id: str
+    rubric_id: str
+    oracle: ProbeResult | None = None
+    probes: list[ProbeResult] = field(default_factory=list)
+    threshold: float = 0.05
+    good_min: float = 0.9
+    errors: int = 0
+
+    def worst(self) -> ProbeResult | None:
+        """The probe with the highest rubric total (or env reward)."""
+        return max(self.probes, key=lambda p: max(p.total or 0.0, p.reward), default=None)
+
+    def problems(self) -> list[str]:
+        out = [
+            f"{p.name} earns env reward {p.reward:.3f} / rubric total {_fmt(p.total)} > {self.threshold:g}"
+            for p in self.probes
+            if p.reward > self.threshold or (p.total is not None and p.total > self.threshold)
+        ]
+        if self.oracle is not None and self.oracle.total is not None and self.oracle.total < self.good_min:
+            out.append(f"the oracle earns only {self.oracle.total:.3f} < {self.good_min:g}")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems()
+
+    def line(self) -> str:
+        w = self.worst()
+        o = self.oracle
+        good = "-" if o is None or o.total is None else f"{o.total:.3f}"
+        worst = (
+            "-"
+            if w is None
+            else f"{w.name} reward {w.reward:.3f}, total {w.total if w.total is None else round(w.total, 3)}"
+        )
+        return f"oracle total {good}; worst shortcut: {worst} (threshold {self.threshold:g})"
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def probe_agents(cls: type[RubricEnv]) -> dict[str, Callable[..., Agent]]:
+    """The battery's agents for an env: its own ``shortcut_agents`` over the generic ones, info readers first."""
+    imported = cls.shortcuts()
+    out: dict[str, Callable[..., Agent]] = {}
+    if "info_reader" in imported:
+        out["info_reader"] = imported.pop("info_reader")
+    else:
+        for i in range(INFO_CANDIDATES):
+            out[f"info_reader[{i}]"] = lambda seed=None, i=i: InfoReader(i)
+    for name in ("shotgun", "wrong_submit", "escape"):
+        out[name] = imported.pop(name, None) or GENERIC[name]
+    out.update(imported)
+    return out
+
+
+async def run_battery(
+    env_id: str,
+    *,
+    n_tasks: int = 2,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    tasks: Sequence[Task] | None = None,
+    threshold: float = 0.05,
+    good_min: float = 0.9,
+) -> BatteryReport:
+    """Play the oracle and every probe on ``n_tasks`` test tasks (or ``tasks``) and score them with the env
+    reward and the default rubric (its programmatic criteria)."""
+    cls = spec(env_id).load()
+    rubric = load_rubric(cls.default_rubric())
+    judges = [CheckJudge()]
+    scored, _ = judgeable(rubric, judges)
+    prm = ProcessRewardModel(scored, judges)
+    report = BatteryReport(env_id, rubric.id, threshold=threshold, good_min=good_min)
+    env = make(env_id, **(env_kwargs or {}))
+    try:
+        played = list(tasks) if tasks is not None else env.task_set(n_tasks, seed=seed, split="test")
+        agents = probe_agents(cls)
+        oracle = cls.agents().get("oracle")
+
+        async def score(name: str, factory: Callable[..., Agent]) -> ProbeResult:
+            trajs = [await play(env, factory(seed=seed + i), t, seed + i, name) for i, t in enumerate(played)]
+            rewards = [t.outcome.reward or 0.0 for t in trajs]
+            totals = [b.total for b in await prm.score_many(trajs) if scored.criteria]
+            report.errors += sum(x is None for x in totals)
+            vals = [x for x in totals if x is not None]
+            return ProbeResult(name, sum(rewards) / len(rewards), sum(vals) / len(vals) if vals else None, len(trajs))
+
+        if oracle is not None:
+            report.oracle = await score("oracle", oracle)
+        for name, factory in agents.items():
+            report.probes.append(await score(name, factory))
+    finally:
+        await env.aclose()
+    return report
+
+
+def table_rows(report: BatteryReport) -> list[tuple[str, str, str]]:
+    """``(probe, env reward, rubric total)`` rows for printing."""
+    rows = []
+    for p in ([report.oracle] if report.oracle else []) + report.probes:
+        rows.append((p.name, f"{p.reward:.3f}", "-" if p.total is None else f"{p.total:.3f}"))
+    return rows
+
+
+def as_json(report: BatteryReport) -> str:
+    return json.dumps(
+        {
+            "env": report.env_id,
+            "rubric": report.rubric_id,
+            "rows": [dict(zip(("probe", "reward", "total"), r, strict=True)) for r in table_rows(report)],
+            "problems": report.problems(),
+        }
+    )
