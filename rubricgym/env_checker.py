@@ -4,8 +4,10 @@ Beyond Gymnasium's ``check_env`` it checks what LLM envs get wrong: tool schemas
 actions (nothing may raise; each must get an explanatory observation), well-formed calls of every tool with
 hostile argument values (NUL bytes, lone surrogates, 100k-character strings, path traversal, regex
 metacharacters, wrong types) that must reach the tool and come back as observations, Unicode round trips, seeded
-determinism of ``reset``, distinct task ids, truncation at ``max_steps``, and the env's named checks and default
-rubric.
+determinism of ``reset``, distinct task ids, truncation at ``max_steps``, the env's named checks and default
+rubric, the leak audit (no hidden value in anything the agent side sees, ``rewards.leaks``) and the shortcut
+battery (no reward for reading ``info``, shotgun answers, wrong answers or leaving the task's scope,
+``rewards.shortcuts``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from rubricgym.core.rollout import rollout
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
 from rubricgym.rewards.gaming import audit_totals
+from rubricgym.rewards.leaks import audit_leaks
+from rubricgym.rewards.shortcuts import run_battery
 
 CheckRow = tuple[str, bool, str]
 
@@ -108,7 +112,29 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed)))
     rows.append(_run("default rubric validates", lambda: _default_rubric(env_spec)))
     rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed)))
+    kw = env_kwargs or {}
+    rows.append(_run("leak audit: no hidden value reaches the agent side", lambda: _leaks(env_spec, seed, kw)))
+    rows.append(_run("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, seed, kw)))
     return CheckReport(env_id, rows)
+
+
+def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+    """Seeded episodes of every scripted agent, every agent-side channel scanned for the tasks' hidden values."""
+    report = asyncio.run(audit_leaks(env_spec.id, n_tasks=3, seed=seed, env_kwargs=env_kwargs))
+    if not report.ok:
+        raise AssertionError(
+            report.line() + " (keep it in the private record: Step.info outside public_info_keys, Task.hidden; "
+            "declare a field the agent may find with a tool in RubricEnv.discoverable)"
+        )
+    return report.line()
+
+
+def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+    """The shortcut battery: each probe <= 0.05 on the env reward and the default rubric, the oracle >= 0.9."""
+    report = asyncio.run(run_battery(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
+    if not report.ok:
+        raise AssertionError("; ".join(report.problems()) + f" (details: rubricgym audit-judge --env {env_spec.id})")
+    return report.line()
 
 
 def _gym_check(env_spec: EnvSpec) -> str:

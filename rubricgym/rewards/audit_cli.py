@@ -19,6 +19,7 @@ from rubricgym.rewards.gaming import TotalsReport, audit_totals
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
+from rubricgym.rewards.shortcuts import BatteryReport, as_json, run_battery, table_rows
 
 _fmt = partial(fmt_number, spec=".2f")  # rates show two decimals
 
@@ -61,6 +62,18 @@ def totals_table(report: TotalsReport) -> Table:
     return table
 
 
+def battery_table(report: BatteryReport) -> Table:
+    """The shortcut battery: the oracle, then each probe's mean env reward and rubric total (over the threshold
+    in red)."""
+    table = Table(title=f"shortcut battery on {report.env_id} ({report.rubric_id})")
+    for col in ("agent", "env reward", "rubric total"):
+        table.add_column(col, justify="left" if col == "agent" else "right")
+    for name, reward, total in table_rows(report):
+        bad = name != "oracle" and any(v != "-" and float(v) > report.threshold for v in (reward, total))
+        table.add_row(name, *(f"[red]{v}[/red]" if bad else v for v in (reward, total)))
+    return table
+
+
 async def _run(
     env_id: str,
     rubric: Rubric | None,
@@ -70,7 +83,7 @@ async def _run(
     good_agent: str | None,
     threshold: float,
     good_min: float,
-) -> tuple[AuditReport, TotalsReport]:
+) -> tuple[AuditReport, TotalsReport, BatteryReport]:
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout_many
 
@@ -98,10 +111,11 @@ async def _run(
         good_min=good_min,
         good=good or None,
     )
-    return report, totals
+    battery = await run_battery(env_id, n_tasks=n_tasks, seed=seed, threshold=threshold, good_min=good_min)
+    return report, totals, battery
 
 
-async def _run_all(env_ids: list[str], *args: Any) -> list[tuple[str, AuditReport, TotalsReport]]:
+async def _run_all(env_ids: list[str], *args: Any) -> list[tuple[str, AuditReport, TotalsReport, BatteryReport]]:
     """Every env in one event loop; the judge's connections are closed once, at the end."""
     judge = args[1]
     try:
@@ -131,9 +145,10 @@ def audit_command(
     good_min: Annotated[float, typer.Option(help="flag the rubric when the known-good mean total is below this")] = 0.9,
     out: Annotated[Path | None, typer.Option(help="write the report as JSON here")] = None,
 ) -> None:
-    """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, and
-    the total reward of each master key and of doing nothing next to the known-good agent's (exit 1 if the
-    rubric pays for nothing). ``--env all`` audits every registered env."""
+    """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, the
+    total reward of each master key and of doing nothing next to the known-good agent's, and the shortcut
+    battery's env reward and rubric total per probe (exit 1 if the rubric or the env pays for nothing).
+    ``--env all`` audits every registered env."""
     console = Console()
     try:
         override = Rubric.load(rubric) if rubric else None
@@ -151,8 +166,8 @@ def audit_command(
     env_ids = [s.id for s in list_envs()] if env == "all" else [env]
     results, flagged = [], []
     audits = asyncio.run(_run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min))
-    for env_id, report, totals in audits:
-        for table in [*report_tables(report), totals_table(totals)]:
+    for env_id, report, totals, battery in audits:
+        for table in [*report_tables(report), totals_table(totals), battery_table(battery)]:
             console.print(table)
         console.print(
             f"overall: FPR {_fmt(report.fpr())}, FNR {_fmt(report.fnr())}, {report.errors} failed verdicts "
@@ -162,8 +177,16 @@ def audit_command(
             console.print(f"[yellow]error[/yellow] {example}")
         for problem in totals.problems():
             console.print(f"[red]FLAG[/red] {env_id}: {problem}")
-        flagged += [env_id] if totals.problems() else []
-        results.append({"judge": report.model_dump(mode="json"), "totals": totals.model_dump(mode="json")})
+        for problem in battery.problems():
+            console.print(f"[red]FLAG[/red] {env_id}: shortcut {problem}")
+        flagged += [env_id] if totals.problems() or battery.problems() else []
+        results.append(
+            {
+                "judge": report.model_dump(mode="json"),
+                "totals": totals.model_dump(mode="json"),
+                "shortcuts": json.loads(as_json(battery)),
+            }
+        )
     if out:
         out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         console.print(f"wrote {out}")

@@ -145,11 +145,36 @@ def mentions(text: str, name: str) -> bool:
     return re.search(r"(?<![\w'’-])" + re.escape(n) + r"(?![\w'’-])", normalize(text)) is not None
 
 
+_HEDGE = re.compile(r"\s*(?:[;,/|\n]|\bor\b|\band\b|\bvs\b)\s*")
+_NAME_LINKS = frozenset({"of", "the", "de", "da", "del", "van", "von", "der", "la", "le", "al", "bin"})
+
+
+def _looks_like_name(part: str) -> bool:
+    words = part.replace("*", "").split()
+    return (
+        1 <= len(words) <= 6
+        and words[0][:1].isupper()
+        and all(w[:1].isupper() or w.lower() in _NAME_LINKS for w in words)
+    )
+
+
+def hedged(answer: str, names: Sequence[str]) -> bool:
+    """Whether the answer line lists another name beside the gold one ("Ke Hirox; Tazax Observatory"): a
+    shotgun answer commits to none of its names. An apposition ("Ke Hirox, the astronomer") is not a name."""
+    parts = [p.strip() for p in _HEDGE.split(answer) if p.strip()]
+    return len(parts) > 1 and any(_looks_like_name(p) and not any(mentions(p, n) for n in names) for p in parts)
+
+
 def outcome_match(answer: str, names: Sequence[str], confusable: Sequence[str] = ()) -> bool:
-    """Exact/alias match: the answer line equals a gold name, or names one with little else around it."""
+    """Exact/alias match: the answer line equals a gold name, or names one with little else around it and no
+    other name beside it (a list of candidates is not an answer)."""
     a = normalize(answer)
     a = a[4:] if a.startswith("the ") else a
     if not a or any(mentions(a, c) for c in confusable if not any(mentions(c, n) for n in names)):
+        return False
+    if any(a == normalize(n) for n in names if n):
+        return True
+    if hedged(answer, names):
         return False
     for name in names:
         n = normalize(name)

@@ -72,6 +72,7 @@ class DeepSearchEnv(RubricEnv):
         field: frozenset({"search", "open", "find"}) for field in ("answer", "aliases", "entities", "gold_docs")
     }
     """The chain's entities, the answer and their pages are in the corpus: finding them is the task."""
+    shortcut_agents = {"shotgun": "rubricgym.envs.deepsearch.agents:ShotgunAnswer"}
     scripted_agents = {
         name: f"rubricgym.envs.deepsearch.agents:{cls}"
         for name, cls in (
