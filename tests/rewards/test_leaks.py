@@ -6,7 +6,7 @@ import numpy as np
 
 from rubricgym.core.env import ToolOutput
 from rubricgym.core.registry import register, unregister
-from rubricgym.core.types import Task
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.toy.calculator import CalculatorEnv
 from rubricgym.rewards.leaks import Scanner, audit_leaks, make_secrets, normalise
 
@@ -26,7 +26,7 @@ class InfoLeakEnv(CalculatorEnv):
     env_id = "test-info-leak-v0"
     public_info_keys = frozenset({"expected"})
 
-    def call_tool(self, call):  # noqa: ANN001, ANN201
+    def call_tool(self, call: ToolCall) -> ToolOutput:
         out = super().call_tool(call)
         assert self._task is not None
         return ToolOutput(
