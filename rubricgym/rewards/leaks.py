@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.core.agent import Agent
+from rubricgym.core.agent import Agent, tool_call
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.leaves import leaves
 from rubricgym.core.registry import make, spec
-from rubricgym.core.types import Task
+from rubricgym.core.types import Message, Task
 
 STOPWORDS = frozenset({"true", "false", "none", "null", "yes", "no", "the", "and", "not", "n/a", "unknown"})
 """Values too generic to be a secret (booleans, placeholders)."""
@@ -215,6 +215,16 @@ class _Episode:
             self.report.exempt[key] = self.report.exempt.get(key, 0) + 1
 
 
+def as_text(output: str | Message) -> str:
+    """An agent's output as the text the Gymnasium face takes (a structured tool call in ``<tool_call>`` tags)."""
+    if isinstance(output, str):
+        return output
+    if output.tool_calls:
+        call = output.tool_calls[0]
+        return tool_call(call.name, **call.arguments)
+    return output.content or ""
+
+
 async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: str, task: Task, seed: int) -> None:
     """Play one episode of ``task`` through the Gymnasium face and scan every channel the agent side sees."""
     ep = _Episode(report, env, task, name)
@@ -228,8 +238,8 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
     episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
     report.episodes += 1
     for i in range(env.max_steps):
-        output = await episode_agent.act(env.messages, env.tools())
-        ep.wrote(str(output))
+        output = as_text(await episode_agent.act(env.messages, env.tools()))
+        ep.wrote(output)
         obs_text, _reward, terminated, truncated, info = await asyncio.to_thread(env.step, output)
         step = env.steps[-1]
         if step.action.tool_call is not None:

@@ -33,6 +33,7 @@ from rubricgym.core.rubric import load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 from rubricgym.rewards.gaming import TERMINAL_TOOLS, judgeable, placeholder_arguments
 from rubricgym.rewards.judges import CheckJudge
+from rubricgym.rewards.leaks import as_text
 from rubricgym.rewards.prm import ProcessRewardModel
 
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
@@ -169,7 +170,7 @@ async def play(env: RubricEnv, agent: Agent, task: Task, seed: int, name: str) -
     for _ in range(env.max_steps):
         if hasattr(ep, "see"):
             ep.see({"task_id": task.id, "info": info, "state": env.state().model_dump(mode="json")})
-        output = await ep.act(env.messages, env.tools())
+        output = as_text(await ep.act(env.messages, env.tools()))
         _, _, terminated, truncated, info = await asyncio.to_thread(env.step, output)
         if terminated or truncated:
             break
@@ -242,7 +243,7 @@ def probe_agents(cls: type[RubricEnv]) -> dict[str, Callable[..., Agent]]:
         for i in range(INFO_CANDIDATES):
             out[f"info_reader[{i}]"] = lambda seed=None, i=i: InfoReader(i)
     for name in ("shotgun", "wrong_submit", "escape"):
-        out[name] = imported.pop(name, None) or GENERIC[name]
+        out[name] = imported.pop(name) if name in imported else GENERIC[name]
     out.update(imported)
     return out
 
