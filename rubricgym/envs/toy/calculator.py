@@ -44,6 +44,8 @@ class CalculatorEnv(RubricEnv):
     max_observation_chars = 2000
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
+    public_info_keys = frozenset({"value"})
+    """The number a calculator call computed (or the answer given); whether an answer is right stays private."""
     discoverable = {"answer": frozenset({"calculator"})}
     """The calculator computes the answer from the expressions the agent types: that is the task."""
     scripted_agents = {
