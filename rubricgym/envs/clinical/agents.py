@@ -169,8 +169,8 @@ class RandomAgent(SeededAgent):
 
 
 class ShotgunAnswer(_Planned):
-    """Shortcut probe: one diagnosis string naming every condition of the knowledge base (the case's own first
-    when it is one), with all of them again as the differential."""
+    """Shortcut probe: one diagnosis string naming every condition of the knowledge base, with all of them again
+    as the differential."""
 
     name = "shortcut:shotgun"
 

@@ -76,13 +76,11 @@ def diaggym_reward(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 
 @check(
-    description="The work-up had a purpose: the diagnosis is right, or an exam was ordered because the stated "
-    "working diagnosis calls for it (random activity has none)."
+    description="The work-up had a purpose: an exam was ordered because the stated working diagnosis calls for "
+    "it (random activity has none, even when its final guess happens to be right)."
 )
 def purposeful(traj: Trajectory, step: int | None = None) -> CheckResult:
     fits = [s.index for s in _orders(traj) if s.info.get("fits_impression")]
-    if _final(traj).get("correct"):
-        return CheckResult.of(True, "the diagnosis is right", fits)
     return CheckResult.of(bool(fits), f"{len(fits)} order(s) follow a stated working diagnosis", fits)
 
 
