@@ -2,8 +2,14 @@
 
 Tools are ``@tool`` methods that run on the pool's loop: the Gymnasium face blocks on them, and
 ``astep_typed`` runs the step in a pool worker thread so the caller's event loop keeps serving other episodes.
-A subclass says where the episode's page is (``open_episode``), how to read its state (``read_state``) and what
-a step earned (``judge_step``); ``answer`` and ``done`` are its too.
+A subclass says where the episode's page is (``open_episode``), what a step did (``judge_step``) and what it
+earned (``step_reward``); ``answer`` and ``done`` are its too.
+
+Reward integrity: a step's ``info`` is the private record (goal rows with expected values stay there; only
+``public_info_keys`` reach the agent); answers are final (a written field cannot be changed) and count only
+once the episode ends, so the per-step reward is no answer oracle; and every page the episode shows must stay
+in ``scope``: ``navigate`` resolves the URL as the browser will before checking it, and a page found outside the
+scope after any action ends the episode as a failed escape (reward 0, ``escaped`` in the summary).
 """
 
 from __future__ import annotations
@@ -14,14 +20,14 @@ import json
 import time
 import weakref
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
-from urllib.parse import urljoin
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Literal
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
 from rubricgym.envs.gui.pool import BrowserPool
+from rubricgym.envs.gui.scope import in_scope, resolve_url
 from rubricgym.envs.gui.session import ActionFailed, Session, Site
 
 STAGES = ("navigate", "act", "finish")
@@ -36,6 +42,12 @@ class BrowserEnv(RubricEnv):
     stages = STAGES
     default_max_steps = 15
     max_observation_chars = 12_000
+    public_info_keys: ClassVar[frozenset[str]] = frozenset({"tool", "screenshot_jpeg_b64", "timeout", "escaped"})
+    shortcut_agents: ClassVar[Mapping[str, str]] = {
+        "shotgun": "rubricgym.envs.gui.agents:Shotgun",
+        "wrong_submit": "rubricgym.envs.gui.agents:WrongSubmit",
+        "escape": "rubricgym.envs.gui.agents:Escape",
+    }
 
     def __init__(
         self,
@@ -58,7 +70,10 @@ class BrowserEnv(RubricEnv):
         self._changed_last = False
         self.answer_sheet: dict[str, str] = {}
         self.scope: str | None = None
-        """The URL prefix ``navigate`` may open (a subclass sets it per episode); ``None``: the site's origin."""
+        """The URL prefix the episode's pages must stay under (a subclass sets it per episode); ``None``: the
+        site's origin."""
+        self.escaped: str | None = None
+        """The out-of-scope URL the page reached, which ended the episode as a failure (``None``: it never left)."""
 
     @property
     def pool(self) -> BrowserPool:
@@ -77,8 +92,13 @@ class BrowserEnv(RubricEnv):
         """Open ``task``'s start page in ``session`` and put it in the task's initial state (pool loop)."""
 
     @abstractmethod
-    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
-        """After an action (or a failed one): ``(reward, whether the state changed, step info)``."""
+    async def judge_step(self, session: Session, tool: str) -> tuple[bool, dict[str, Any]]:
+        """After an action (or a failed one): ``(whether the state changed, the step's private info)``."""
+
+    @abstractmethod
+    def step_reward(self, info: dict[str, Any], final: bool) -> float:
+        """The reward of a judged step: on the episode's ``final`` step its outcome, before that a shaping signal
+        that must reveal nothing the agent could not see (never whether an answer is right)."""
 
     # ---- episode --------------------------------------------------------------------------------------------
 
@@ -93,6 +113,7 @@ class BrowserEnv(RubricEnv):
         self.session.restore = _restorer(self)
         self.session.blocked.clear()
         self.answer_sheet = {}
+        self.escaped = None
         self._started = time.monotonic()
         await self.open_episode(self.session, task)
         page = await self.page_text()
@@ -142,15 +163,26 @@ class BrowserEnv(RubricEnv):
     def _browse(self, name: str, **args: Any) -> ToolOutput:
         return self.pool.run(self._abrowse(name, args))
 
+    def episode_scope(self) -> str:
+        """The URL prefix this episode's pages must stay under."""
+        assert self.session is not None, "episode_scope() needs an open episode: call reset() first"
+        return self.scope or self.session.site.origin + "/"
+
+    def _last_step(self) -> bool:
+        """Whether the step being run is the episode's last (the base class truncates after it)."""
+        return len(self._records) + 1 >= self.max_steps
+
     async def _abrowse(self, name: str, args: dict[str, Any]) -> ToolOutput:
         if self.session is None:
             return ToolOutput(text="No page is open: call reset() to start an episode.", error="no episode")
+        if not in_scope(self.session.url, self.episode_scope()):  # left between steps (a timer of the page)
+            return self._escape(name, None)
         if time.monotonic() - self._started > self.episode_timeout:
-            reward, _, info = await self.judge_step(self.session, name)
+            _, info = await self.judge_step(self.session, name)
             return ToolOutput(
                 text=f"The episode's time limit ({self.episode_timeout:g}s) is up.",
                 done=True,
-                reward=reward,
+                reward=self.step_reward(info, final=True),
                 info={**info, "tool": name, "timeout": True},
             )
         error = None
@@ -162,13 +194,16 @@ class BrowserEnv(RubricEnv):
                 error = str(e)
                 head = f"Error: {error}. Current page:"
         elif name == "answer":
-            fields = args["fields"].items()
-            self.answer_sheet.update({str(k): v if isinstance(v, str) else json.dumps(v) for k, v in fields})
+            self.answer_sheet.update(args["fields"])
             head = "Answer sheet: " + json.dumps(self.answer_sheet, ensure_ascii=False) + ". Call done() when finished."
         else:
             head = ""
-        reward, changed, info = await self.judge_step(self.session, name)
+        if not in_scope(self.session.url, self.episode_scope()):
+            return self._escape(name, error)
+        changed, info = await self.judge_step(self.session, name)
         self._changed_last = changed
+        final = name == "done" or bool(info.get("episode_over")) or self._last_step()
+        reward = self.step_reward(info, final)
         if name == "done":
             return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
         if info.get("episode_over"):  # the page itself says the episode is over
@@ -189,6 +224,19 @@ class BrowserEnv(RubricEnv):
             error = error or str(e)
             text = f"{head}\nThe page cannot be read right now ({e})."
         return ToolOutput(text=text, error=error, reward=reward, info={**info, "tool": name})
+
+    def _escape(self, name: str, error: str | None) -> ToolOutput:
+        """End the episode as a failed escape: the page left the scope, so no state it shows now is judged."""
+        assert self.session is not None
+        self.escaped = self.session.url
+        scope = self.episode_scope()
+        return ToolOutput(
+            text=f"The page left this task's app ({scope}); the episode is over and counts as a failure.",
+            done=True,
+            error=error or "left the task's scope",
+            reward=0.0,
+            info={"tool": name, "escaped": True, "escaped_to": self.escaped, "changed": False, "unexpected": []},
+        )
 
     # ---- tools ---------------------------------------------------------------------------------------------
 
@@ -271,23 +319,29 @@ class BrowserEnv(RubricEnv):
         """
         if len(url) > MAX_URL_CHARS or "\0" in url:
             raise ToolError(f"the URL must be at most {MAX_URL_CHARS} characters with no NUL byte")
-        scope = self.scope or (self.session.site.origin + "/" if self.session is not None else "")
-        here = self.session.url if self.session is not None else ""
-        target = urljoin(here if here.startswith(scope) else scope, url.strip())
-        if not target.startswith(scope):
-            raise ToolError(f"only pages under {scope} can be opened; {target!r} is outside")
+        if self.session is None:
+            return ToolOutput(text="No page is open: call reset() to start an episode.", error="no episode")
+        scope = self.episode_scope()
+        here = self.session.url
+        target = resolve_url(url, here if in_scope(here, scope) else scope)
+        if target is None or not in_scope(target, scope):
+            raise ToolError(f"only pages under {scope} can be opened; {url!r} resolves to {target or 'no such page'}")
         return self._browse("navigate", url=target)
 
     @tool(examples={"fields": {"phone": "+1 555 123 4567"}})
     def answer(self, fields: dict) -> ToolOutput:
-        """Write the information the task asks for on the answer sheet (call done() afterwards).
+        """Write the information the task asks for on the answer sheet (final: a field cannot be changed later).
 
         Args:
             fields: answer field name -> value, e.g. {"phone": "+1 555 123 4567"}
         """
         if not fields:
             raise ToolError('fields is empty; pass the requested fields, e.g. {"count": "3"}')
-        return self._browse("answer", fields=fields)
+        sheet = {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in fields.items()}
+        changed = sorted(k for k, v in sheet.items() if self.answer_sheet.get(k, v) != v)
+        if changed:
+            raise ToolError(f"answers are final: {changed} already hold another value on the answer sheet")
+        return self._browse("answer", fields=sheet)
 
     @tool
     def done(self) -> ToolOutput:

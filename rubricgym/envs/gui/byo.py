@@ -1,9 +1,13 @@
 """Bring your own web tasks: any page in a local folder or on a loopback URL becomes an env from a small spec.
 
 The spec (YAML or ``WebTaskSpec(...)`` in Python) says how to reset the page with a seed, read the
-instruction, the reward and whether the episode is over: JavaScript functions over the page's own globals, so
-community task suites that compute their reward in JS (MiniWoB++-style) plug in without code. Optional goal
-predicates over a JS ``state`` function give progress and success as in ``gui-v0``.
+instruction, the reward, whether the episode is over and whether it succeeded: JavaScript functions over the
+page's own globals, so community task suites that compute their reward in JS (MiniWoB++-style) plug in without
+code. Optional goal predicates over a JS ``state`` function give progress and success as in ``gui-v0``.
+
+Success is its own field, never read off a time-scaled reward: a ``success`` JS function, or else the page's
+reward at or above ``success_threshold``. The episode's reward is that success (1 or 0); a negative page reward is
+a failure, and a page that ends the episode unsuccessfully is a false completion, not a finish in time.
 
     spec = WebTaskSpec.load("my_tasks/spec.yaml")
     register_web_tasks(spec)          # registers web-<name>-v0: rubricgym run web-<name>-v0 --agent random ...
@@ -11,8 +15,9 @@ predicates over a JS ``state`` function give progress and success as in ``gui-v0
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import yaml
@@ -22,7 +27,15 @@ from rubricgym.core.registry import EnvSpec, register
 from rubricgym.core.types import Task
 from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
-from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
+from rubricgym.envs.gui.judge import (
+    Goal,
+    changed_paths,
+    check_goals,
+    gained,
+    progress,
+    state_progress,
+    unexpected_changes,
+)
 from rubricgym.envs.gui.session import ActionFailed, Session, Site
 
 EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
@@ -44,6 +57,9 @@ class WebTaskSpec(BaseModel):
     state: str | None = None
     goals: list[Goal] = Field(default_factory=list)
     expected_changes: list[str] = Field(default_factory=lambda: ["*"])
+    success: str | None = None
+    """A JS function: true when the episode succeeded (e.g. ``() => WOB_RAW_REWARD > 0`` for a page whose
+    reward shrinks with time); unset: the page's reward at or above ``success_threshold``."""
     success_threshold: float = 1.0
     max_steps: int = Field(default=15, ge=1)
     seeds: int = Field(default=1000, ge=1)
@@ -90,7 +106,10 @@ class WebTaskEnv(BrowserEnv):
 
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
-    scripted_agents = {"random": "rubricgym.envs.gui.agents:RandomClicker"}
+    scripted_agents: ClassVar[Mapping[str, str]] = {
+        "random": "rubricgym.envs.gui.agents:RandomClicker",
+        "oracle": "rubricgym.envs.gui.agents:FlightOracle",  # the worked example's (web-example-v0) only
+    }
 
     def __init__(self, spec: WebTaskSpec | dict[str, Any] | str | Path = EXAMPLE_SPEC, **kwargs: Any):
         super().__init__(**kwargs)
@@ -102,6 +121,8 @@ class WebTaskEnv(BrowserEnv):
         self._instruction = ""
         self._reward = 0.0
         self._over = False
+        self._succeeded = False
+        self._start_state_progress = 0.0
         self._initial: Any = None
         self._last: Any = None
         self._progress = 0.0
@@ -132,9 +153,11 @@ class WebTaskEnv(BrowserEnv):
         await session.open(self.web_spec.start_url())
         await self._reset_page(session, task)
         self._instruction = str(await session.evaluate(f"({self.web_spec.instruction})()"))
-        self._reward, self._over = 0.0, False
+        self._reward, self._over, self._succeeded = 0.0, False, False
         self._initial = self._last = await self._state(session)
         self._progress = self._goal_progress(self._initial)
+        if self.web_spec.goals:
+            self._start_state_progress = state_progress(check_goals(self.web_spec.goals, self._initial or {}, {}))
 
     async def _reset_page(self, session: Session, task: Task) -> None:
         await session.evaluate(f"seed => ({self.web_spec.reset})(seed)", int(task.params.get("page_seed", 0)))
@@ -151,48 +174,70 @@ class WebTaskEnv(BrowserEnv):
         return await session.evaluate(f"({self.web_spec.state})()") if self.web_spec.state else None
 
     def _goal_progress(self, state: Any) -> float:
+        """Goal progress with goals; without them all or nothing (a page's reward may shrink with time)."""
         if self.web_spec.goals:
             return progress(check_goals(self.web_spec.goals, state or {}, self.answer_sheet))
-        return min(1.0, max(0.0, self._reward))
+        return float(self._success())
 
-    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
+    async def judge_step(self, session: Session, tool: str) -> tuple[bool, dict[str, Any]]:
+        spec = self.web_spec
         try:
-            self._reward = float(await session.evaluate(f"({self.web_spec.reward})()"))
-            self._over = bool(await session.evaluate(f"({self.web_spec.done})()"))
+            self._reward = float(await session.evaluate(f"({spec.reward})()"))
+            self._over = bool(await session.evaluate(f"({spec.done})()"))
+            if spec.success is not None:
+                self._succeeded = bool(await session.evaluate(f"({spec.success})()"))
             state = await self._state(session)
         except (ActionFailed, TypeError, ValueError):
             state = self._last
         info: dict[str, Any] = {"page_reward": self._reward, "prev_progress": self._progress}
-        changed = self.web_spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
-        if self.web_spec.goals:
-            info["goals"] = check_goals(self.web_spec.goals, state or {}, self.answer_sheet)
-        if self.web_spec.state is not None:
-            info["unexpected"] = unexpected_changes(self._last or {}, state or {}, self.web_spec.expected_changes)
+        changed = spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
+        if spec.goals:
+            info["goals"] = check_goals(spec.goals, state or {}, self.answer_sheet)
+        if spec.state is not None:
+            info["unexpected"] = unexpected_changes(self._last or {}, state or {}, spec.expected_changes)
         self._last, self._progress = state, self._goal_progress(state)
         info.update(progress=self._progress, episode_over=self._over, changed=changed)
-        return self._reward, changed, info
+        return changed, info
+
+    def step_reward(self, info: dict[str, Any], final: bool) -> float:
+        if final:
+            return float(self._success())
+        if not self.web_spec.goals:  # the page's own reward is revealed only at the end: no oracle mid-episode
+            return 0.0
+        return gained(state_progress(info["goals"]), self._start_state_progress)
+
+    def _success(self) -> bool:
+        spec = self.web_spec
+        if self.escaped is not None:
+            return False
+        if spec.goals and self._progress < 1.0 - 1e-9:
+            return False
+        if spec.success is not None:
+            return self._succeeded
+        return bool(spec.goals) or self._reward >= spec.success_threshold
 
     def summary(self) -> dict[str, Any]:
         if not self._records:
             return {}
         last = self._records[-1]
         spec = self.web_spec
-        success = (self._progress >= 1.0 - 1e-9) if spec.goals else self._reward >= spec.success_threshold
-        claimed = last.out.done and last.call is not None and last.call.name == "done"
+        success = self._success()
+        ended = last.out.done and last.call is not None and (last.call.name == "done" or self._over)
         side = (
             unexpected_changes(self._initial or {}, self._last or {}, self.web_spec.expected_changes)
             if self.web_spec.state
             else []
         )
         return {
-            "spec": self.web_spec.name,
+            "spec": spec.name,
             "page_reward": self._reward,
             "success": success,
             "progress": self._progress,
-            "false_completion": bool(claimed and not success),
+            "false_completion": bool(ended and not success and self.escaped is None),
             "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
             "side_effects": side,
             "answer_sheet": dict(self.answer_sheet),
+            "escaped": self.escaped is not None,
         }
 
 

@@ -2,15 +2,18 @@
 
 Each task comes from a parameterised template (``templates/``): the app starts in a seeded state, the agent
 operates it through browser tools on ARIA-snapshot observations, and every reward is read from the app's own
-state (``state()`` in its JS): goal predicates give success and dense progress (passed / total goals, the
-reward of every step), the state diff minus the template's expected changes gives unexpected side effects,
-``done`` on an unfinished task is a false completion and running out of steps is an overdue termination.
+state (``state()`` in its JS): goal predicates give success, the state diff minus the template's expected changes
+gives unexpected side effects, ``done`` on an unfinished task is a false completion, running out of steps is an
+overdue termination and a page that leaves the task's app is a failed escape. The episode's reward is its success
+(1 or 0); the steps before it earn the share of the state goals gained so far (answers count only at the end).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,7 +21,15 @@ from rubricgym.core.types import Task
 from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.data import APPS, initial_state
-from rubricgym.envs.gui.judge import Goal, changed_paths, check_goals, progress, unexpected_changes
+from rubricgym.envs.gui.judge import (
+    Goal,
+    changed_paths,
+    check_goals,
+    gained,
+    progress,
+    state_progress,
+    unexpected_changes,
+)
 from rubricgym.envs.gui.session import ActionFailed, Session, Site
 from rubricgym.envs.gui.templates import TEMPLATES
 
@@ -40,6 +51,10 @@ class GuiEnv(BrowserEnv):
     scripted_agents = {
         "oracle": "rubricgym.envs.gui.agents:Oracle",
         "random": "rubricgym.envs.gui.agents:RandomClicker",
+    }
+    discoverable: ClassVar[Mapping[str, frozenset[str]]] = {
+        "goals": frozenset({"*"}),  # what an information task asks for is on the app's pages (and on the sheet)
+        "plan": frozenset({"*"}),  # the oracle's plan names elements of those pages and the text it types
     }
 
     def __init__(
@@ -68,6 +83,23 @@ class GuiEnv(BrowserEnv):
         self._initial: dict[str, Any] = {}
         self._last: dict[str, Any] = {}
         self._progress = 0.0
+        self._start_state_progress = 0.0
+
+    @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The answers the agent must find out (answer-sheet goals) that neither the instruction nor the app's
+        starting data shows.
+
+        State goals describe the state the instruction asks for, in the app's own vocabulary (a folder named
+        "sent"), and an app's data is on its pages by design: the company asked for is one of the nine on the
+        contact list. Which one is the secret, and the shortcut battery checks that no channel says it.
+        """
+        shown = (task.prompt + json.dumps(task.params.get("state", {}), ensure_ascii=False)).casefold()
+        return [
+            (f"goals[{i}].expected", g["expected"])
+            for i, g in enumerate(task.hidden.get("goals", []))
+            if str(g.get("field", "")).startswith("answer.") and str(g.get("expected")).casefold() not in shown
+        ]
 
     # ---- tasks ----------------------------------------------------------------------------------------------
 
@@ -132,12 +164,13 @@ class GuiEnv(BrowserEnv):
         await session.open(self.scope + "index.html")
         await session.evaluate("s => load(s)", task.params["state"])
         self._initial = self._last = await session.evaluate("() => state()")
-        self._progress = progress(check_goals(self._goals, self._initial, {}))
+        rows = check_goals(self._goals, self._initial, {})
+        self._progress, self._start_state_progress = progress(rows), state_progress(rows)
 
     async def restore_page(self, session: Session) -> None:
         await session.page.evaluate("s => load(s)", self._last)
 
-    async def judge_step(self, session: Session, tool: str) -> tuple[float, bool, dict[str, Any]]:
+    async def judge_step(self, session: Session, tool: str) -> tuple[bool, dict[str, Any]]:
         try:
             state = await session.evaluate("() => state()")
         except ActionFailed:  # the page is not the app (went back past it): the app's state is where it was
@@ -153,13 +186,21 @@ class GuiEnv(BrowserEnv):
             "unexpected": unexpected_changes(self._last, state, self._expected),
         }
         self._last, self._progress = state, now
-        return now, changed, info
+        return changed, info
+
+    def step_reward(self, info: dict[str, Any], final: bool) -> float:
+        if final:
+            return float(self._success())
+        return gained(state_progress(info["goals"]), self._start_state_progress)
+
+    def _success(self) -> bool:
+        return bool(self._goals) and self._progress >= 1.0 - 1e-9 and self.escaped is None
 
     def summary(self) -> dict[str, Any]:
         if not self._records or self._task is None:
             return {}
         last = self._records[-1]
-        success = bool(self._goals) and self._progress >= 1.0 - 1e-9
+        success = self._success()
         claimed = last.out.done and last.call is not None and last.call.name == "done"
         return {
             "template": self._task.params.get("template"),
@@ -172,4 +213,5 @@ class GuiEnv(BrowserEnv):
             "side_effects": unexpected_changes(self._initial, self._last, self._expected),
             "answer_sheet": dict(self.answer_sheet),
             "invalid_steps": sum(1 for r in self._records if r.parse_error or r.out.error),
+            "escaped": self.escaped is not None,
         }

@@ -104,6 +104,17 @@ def progress(rows: list[dict[str, Any]]) -> float:
     return sum(r["passed"] for r in rows) / len(rows) if rows else 1.0
 
 
+def state_progress(rows: list[dict[str, Any]]) -> float:
+    """``progress`` over the goals on the app's state, leaving out the answer sheet's (answers count at the end,
+    so a per-step reward never says whether an answer is right)."""
+    return progress([r for r in rows if not r["field"].startswith("answer.")])
+
+
+def gained(now: float, start: float) -> float:
+    """The share of what was left open at the start that holds now (0 when nothing was left open)."""
+    return 0.0 if start >= 1.0 else max(0.0, (now - start) / (1.0 - start))
+
+
 def flatten(state: Any, prefix: str = "") -> dict[str, Any]:
     """``path -> scalar`` for every leaf; list items with an ``id`` are keyed ``[id=X]``, others by index."""
     out: dict[str, Any] = {}

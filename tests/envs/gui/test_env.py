@@ -108,9 +108,9 @@ def test_answer_sheet_and_screenshot(pool):
     jpeg = base64.b64decode(env.trajectory().steps[-1].info["screenshot_jpeg_b64"])
     assert jpeg[:2] == b"\xff\xd8"
     obs, reward, *_ = env.step(call("answer", fields={"phone": phone}))
-    assert phone in obs and reward == 1.0
-    env.step(call("done"))
-    assert env.outcome.summary["success"] and env.outcome.summary["answer_sheet"] == {"phone": phone}
+    assert phone in obs and reward == 0.0  # an answer counts only at the end: no oracle before done()
+    _, reward, *_ = env.step(call("done"))
+    assert reward == 1.0 and env.outcome.summary["success"] and env.outcome.summary["answer_sheet"] == {"phone": phone}
     env.close()
 
 
