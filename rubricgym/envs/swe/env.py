@@ -11,6 +11,7 @@ synchronous ``step``/``step_typed`` run the same coroutine on a private event lo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,10 @@ class SweEnv(SweTools, RubricEnv):
     default_max_steps = 30
     max_observation_chars = 8000
     check_set = checks.ALL
+    discoverable = {
+        field: frozenset({"bash", "view", "run_tests"}) for field in ("buggy_files", "test_files", "FAIL_TO_PASS")
+    }
+    """The repository is the agent's to read and test: the files and the failing tests are found by working."""
     scripted_agents = {
         "oracle": "rubricgym.envs.swe.agents:OracleAgent",
         "random": "rubricgym.envs.swe.agents:RandomAgent",
@@ -220,6 +225,26 @@ class SweEnv(SweTools, RubricEnv):
             return "verify" if self._edited else "reproduce"
         return "edit" if self._edited else "localize"
 
+    @classmethod
+    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
+        """The gold patch (whole, and each line it adds), the test patch, the failing tests and the buggy and test
+        files; the problem statement is the prompt and the instance id, repo and commit name the task."""
+        inst = task.hidden.get("instance", {})
+        out: list[tuple[str, Any]] = []
+        for key in ("patch", "test_patch"):
+            text = inst.get(key) or ""
+            if text:
+                out.append((f"instance.{key}", text))
+            lines = text.splitlines()
+            added = [ln[1:].strip() for ln in lines if ln.startswith("+") and not ln.startswith("+++")]
+            removed = {_words(ln[1:]) for ln in lines if ln.startswith("-") and not ln.startswith("---")}
+            # a line whose fix is an operator ("i >= 0" -> "i > 0") reads like the buggy line once normalised
+            out += [(f"instance.{key}+", ln) for ln in added if len(ln) >= 12 and _words(ln) not in removed]
+        out += [(f"FAIL_TO_PASS[{i}]", t) for i, t in enumerate(inst.get("FAIL_TO_PASS", []))]
+        for key in ("buggy_files", "test_files"):
+            out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]
+        return out
+
     def summary(self) -> dict[str, Any]:
         infos = [r.out.info for r in self._records]
         graded = next((i["grading"] for i in reversed(infos) if "grading" in i), None)
@@ -237,3 +262,7 @@ class SweEnv(SweTools, RubricEnv):
     @classmethod
     def default_rubric(cls) -> Rubric:
         return Rubric.from_dict(checks.DEFAULT_RUBRIC, source="swe DEFAULT_RUBRIC")
+
+
+def _words(line: str) -> str:
+    return " ".join(re.findall(r"[^\W_]+", line.casefold()))
