@@ -71,8 +71,11 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
     gold = rec.get("gold_docs") or []
     if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
         raise CorpusError(f"{where}: 'gold_docs' must be a list of page URLs, doc ids or titles")
-    qid = str(rec.get("id") or "q-" + hashlib.sha1(rec["question"].encode()).hexdigest()[:12])
+    own = str(rec.get("id") or "")
+    # the task id is opaque: a question's own id often names its answer ("capital-of-france-paris")
+    qid = "q-" + hashlib.sha1((own or rec["question"]).encode()).hexdigest()[:12]
     hidden = {
+        "question_id": own or qid,
         "answer": rec["answer"],
         "aliases": list(aliases),
         "entities": entities,
