@@ -40,6 +40,7 @@ from rubricgym.envs.gui.session import ActionFailed, Session, Site
 
 EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
 FAKE_ORIGIN = "http://{name}.web.rubricgym.test"
+RANDOM_AGENT = "rubricgym.envs.gui.agents:RandomClicker"
 
 
 class WebTaskSpec(BaseModel):
@@ -107,7 +108,7 @@ class WebTaskEnv(BrowserEnv):
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
     scripted_agents: ClassVar[Mapping[str, str]] = {
-        "random": "rubricgym.envs.gui.agents:RandomClicker",
+        "random": RANDOM_AGENT,
         "oracle": "rubricgym.envs.gui.agents:FlightOracle",  # the worked example's (web-example-v0) only
     }
 
@@ -241,12 +242,23 @@ class WebTaskEnv(BrowserEnv):
         }
 
 
-def register_web_tasks(spec: WebTaskSpec | str | Path, *, replace: bool = True) -> EnvSpec:
-    """Register ``web-<name>-v0`` for a spec (then ``rubricgym.make`` / ``rubricgym run`` know it)."""
+def register_web_tasks(
+    spec: WebTaskSpec | str | Path, *, agents: Mapping[str, str] | None = None, replace: bool = True
+) -> EnvSpec:
+    """Register ``web-<name>-v0`` for a spec (then ``rubricgym.make`` / ``rubricgym run`` know it).
+
+    ``agents`` are the spec's own scripted agents as ``"module:Class"`` (its ``oracle``, which ``rubricgym check``
+    holds to a total of 0.9); the worked example's flight oracle is not one of them.
+    """
     spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.load(spec)
+    cls = type(
+        f"WebTasks_{spec.name.replace('-', '_')}",
+        (WebTaskEnv,),
+        {"__module__": __name__, "scripted_agents": {"random": RANDOM_AGENT, **(agents or {})}},
+    )
     return register(
         f"web-{spec.name}-v0",
-        WebTaskEnv,
+        cls,
         kwargs={"spec": spec},
         replace=replace,
         description=f"Web tasks of the page {spec.url} (bring-your-own spec {spec.name!r}).",

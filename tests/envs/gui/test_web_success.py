@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from rubricgym.core.agent import SeededAgent, last_observation, tool_call
+from rubricgym.core.registry import spec
 from rubricgym.core.rollout import rollout
+from rubricgym.core.types import Message, ToolSpec
 from rubricgym.envs.gui.agents import RandomClicker, find_ref
-from rubricgym.envs.gui.byo import WebTaskEnv, WebTaskSpec
+from rubricgym.envs.gui.byo import WebTaskEnv, WebTaskSpec, register_web_tasks
 from rubricgym.rewards.judges import CheckJudge
 from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.rewards.shortcuts import run_battery, table_rows
 
 SPEC = Path(__file__).with_name("miniwob_text") / "spec.yaml"
 
@@ -114,3 +118,33 @@ def test_a_random_agent_earns_nothing(pool):
 
 def test_the_spec_says_what_success_is():
     assert WebTaskSpec.load(SPEC).success == "() => WOB_RAW_REWARD > 0"
+
+
+class TypeTheWord(SeededAgent):
+    """The text-entry page's oracle: types the word the instruction asks for and submits it."""
+
+    name = "oracle"
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        page = last_observation(messages)
+        word = re.search(r'Enter "(\w+)"', page)
+        if word is not None and "Filled" not in page:
+            return tool_call("fill", ref=find_ref(page, "textbox", "Text") or "e1", text=word[1])
+        return tool_call("click", ref=find_ref(page, "button", "Submit") or "e1")
+
+
+@pytest.mark.filterwarnings("ignore:.*Overriding environment")
+def test_a_registered_spec_has_its_own_agents_not_the_examples_oracle():
+    plain = spec(register_web_tasks(SPEC).id).load()
+    assert set(plain.agents()) == {"random"}
+    own = spec(register_web_tasks(SPEC, agents={"oracle": f"{__name__}:TypeTheWord"}).id).load()
+    assert own.agents()["oracle"] is TypeTheWord and issubclass(own, WebTaskEnv)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*Overriding environment")
+def test_the_shortcut_battery_finds_nothing_on_a_minus_one_to_one_page(pool):
+    env_id = register_web_tasks(SPEC, agents={"oracle": f"{__name__}:TypeTheWord"}).id
+    report = asyncio.run(run_battery(env_id, n_tasks=3, env_kwargs={"pool": pool}))
+    assert report.ok, (report.problems(), table_rows(report))
+    assert report.oracle is not None and report.oracle.reward == 1.0
