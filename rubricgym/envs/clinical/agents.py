@@ -19,8 +19,9 @@ from rubricgym.core.agent import SeededAgent, TaskAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.clinical.case import age_band
 from rubricgym.envs.clinical.diagnosis import match_diagnosis
+from rubricgym.envs.clinical.overlay import kb_with_overlay
 from rubricgym.envs.clinical.patient import NORMAL_EXAM
-from rubricgym.envs.clinical.schema import SYSTEMS, load_kb
+from rubricgym.envs.clinical.schema import SYSTEMS, KnowledgeBase, load_kb
 
 SHOTGUN_BATTERY = (
     "cbc",
@@ -38,7 +39,7 @@ SHOTGUN_BATTERY = (
     "coronary_angiography",
     "urinalysis",
 )
-_PROMPT = re.compile(r"A (\d+)-year-old (man|woman) presents with (.+?)\. You have at most (\d+) turns")
+_PROMPT = re.compile(r"An? (\d+)-year-old (man|woman) presents with (.+?)\. You have at most (\d+) turns")
 
 
 class _Planned(TaskAgent):
@@ -60,8 +61,8 @@ class _Planned(TaskAgent):
         return self._plan[min(k, len(self._plan) - 1)]
 
 
-def _kb(task: Task):  # noqa: ANN202
-    return load_kb(task.params.get("kb"))
+def _kb(task: Task) -> KnowledgeBase:
+    return kb_with_overlay(task.params.get("kb"), task.params.get("kb_overlay"))
 
 
 def _names(task: Task, exam_ids: list[str]) -> list[str]:

@@ -24,12 +24,35 @@ class _Strict(BaseModel):
 
 class Profile(_Strict):
     age: int = Field(ge=0, le=120)
-    sex: Literal["M", "F"]
+    """In ``age_unit`` (an infant's age in months or days, as the case gives it)."""
+    sex: Literal["M", "F", "U"]
+    """``U``: not stated by the case."""
+    age_unit: Literal["years", "months", "days"] = "years"
     history: list[str] = []
     """Past medical history."""
     medications: list[str] = []
     allergies: str = "No known drug allergies."
     social: str = ""
+
+    @property
+    def years(self) -> float:
+        """The age in years (fractional for an infant)."""
+        return self.age / {"years": 1, "months": 12, "days": 365}[self.age_unit]
+
+    @property
+    def adult(self) -> bool:
+        return self.years >= 18
+
+    def describe(self) -> str:
+        """How a chart opens: "61-year-old man", "8-month-old boy", "3-day-old newborn", "40-year-old patient"."""
+        unit = self.age_unit[:-1]
+        child = self.years < 18
+        who = {
+            "M": "boy" if child else "man",
+            "F": "girl" if child else "woman",
+            "U": "infant" if self.years < 1 else "child" if child else "patient",
+        }[self.sex]
+        return f"{self.age}-{unit}-old {who}"
 
 
 class Diagnosis(_Strict):

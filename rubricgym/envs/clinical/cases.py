@@ -13,14 +13,19 @@ One JSON object per line (``CaseRecord`` in ``case.py``)::
                  "target": "ECG"}]}
 
 Exam names resolve through the catalogue's names and aliases (results of exams a case does not give come back
-normal, or shifted by ``condition`` when the case names a knowledge-base condition). A broken line fails before
-any episode starts, naming the file, the line, the case and the field.
+normal, or shifted by ``condition`` when the case names a knowledge-base condition); a numeric result may also be
+text with its unit ("13.4 g/dL", "Elevated"), shown as given. Every problem of every case is reported at once, before
+any episode starts, naming the file, the line, the case and the field; ``lenient`` loading keeps the valid cases and
+lists the rest. A line ``{"kb_overlay": {"exams": [...], "conditions": [...]}}`` adds to the catalogue
+(``overlay.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,7 @@ from pydantic import ValidationError
 
 from rubricgym.envs.clinical.case import CaseRecord, RubricItem
 from rubricgym.envs.clinical.matching import fold
-from rubricgym.envs.clinical.patient import condition_index, exam_index
+from rubricgym.envs.clinical.patient import EXAM_FILLER, analyte_index, condition_index, exam_index
 from rubricgym.envs.clinical.schema import KnowledgeBase
 
 ALWAYS_JUSTIFIED = ("vitals", "spo2", "bedside_glucose")
@@ -37,93 +42,164 @@ EXAMPLE_CASES = Path(__file__).with_name("data") / "example_cases.jsonl"
 
 
 class CaseFileError(ValueError):
-    """A case file that does not fit the format; the message names the file, line, case and field."""
+    """A case file that does not fit the format; the message lists every problem (file, line, case and field)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
-def load_cases(path: str | Path, kb: KnowledgeBase) -> list[CaseRecord]:
+@dataclass
+class CaseLoad:
+    """What reading a case file gave: the valid cases and, per case left out, why (every problem at once)."""
+
+    path: Path
+    cases: list[CaseRecord] = field(default_factory=list)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    """Case (``line N`` when it has no id) -> its problems."""
+
+    @property
+    def problems(self) -> list[str]:
+        return [p for ps in self.skipped.values() for p in ps]
+
+    def summary(self) -> str:
+        head = f"{self.path}: {len(self.cases)} case(s) loaded, {len(self.skipped)} left out"
+        return head + "".join(f"\n  {p}" for p in self.problems)
+
+
+def load_cases(path: str | Path, kb: KnowledgeBase, strict: bool = True) -> list[CaseRecord]:
     """Every case of a JSONL file, validated and with exam names resolved to catalogue ids.
 
+    ``strict`` (the default) raises one ``CaseFileError`` listing every problem of every case; otherwise the valid
+    cases load and the others are left out with a warning that lists why (``read_cases`` returns the report).
     Memoised per file version, so building one env per episode does not re-read a large file (do not mutate
     the returned cases)."""
+    load = read_cases(path, kb)
+    if load.skipped and strict:
+        raise CaseFileError(
+            f"{load.summary()}\n(fix these, or load the valid cases only with lenient=True)", load.problems
+        )
+    if load.skipped:
+        warnings.warn(load.summary(), stacklevel=2)
+    if not load.cases:
+        raise CaseFileError(f"{load.path}: the file has no valid case")
+    return load.cases
+
+
+def read_cases(path: str | Path, kb: KnowledgeBase) -> CaseLoad:
+    """The valid cases of a JSONL file and every problem of the others (nothing raised for a bad case)."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise CaseFileError(f"{p}: no such case file (JSONL, one case per line)")
-    return _load_cases(p.resolve(), p.stat().st_mtime_ns, kb)
+    return _read_cases(p.resolve(), p.stat().st_mtime_ns, kb)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cases(p: Path, stamp: int, kb: KnowledgeBase) -> list[CaseRecord]:
-    out: list[CaseRecord] = []
+def _read_cases(p: Path, stamp: int, kb: KnowledgeBase) -> CaseLoad:
+    load = CaseLoad(p)
     seen: set[str] = set()
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        lineno = p.read_bytes()[: e.start].count(b"\n") + 1
+        raise CaseFileError(
+            f"{p}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8"
+        ) from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{p}:{n}"
         try:
             data = json.loads(line)
         except json.JSONDecodeError as e:
-            raise CaseFileError(f"{where}: not valid JSON: {e}") from None
-        cid = data.get("id", "?") if isinstance(data, dict) else "?"
+            load.skipped[f"line {n}"] = [f"{where}: not valid JSON: {e}"]
+            continue
+        if isinstance(data, dict) and set(data) == {"kb_overlay"}:
+            continue  # the file's knowledge-base overlay (overlay.py), not a case
+        cid = str(data.get("id", f"line {n}")) if isinstance(data, dict) else f"line {n}"
         try:
             rec = CaseRecord.model_validate(data)
         except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"]) or "(record)"
-            raise CaseFileError(f"{where} (case {cid!r}), field {field!r}: {err['msg']}") from None
+            load.skipped[cid] = [
+                f"{where} (case {cid!r}), field {'.'.join(str(x) for x in err['loc']) or '(record)'!r}: {err['msg']}"
+                for err in e.errors()
+            ]
+            continue
         if rec.id in seen:
-            raise CaseFileError(f"{where} (case {rec.id!r}), field 'id': appears twice in the file")
+            load.skipped[f"{rec.id} (line {n})"] = [f"{where} (case {rec.id!r}), field 'id': appears twice in the file"]
+            continue
         seen.add(rec.id)
-        out.append(_resolve(rec, kb, f"{where} (case {rec.id!r})"))
-    if not out:
-        raise CaseFileError(f"{p}: the file has no cases")
-    return out
+        problems: list[str] = []
+        resolved = _resolve(rec, kb, f"{where} (case {rec.id!r})", problems)
+        if problems:
+            load.skipped[rec.id] = problems
+        else:
+            load.cases.append(resolved)
+    return load
 
 
-def _exam_id(kb: KnowledgeBase, name: str, where: str, field: str, analytes: bool = False) -> str:
+def _exam_id(kb: KnowledgeBase, name: str, where: str, field: str, problems: list[str], analytes: bool = False) -> str:
+    """The catalogue id ``name`` names, by the rule an order uses (exact, contained with filler words, a word-by-word
+    typo); an analyte (panel member) too with ``analytes``. A problem is recorded, and ``""`` returned, otherwise."""
     index = exam_index(kb)
     found = index.names.get(fold(name))
     if found is None and analytes:
+        folded = fold(name)
         found = next(
-            (e.id for e in kb.exams.values() if fold(name) in {fold(e.id), fold(e.name), *map(fold, e.aliases)}), None
+            (e.id for e in kb.exams.values() if folded in {fold(e.id), fold(e.name), *map(fold, e.aliases)}), None
         )
     if found is None:
+        found = index.resolve(name, filler=EXAM_FILLER)
+    if found is None and analytes:
+        found = analyte_index(kb).resolve(name, filler=EXAM_FILLER)
+    if found is None:
         close = ", ".join(index.suggest(name, 4))
-        hint = f" (close: {close})" if close else ""
-        raise CaseFileError(f"{where}, field {field!r}: unknown exam {name!r}{hint}")
+        hint = f" (close: {close}; or add it to a knowledge-base overlay)" if close else ""
+        problems.append(f"{where}, field {field!r}: unknown exam {name!r}{hint}")
+        return ""
     return found
 
 
-def _check_kind(kb: KnowledgeBase, eid: str, value: Any, where: str, field: str) -> None:
+def _check_kind(kb: KnowledgeBase, eid: str, value: Any, where: str, field: str) -> str | None:
     exam = kb.exams[eid]
-    if isinstance(value, str) and exam.is_analyte:
-        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is numeric ({exam.unit}); give a number")
     if not isinstance(value, str) and not exam.is_analyte and not exam.members:
-        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is a report; give its text")
+        return f"{where}, field {field!r}: {exam.name} is a report; give its text"
     if not isinstance(value, str) and exam.members:
-        raise CaseFileError(f"{where}, field {field!r}: {exam.name} is a panel; give {{analyte: value}} or text")
+        return f"{where}, field {field!r}: {exam.name} is a panel; give {{analyte: value}} or text"
+    return None  # an analyte takes a number, or text with its unit ("13.4 g/dL", "Elevated"): shown as given
 
 
-def _resolve(rec: CaseRecord, kb: KnowledgeBase, where: str) -> CaseRecord:
+def _resolve(rec: CaseRecord, kb: KnowledgeBase, where: str, problems: list[str]) -> CaseRecord:
     results: dict[str, Any] = {}
     for name, value in rec.results.items():
-        eid = _exam_id(kb, name, where, f"results.{name}", analytes=True)
+        eid = _exam_id(kb, name, where, f"results.{name}", problems, analytes=True)
+        if not eid:
+            continue
         exam = kb.exams[eid]
         if isinstance(value, dict):
             if not exam.members:
-                raise CaseFileError(f"{where}, field 'results.{name}': only a panel takes {{analyte: value}}")
-            value = {_exam_id(kb, a, where, f"results.{name}.{a}", analytes=True): v for a, v in value.items()}
-            for aid, v in value.items():
-                _check_kind(kb, aid, v, where, f"results.{name}.{aid}")
+                problems.append(f"{where}, field 'results.{name}': only a panel takes {{analyte: value}}")
+                continue
+            members = {}
+            for a, v in value.items():
+                aid = _exam_id(kb, a, where, f"results.{name}.{a}", problems, analytes=True)
+                if aid:
+                    members[aid] = v
+                    problem = _check_kind(kb, aid, v, where, f"results.{name}.{a}")
+                    problems += [problem] if problem else []
+            value = members
         else:
-            _check_kind(kb, eid, value, where, f"results.{name}")
+            problem = _check_kind(kb, eid, value, where, f"results.{name}")
+            problems += [problem] if problem else []
         results[eid] = value
-    keys = [_exam_id(kb, k, where, "key_exams") for k in rec.key_exams]
+    keys = [k for k in (_exam_id(kb, k, where, "key_exams", problems) for k in rec.key_exams) if k]
     for item in rec.rubric:
         if item.kind == "exam_ordered" and item.target:
-            item.target = _exam_id(kb, item.target, where, "rubric.target")
+            item.target = _exam_id(kb, item.target, where, "rubric.target", problems) or item.target
     condition = rec.condition
     if condition is not None and condition not in kb.conditions:
-        raise CaseFileError(f"{where}, field 'condition': {condition!r} is not a knowledge-base condition")
+        problems.append(f"{where}, field 'condition': {condition!r} is not a knowledge-base condition")
+        condition = None
     if condition is None:
         index = condition_index(kb)
         code = (rec.diagnosis.icd10 or "").replace(".", "").upper()

@@ -6,8 +6,10 @@ Seeded on DiagGym / DiagAgent / DiagBench (arXiv 2510.24654). Stages: ``history`
 (``rubric.yaml``), the cost-aware one adds the work-up's cost and invasiveness (``rubric_cost.yaml``).
 
 Cases are synthetic (a seeded generator over the knowledge base, ``kb=FOLDER`` for your own) or real
-(``cases=FILE.jsonl`` in the DiagBench-like format of ``cases.py``). ``patient={"base_url", "model"}`` lets an
-OpenAI-compatible model play the patient; ``world_model={...}`` lets one generate exam results (``llm.py``).
+(``cases=FILE.jsonl`` in the DiagBench-like format of ``cases.py``; ``lenient=True`` loads the valid ones of a file
+with bad cases; ``kb_overlay=`` adds exams and conditions over the catalogue, ``overlay.py``).
+``patient={"base_url", "model"}`` lets an OpenAI-compatible model play the patient; ``world_model={...}`` lets one
+generate exam results (``llm.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from rubricgym.envs.clinical.diagnosis import (
 )
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
 from rubricgym.envs.clinical.matching import fold
+from rubricgym.envs.clinical.overlay import kb_with_overlay
 from rubricgym.envs.clinical.patient import (
     SYSTEMS,
     VirtualPatient,
@@ -46,7 +50,7 @@ from rubricgym.envs.clinical.patient import (
     resolve_system,
 )
 from rubricgym.envs.clinical.rewards import diaggym_reward
-from rubricgym.envs.clinical.schema import KnowledgeBase, load_kb
+from rubricgym.envs.clinical.schema import KnowledgeBase
 
 ENV_ID = "clinical-v0"
 GUIDE = """
@@ -65,11 +69,22 @@ SECRET_CASE_FIELDS = frozenset({"id", "diagnosis", "condition", "key_exams", "di
 remote client can read) or the id."""
 
 
-@functools.cache
-def _exam_names(kb: str | None) -> str:
+@functools.lru_cache(maxsize=16)
+def _exam_names(kb: str | None, overlay: str | None) -> str:
     """Every exam name and alias of the catalogue, folded, space-separated and padded (for substring tests)."""
-    names = [n for e in load_kb(kb).exams.values() for n in (e.name, *e.aliases)]
+    names = [n for e in kb_with_overlay(kb, overlay).exams.values() for n in (e.name, *e.aliases)]
     return " " + " | ".join(fold(n) for n in names) + " "
+
+
+def _has_overlay(cases: str) -> bool:
+    """Whether a cases file carries a ``kb_overlay`` line (read before its cases, so they can use its exams)."""
+    path = Path(cases).expanduser()
+    return path.is_file() and b'"kb_overlay"' in path.read_bytes()
+
+
+def _article(number: int) -> str:
+    """ "An" before a number said with a vowel first (8, 11, 18, 80-89), else "A"."""
+    return "An" if str(number).startswith("8") or number in (11, 18) else "A"
 
 
 def opaque_id(case_id: str) -> str:
@@ -113,6 +128,8 @@ class ClinicalEnv(RubricEnv):
         kb: str | None = None,
         cases: str | None = None,
         condition: str | None = None,
+        kb_overlay: str | None = None,
+        lenient: bool = False,
         patient: dict[str, Any] | None = None,
         world_model: dict[str, Any] | None = None,
         max_steps: int | None = None,
@@ -120,12 +137,24 @@ class ClinicalEnv(RubricEnv):
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         self.kb_path = str(Path(kb).expanduser().resolve()) if kb else None
-        self.kb: KnowledgeBase = load_kb(self.kb_path)
+        overlay = kb_overlay or (cases if cases and _has_overlay(cases) else None)
+        self.overlay_path = str(Path(overlay).expanduser().resolve()) if overlay else None
+        self.kb: KnowledgeBase = kb_with_overlay(self.kb_path, self.overlay_path)
+        for note in self.kb.notes:
+            warnings.warn(f"knowledge-base overlay: {note}", stacklevel=2)
         if condition is not None and condition not in self.kb.conditions:
             close = condition_index(self.kb).suggest(condition, 3)
             raise ValueError(f"unknown condition {condition!r}; close: {', '.join(close) or 'none'}")
         self.condition = condition
-        self.cases: list[CaseRecord] = load_cases(cases, self.kb) if cases else []
+        self.cases: list[CaseRecord] = load_cases(cases, self.kb, strict=not lenient) if cases else []
+        self.too_long = [c.id for c in self.cases if len(c.key_exams) + 1 > self.max_steps]
+        """Cases whose key exams and diagnosis need more turns than ``max_steps`` allows (warned at load)."""
+        if self.too_long:
+            warnings.warn(
+                f"{cases}: {len(self.too_long)} case(s) need more turns than max_steps={self.max_steps} for their "
+                f"key exams and the diagnosis (even a perfect agent cannot score on them): {', '.join(self.too_long)}",
+                stacklevel=2,
+            )
         self.patient_llm = LLMConfig.of(patient, "patient")
         self.world_llm = LLMConfig.of(world_model, "world_model")
         self._patient: VirtualPatient | None = None
@@ -144,7 +173,8 @@ class ClinicalEnv(RubricEnv):
         keep = ("diagnosis", "condition", "case_id", "key_exams", "key_analytes")
         out = [(p, v) for p, v in leaves({k: h[k] for k in keep if k in h})]
         out += [(p, v) for p, v in leaves({"cant_miss": h.get("cant_miss", [])}) if ".key_exams" not in p]
-        public = _exam_names(task.params.get("kb")) + " | " + fold(json.dumps(task.params.get("case", {})))
+        catalogue = _exam_names(task.params.get("kb"), task.params.get("kb_overlay"))
+        public = catalogue + " | " + fold(json.dumps(task.params.get("case", {})))
         return [(p, v) for p, v in out if p.startswith("key_") or f" {fold(str(v))} " not in public]
 
     @classmethod
@@ -163,6 +193,17 @@ class ClinicalEnv(RubricEnv):
 
     # ---- tasks ------------------------------------------------------------------------------------------
 
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """Generated cases, or (a cases file) the first ``n`` cases of the file, in file order, each once."""
+        if not self.cases:
+            return super().task_set(n, seed=seed, split=split)
+        if n > len(self.cases):
+            raise ValueError(
+                f"the cases file has {len(self.cases)} case(s), fewer than the {n} asked for; ask for at most "
+                f"{len(self.cases)} or add cases to the file"
+            )
+        return [self.task_for(c, split) for c in self.cases[:n]]
+
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         if self.cases:
             case = self.cases[int(rng.integers(len(self.cases)))]
@@ -173,15 +214,16 @@ class ClinicalEnv(RubricEnv):
     def task_for(self, case: CaseRecord, split: str = "train") -> Task:
         """The task of one case (synthetic or real)."""
         p = case.profile
-        who = {"M": "man", "F": "woman"}[p.sex]
         prompt = (
-            f"A {p.age}-year-old {who} presents with {case.complaint}. You have at most {self.max_steps} "
+            f"{_article(p.age)} {p.describe()} presents with {case.complaint}. You have at most {self.max_steps} "
             "turns; commit to a diagnosis with the diagnose tool before they run out."
         )
         record = case.model_dump(exclude_defaults=True)
         params: dict[str, Any] = {"case": {k: v for k, v in record.items() if k not in SECRET_CASE_FIELDS}}
         if self.kb_path:
             params["kb"] = self.kb_path
+        if self.overlay_path:
+            params["kb_overlay"] = self.overlay_path
         hidden = scoring_facts(self.kb, case)
         hidden["case_id"] = case.id
         hidden["case_record"] = {k: v for k, v in record.items() if k in SECRET_CASE_FIELDS}
@@ -208,9 +250,10 @@ class ClinicalEnv(RubricEnv):
         return rubric
 
     def begin(self, task: Task) -> None:
-        kb_path = task.params.get("kb")
-        if kb_path and kb_path != self.kb_path:
-            self.kb_path, self.kb = kb_path, load_kb(kb_path)
+        kb_path, overlay = task.params.get("kb"), task.params.get("kb_overlay")
+        if (kb_path and kb_path != self.kb_path) or (overlay and overlay != self.overlay_path):
+            self.kb_path, self.overlay_path = kb_path or self.kb_path, overlay or self.overlay_path
+            self.kb = kb_with_overlay(self.kb_path, self.overlay_path)
         raw, secret = task.params["case"], task.hidden.get("case_record", {})
         if self._case_cache is None or self._case_cache[0] is not raw:  # a GRPO group resets one task many times
             case = CaseRecord.model_validate({**raw, **secret})
@@ -263,15 +306,17 @@ class ClinicalEnv(RubricEnv):
     @tool(examples={"system": "cardiovascular"})
     def examine(self, system: str) -> ToolOutput:
         """Examine one system: vital signs, general, cardiovascular, respiratory, abdominal, neurological,
-        musculoskeletal, skin, head and neck or pelvic.
+        musculoskeletal, skin, head and neck or pelvic (a case may name further sections, e.g. fundoscopy).
 
         Args:
             system: the system to examine
         """
-        name = resolve_system(system)
-        if name is None:
-            raise ToolError(f"unknown system {system!r}; examine one of: {', '.join(SYSTEMS)}")
         assert self._patient is not None
+        name = self._patient.section(system) or resolve_system(system)
+        if name is None:
+            own = [k for k in self._patient.case.examination if k not in SYSTEMS]
+            extra = f" (or a section this patient's chart names: {', '.join(own)})" if own else ""
+            raise ToolError(f"unknown system {system!r}; examine one of: {', '.join(SYSTEMS)}{extra}")
         text = self._patient.examine(name)
         return ToolOutput(text=f"Examination ({name}): {text}", info={"tool": "examine", "system": name})
 

@@ -50,7 +50,7 @@ def patient_prompt(case: CaseRecord, patient: VirtualPatient) -> str:
     have = [f if v is True else f"{f} ({v})" for f, v in case.history.items() if v is not False]
     lacking = [f for f, v in case.history.items() if v is False]
     lines = [
-        f"You are a {p.age}-year-old {'man' if p.sex == 'M' else 'woman'} seeing a doctor about {case.complaint}.",
+        f"You are a {p.describe()} seeing a doctor about {case.complaint}.",
         "Answer the doctor's question in the first person, in one to three plain sentences, as a patient would.",
         "Only use the facts below; if asked about something not listed, say you have not noticed it.",
         "You do not know your diagnosis and never guess one or use medical jargon.",
@@ -85,7 +85,7 @@ async def ask_patient(cfg: LLMConfig, case: CaseRecord, patient: VirtualPatient,
 def world_model_prompt(case: CaseRecord, past: list[tuple[str, str]], exam: str) -> str:
     """DiagGym's world-model prompt: profile, the exams already resulted, then the requested exam."""
     p = case.profile
-    lines = ["Patient profile:", f"Age: {p.age}; sex: {p.sex}; chief complaint: {case.complaint}."]
+    lines = ["Patient profile:", f"Age: {p.age} {p.age_unit}; sex: {p.sex}; chief complaint: {case.complaint}."]
     if p.history:
         lines.append("Past medical history: " + ", ".join(p.history) + ".")
     lines.append("Past examinations:" if past else "Past examinations: none.")

@@ -168,8 +168,12 @@ class NameIndex:
             lengths.setdefault(parts[0], set()).add(len(parts))
         self._lengths = {w: tuple(sorted(ns, reverse=True)) for w, ns in lengths.items()}
 
-    def resolve(self, text: str) -> str | None:
-        """The id ``text`` names: exact name, ICD code, the earliest (then longest) contained name, or a close typo."""
+    def resolve(self, text: str, filler: frozenset[str] | None = None) -> str | None:
+        """The id ``text`` names: exact name, ICD code, the earliest (then longest) contained name, or a close typo.
+
+        With ``filler``, a contained name counts only when every other word of ``text`` is a filler word
+        ("Troponin I level", not "CA-125", which contains the calcium alias "Ca"). A typo must be close word by
+        word ("pnuemonia", "troponn I"), so "Rectal biopsy" is not "Renal biopsy"."""
         folded = fold(text)
         if not folded:
             return None
@@ -180,10 +184,15 @@ class NameIndex:
                 return self.codes[code.replace(".", "")]
         padded = f" {folded} "
         found = [(padded.find(f" {n} "), -len(n), n) for n in self._by_len if f" {n} " in padded]
+        if filler is not None:
+            words = folded.split()
+            found = [f for f in found if all(w in filler for w in _rest(words, f[2].split()))]
         if found:
             return self.names[min(found)[2]]
-        close = difflib.get_close_matches(folded, list(self.names), n=1, cutoff=0.88)
-        return self.names[close[0]] if close else None
+        for close in difflib.get_close_matches(folded, list(self.names), n=3, cutoff=0.8):
+            if close_words(folded, close):
+                return self.names[close]
+        return None
 
     def contained(self, text: str) -> list[tuple[int, int, str]]:
         """The (start word, end word, id) of the names that occur in ``text`` as whole words, longest first and
@@ -221,3 +230,28 @@ class NameIndex:
             best[id_] = max(best.get(id_, 0.0), score)
         ranked = sorted((i for i, sc in best.items() if sc >= 0.4), key=lambda i: -best[i])
         return [self.display[i] for i in ranked[:n]]
+
+
+def _rest(words: list[str], name: list[str]) -> list[str]:
+    """``words`` without the first occurrence of the run ``name``."""
+    n = len(name)
+    for i in range(len(words) - n + 1):
+        if words[i : i + n] == name:
+            return words[:i] + words[i + n :]
+    return words
+
+
+def close_words(a: str, b: str) -> bool:
+    """Whether two folded names are the same words with typos: as many words, each close to its partner (a word
+    of three letters or fewer, or with digits, must be equal)."""
+    wa, wb = a.split(), b.split()
+    if len(wa) != len(wb):
+        return False
+    for x, y in zip(wa, wb, strict=True):
+        if x == y:
+            continue
+        if len(x) <= 3 or len(y) <= 3 or any(c.isdigit() for c in x + y):
+            return False
+        if difflib.SequenceMatcher(None, x, y).ratio() < 0.8:
+            return False
+    return True

@@ -9,6 +9,7 @@ reference range with realistic noise; derived analytes follow their source (haem
 from __future__ import annotations
 
 import functools
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -90,8 +91,66 @@ def exam_index(kb: KnowledgeBase) -> NameIndex:
     return NameIndex((e.id, [e.name, *e.aliases], None) for e in kb.orderable)
 
 
+EXAM_FILLER = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "for",
+        "please",
+        "order",
+        "check",
+        "test",
+        "tests",
+        "testing",
+        "level",
+        "levels",
+        "serum",
+        "plasma",
+        "blood",
+        "assay",
+        "measurement",
+        "measure",
+        "stat",
+        "urgent",
+        "repeat",
+        "full",
+        "complete",
+        "with",
+        "without",
+        "contrast",
+        "scan",
+        "study",
+        "get",
+        "do",
+        "run",
+        "send",
+        "request",
+        "obtain",
+        "perform",
+        "arrange",
+        "i",
+        "we",
+        "me",
+        "us",
+        "would",
+        "like",
+        "want",
+        "need",
+        "to",
+        "now",
+    ]
+)
+"""Words an order may add around an exam's name ("serum troponin I level, stat") without changing which it is."""
+
+
 def resolve_exam(kb: KnowledgeBase, text: str) -> str:
-    """The catalogue id of the one exam ``text`` names; ``ToolError`` (with the closest names) otherwise."""
+    """The catalogue id of the one exam ``text`` names; ``ToolError`` (with the closest names) otherwise.
+
+    A name is matched exactly, or contained with only filler words around it, or through a word-by-word typo;
+    anything less certain is refused with the closest catalogue names, so an agent learns the catalogue's names
+    instead of getting another exam's result ("CA-125" is not Calcium)."""
     index = exam_index(kb)
     folded = fold(text)
     if not folded:
@@ -102,7 +161,7 @@ def resolve_exam(kb: KnowledgeBase, text: str) -> str:
         if len({i for _, _, i in found}) > 1:
             names = ", ".join(dict.fromkeys(index.display[i] for _, _, i in found))
             raise ToolError(f"order one exam per turn; {text!r} names several ({names})")
-        exam_id = index.resolve(text)
+        exam_id = index.resolve(text, filler=EXAM_FILLER)
     if exam_id is None:
         close = index.suggest(text)
         hint = f" Closest catalogue names: {', '.join(close)}." if close else ""
@@ -187,7 +246,9 @@ class VirtualPatient:
         exam = self.kb.exams[exam_id]
         v = self.value(exam_id)
         if isinstance(v, str):
-            return Line(exam_id, f"{exam.name}: {v}", v.strip() != (exam.normal or "").strip())
+            return Line(exam_id, f"{exam.name}: {v}", _abnormal_text(v, exam.normal))
+        if not self.case.profile.adult:  # the catalogue's ranges are adult ones: no flag on a child's value
+            return Line(exam_id, f"{exam.name} {fmt(v, exam.decimals)} {exam.unit} (adult reference range only)", False)
         lo, hi = exam.ref_for(self.case.profile.sex)
         flag = "H" if v > hi else "L" if v < lo else ""
         tag = f"{flag}, " if flag else ""
@@ -197,6 +258,9 @@ class VirtualPatient:
     def report(self, exam_id: str) -> list[Line]:
         """The lines an exam reports: a panel expands into its analytes (a text result given for a panel stays)."""
         exam = self.kb.exams[exam_id]
+        given = self.case.examination.get("vital signs")
+        if exam_id == "vitals" and given and "vitals" not in self.fixed:  # the case's own vital signs, as given
+            return [Line(exam_id, f"{exam.name}: {given}", False)]
         if exam.members and not isinstance(self.fixed.get(exam_id), str):
             return [self.line(a) for a in self.kb.analytes_of(exam_id)]
         if exam.members:
@@ -246,9 +310,37 @@ class VirtualPatient:
         return f"I came in because of {self.case.complaint}. {first}".strip()
 
     def examine(self, system: str) -> str:
+        """A system's findings (the case's own text, else normal), or a section the case names itself."""
+        if system in self.case.examination:
+            return self.case.examination[system]
         if system == "vital signs":
             return "; ".join(ln.text for ln in self.report("vitals"))
-        return self.case.examination.get(system) or NORMAL_EXAM[system]
+        return NORMAL_EXAM[system]
+
+    def section(self, text: str) -> str | None:
+        """The case's own examination section that ``text`` names ("fundoscopy", "Neurological_Examination")."""
+        wanted = fold(text)
+        names = {fold(k): k for k in self.case.examination}
+        if wanted in names:
+            return names[wanted]
+        hits = [k for f, k in names.items() if f" {wanted} " in f" {f} " or f" {f} " in f" {wanted} "]
+        return hits[0] if len(hits) == 1 else None
+
+
+_ABNORMAL_WORDS = re.compile(
+    r"\b(elevated|raised|high|low|decreased|reduced|abnormal|positive|detected|increased|present|deficien\w*)\b", re.I
+)
+_NORMAL_WORDS = re.compile(r"\b(normal|negative|not detected|unremarkable|within (the )?normal)\b", re.I)
+
+
+def _abnormal_text(value: str, normal: str | None) -> bool:
+    """Whether a result given as text is abnormal: it differs from the catalogue's normal report and reads so
+    ("Elevated", "positive"), or differs and says nothing of being normal."""
+    if value.strip() == (normal or "").strip():
+        return False
+    if _ABNORMAL_WORDS.search(value):
+        return not _NORMAL_WORDS.search(value) or bool(re.search(r"\b(elevated|raised|positive)\b", value, re.I))
+    return normal is not None and not _NORMAL_WORDS.search(value)
 
 
 def _say(finding: str, value: str | bool) -> str:

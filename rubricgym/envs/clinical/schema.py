@@ -174,6 +174,8 @@ class KnowledgeBase:
         self.exams = {e.id: e for e in exams}
         self.orderable = [e for e in exams if e.orderable]
         self.specialties = sorted({c.specialty for c in conditions})
+        self.notes: list[str] = []
+        """What merging an overlay reported (replaced ids, names used twice)."""
 
     def analytes_of(self, exam_id: str) -> list[str]:
         """The analytes an exam reports (a panel expands into its members, recursively)."""

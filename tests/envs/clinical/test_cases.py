@@ -63,7 +63,7 @@ def _write(tmp_path, mutate):
     "mutate, message",
     [
         (lambda r: r["results"].update({"Serum unobtainium": 3}), "field 'results.Serum unobtainium': unknown exam"),
-        (lambda r: r["results"].update({"CRP": "high"}), "field 'results.CRP': C-reactive protein is numeric (mg/L)"),
+        (lambda r: r["results"].update({"ECG": 3.5}), "field 'results.ECG': 12-lead ECG is a report; give its text"),
         (lambda r: r["profile"].update({"sex": "X"}), "field 'profile.sex'"),
         (lambda r: r.pop("diagnosis"), "field 'diagnosis': Field required"),
         (lambda r: r.update({"key_exams": ["CT abdomen", "scan"]}), "field 'key_exams': unknown exam 'scan'"),
