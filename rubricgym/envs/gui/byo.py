@@ -213,6 +213,8 @@ class WebTaskEnv(BrowserEnv):
             return False
         if spec.goals and self._progress < 1.0 - 1e-9:
             return False
+        if spec.state is not None and unexpected_changes(self._initial or {}, self._last or {}, spec.expected_changes):
+            return False  # the task done by also changing what it did not ask for is not done
         if spec.success is not None:
             return self._succeeded
         return bool(spec.goals) or self._reward >= spec.success_threshold

@@ -19,17 +19,24 @@ def _last_goals(traj: Trajectory) -> list[dict[str, Any]]:
     return next((s.info["goals"] for s in reversed(traj.steps) if "goals" in s.info), [])
 
 
-@check(description="Every goal predicate holds in the final app state (and the answer sheet).")
+@check(description="Success: every goal holds in the final app state (and the answer sheet), nothing else changed.")
 def goals_met(traj: Trajectory, step: int | None = None) -> CheckResult:
     missed = [g for g in _last_goals(traj) if not g["passed"]]
-    ok = bool(_summary(traj).get("success"))
-    why = (
-        "all goals met"
-        if ok
-        else "unmet: "
-        + "; ".join(f"{g['field']} is {g['actual']!r}, expected {g['op']} {g['expected']!r}" for g in missed[:4])
-    )
-    return CheckResult.of(ok, why if missed or ok else "the episode never reached a judged state")
+    summary = _summary(traj)
+    ok = bool(summary.get("success"))
+    if ok:
+        why = "all goals met"
+    elif missed:
+        why = "unmet: " + "; ".join(
+            f"{g['field']} is {g['actual']!r}, expected {g['op']} {g['expected']!r}" for g in missed[:4]
+        )
+    elif summary.get("escaped"):
+        why = "the page left the task's app"
+    elif summary.get("side_effects"):
+        why = f"the goals hold but it also changed {summary['side_effects'][:4]}"
+    else:
+        why = "the episode never reached a successful judged state"
+    return CheckResult.of(ok, why)
 
 
 @check(description="The share of the goals left open at the start that hold at the end (progress the agent made).")

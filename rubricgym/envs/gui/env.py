@@ -2,10 +2,11 @@
 
 Each task comes from a parameterised template (``templates/``): the app starts in a seeded state, the agent
 operates it through browser tools on ARIA-snapshot observations, and every reward is read from the app's own
-state (``state()`` in its JS): goal predicates give success, the state diff minus the template's expected changes
-gives unexpected side effects, ``done`` on an unfinished task is a false completion, running out of steps is an
-overdue termination and a page that leaves the task's app is a failed escape. The episode's reward is its success
-(1 or 0); the steps before it earn the share of the state goals gained so far (answers count only at the end).
+state (``state()`` in its JS): the state diff minus the template's expected changes gives unexpected side
+effects, and success is every goal predicate holding with no such side effect (deleting every contact is no way
+to delete one); ``done`` on an unfinished task is a false completion, running out of steps is an overdue
+termination and a page that leaves the task's app is a failed escape. The episode's reward is its success (1 or
+0); the steps before it earn the share of the state goals gained so far (answers count only at the end).
 """
 
 from __future__ import annotations
@@ -194,7 +195,10 @@ class GuiEnv(BrowserEnv):
         return gained(state_progress(info["goals"]), self._start_state_progress)
 
     def _success(self) -> bool:
-        return bool(self._goals) and self._progress >= 1.0 - 1e-9 and self.escaped is None
+        """Every goal holds, nothing the task did not ask for changed (deleting every contact is no way to delete
+        one) and the page never left the app."""
+        done = bool(self._goals) and self._progress >= 1.0 - 1e-9 and self.escaped is None
+        return done and not unexpected_changes(self._initial, self._last, self._expected)
 
     def summary(self) -> dict[str, Any]:
         if not self._records or self._task is None:

@@ -116,3 +116,21 @@ def test_shortcut_agents_earn_nothing_while_the_oracle_earns_everything(pool, ki
     for name, factory in SHORTCUTS.items():
         scores = asyncio.run(_scores(make, factory(seed=0), tasks))
         assert max(r for r, _ in scores) <= 0.05 and max(t for _, t in scores) <= 0.05, (name, scores)
+
+
+@pytest.mark.slow
+def test_doing_every_candidate_action_is_no_success(pool):
+    """Deleting every contact makes "contact X is absent" hold: before the fix that was success, reward 1.0 and a
+    rubric total of 0.99."""
+    env = GuiEnv(templates=["contacts.delete"], pool=pool, max_steps=40)
+    obs, _ = env.reset(seed=0)
+    while rows := [ref for role, name, ref in elements(obs) if role == "button" and name != "Add contact"]:
+        obs, *_ = env.step(call("click", ref=rows[0]))  # a contact's card
+        obs, *_ = env.step(call("click", ref=find_ref(obs, "button", "Delete contact")))
+    assert "No contacts" in obs  # every contact is gone, the one the task names too
+    _, reward, *_ = env.step(call("done"))
+    summary = env.outcome.summary
+    assert reward == 0.0 and not summary["success"] and summary["progress"] == 1.0 and summary["side_effects"]
+    breakdown = asyncio.run(ProcessRewardModel(GuiEnv.default_rubric(), [CheckJudge()]).score(env.trajectory()))
+    assert breakdown.total is not None and breakdown.total <= 0.05
+    env.close()
