@@ -352,6 +352,7 @@ def demo(
 
 def _register_subcommands() -> None:
     from rubricgym.arena.cli import register as register_arena
+    from rubricgym.envs.clinical.cli import register as register_clinical
     from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
@@ -361,6 +362,7 @@ def _register_subcommands() -> None:
     register_rewards(app)
     register_trainers(app)
     register_swe(app)
+    register_clinical(app)
     register_arena(app)
 
 

@@ -1,0 +1,78 @@
+"""``rubricgym clinical import``: case collections in public layouts to the case format ``clinical-v0`` loads.
+
+Added to the main app by ``register(app)``::
+
+    rubricgym clinical import cases_osce.jsonl --format osce --out cases.jsonl
+    rubricgym run clinical-v0 --env-arg cases=cases.jsonl --agent oracle --tasks 1 --out runs/osce
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+clinical_app = typer.Typer(help="Clinical cases: import public case collections.", no_args_is_help=True)
+FORMATS = ("osce",)
+
+
+@clinical_app.command("import")
+def import_cases(
+    file: Annotated[Path, typer.Argument(help="case collection: JSONL, a JSON list or one JSON object")],
+    out: Annotated[Path, typer.Option("--out", help="cases file to write (JSONL the env's cases= takes)")],
+    fmt: Annotated[str, typer.Option("--format", help="layout of FILE: osce")] = "osce",
+    report: Annotated[Path | None, typer.Option(help="also write the per-case report as JSON here")] = None,
+    kb: Annotated[str | None, typer.Option(help="knowledge-base folder (default: the bundled one)")] = None,
+    force: Annotated[bool, typer.Option(help="replace OUT if it exists")] = False,
+) -> None:
+    """Convert FILE to cases, report per case what was mapped, renamed, added and dropped, and load the result
+    back as the env will (exit 1 when a record could not become a case)."""
+    from rubricgym.envs.clinical.cases import CaseFileError, load_cases
+    from rubricgym.envs.clinical.osce import import_osce, write_cases
+    from rubricgym.envs.clinical.overlay import kb_with_overlay
+    from rubricgym.envs.clinical.schema import KnowledgeBaseError, load_kb
+
+    console = Console()
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}", param_hint="--format")
+    if not file.is_file():
+        raise typer.BadParameter(f"{file}: no such file", param_hint="FILE")
+    if out.exists() and not force:
+        raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
+    if out.resolve() == file.resolve():
+        raise typer.BadParameter("--out is the input file; write the cases elsewhere", param_hint="--out")
+    try:
+        cases, overlay, reports = import_osce(file, load_kb(kb))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        console.print(f"[red]error:[/] {file}: {e}")
+        raise typer.Exit(2) from None
+    table = Table(title=f"{file.name}: {len(cases)} of {len(reports)} record(s) imported")
+    for col in ("record", "case", "mapped", "renamed", "added", "dropped", "note"):
+        table.add_column(col, justify="right" if col in ("mapped", "renamed", "added", "dropped") else "left")
+    for r in reports:
+        note = f"[red]{r.error}[/]" if r.error else "; ".join([*r.added, *r.dropped])[:80]
+        table.add_row(str(r.index), r.case_id, *(str(len(x)) for x in (r.mapped, r.renamed, r.added, r.dropped)), note)
+    console.print(table)
+    if report:
+        report.write_text(json.dumps([asdict(r) for r in reports], indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {report}")
+    if cases:
+        write_cases(out, cases, overlay)
+        try:
+            loaded = load_cases(out, kb_with_overlay(kb, out if overlay else None))
+        except (CaseFileError, KnowledgeBaseError) as e:
+            console.print(f"[red]the written cases do not load:[/] {e}")
+            raise typer.Exit(1) from None
+        console.print(f"wrote {out}: {len(loaded)} case(s), {len(overlay)} overlay exam(s)")
+    if any(r.error for r in reports):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``clinical`` command group (``clinical import``) to ``app``."""
+    app.add_typer(clinical_app, name="clinical")

@@ -1,0 +1,413 @@
+"""Import OSCE-layout case collections (MedQA-derived agent-clinic cases) into the case format of ``cases.py``.
+
+The layout: ``OSCE_Examination`` with ``Objective_for_Doctor``, ``Patient_Actor`` (``Demographics`` as free text,
+``History``, ``Symptoms`` {``Primary_Symptom``, ``Secondary_Symptoms``}, ``Past_Medical_History``,
+``Social_History``, ``Review_of_Systems``, sometimes medications or allergies), ``Physical_Examination_Findings``
+(``Vital_Signs`` then free-named sections, nested or flat), ``Test_Results`` (nested groups of named results:
+strings with units, qualitative words, or ``Findings`` text) and ``Correct_Diagnosis``. Collections differ case to
+case in nesting and naming, so every field is mapped by what it looks like, and every case gets a report of what
+was mapped, renamed, added and dropped.
+
+What a case says is kept as it says it: vital signs and examination text verbatim (a section with no system of
+ours is examinable by its own name), results with their units, infant ages in months or days. A test the
+catalogue lacks becomes a report exam of the file's knowledge-base overlay (its ``kb_overlay`` line), so the case
+is still complete; a diagnosis that is a knowledge-base condition brings its aliases, key exams and differential.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricgym.envs.clinical.matching import fold
+from rubricgym.envs.clinical.patient import (
+    EXAM_FILLER,
+    SYSTEMS,
+    analyte_index,
+    condition_index,
+    exam_index,
+    resolve_system,
+)
+from rubricgym.envs.clinical.schema import KnowledgeBase
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*[- ]?\s*(years?|yrs?|y|months?|mos?|weeks?|wks?|days?|d)\b[- ]*(?:old)?", re.I)
+_SEX = (
+    (re.compile(r"\b(female|woman|girl|lady|f)\b", re.I), "F"),
+    (re.compile(r"\b(male|man|boy|gentleman|m)\b", re.I), "M"),
+)
+_NUMBER = re.compile(r"^\s*([<>]=?\s*)?(-?\d[\d,]*(?:\.\d+)?)\s*(.*?)\s*$")
+_REPORT_KEYS = {"findings", "finding", "result", "results", "report", "impression", "interpretation", "value"}
+_NONE = {"none", "none significant", "nil", "n/a", "na", "not applicable", "unremarkable", "no significant history"}
+
+
+@dataclass
+class CaseReport:
+    """What importing one OSCE record did."""
+
+    index: int
+    case_id: str
+    mapped: list[str] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    """Tests the catalogue lacks, added to the overlay."""
+    dropped: list[str] = field(default_factory=list)
+    error: str | None = None
+    """Why the record could not become a case (it is left out of the output)."""
+
+
+def _humanise(key: str) -> str:
+    """``Neurological_Examination`` -> ``neurological examination``; ``MRI_Brain`` -> ``MRI brain``."""
+    words = key.replace("_", " ").split()
+    return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
+
+
+def _sentence(text: str) -> str:
+    text = str(text).strip()
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _flatten(value: Any) -> str:
+    """A nested section as one line: ``Cranial nerves: Intact; Motor: 5/5 in all limbs``."""
+    if isinstance(value, dict):
+        return "; ".join(f"{_sentence(_humanise(k))}: {_flatten(v)}" for k, v in value.items() if v not in (None, ""))
+    if isinstance(value, list):
+        return "; ".join(_flatten(v) for v in value if v not in (None, ""))
+    return str(value).strip()
+
+
+def _items(value: Any) -> list[str]:
+    """A list given as a list, or as text separated by commas, semicolons or lines."""
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if str(v).strip()]
+    if isinstance(value, str):
+        return [p.strip() for p in re.split(r"[;\n]|,(?![^(]*\))", value) if p.strip()]
+    return []
+
+
+def parse_demographics(text: Any) -> tuple[int | None, str, str]:
+    """``(age, unit, sex)`` of free text such as "34-year-old female", "8-month-old boy", "newborn girl, 3 days";
+    a mapping ``{Age, Sex|Gender}`` works too. Sex is ``U`` when the text does not say."""
+    if isinstance(text, dict):
+        low = {k.lower(): v for k, v in text.items()}
+        text = f"{low.get('age', '')} {low.get('sex', low.get('gender', ''))}"
+    text = str(text or "")
+    age: int | None = None
+    unit = "years"
+    m = _AGE.search(text)
+    if m:
+        n, u = float(m.group(1)), m.group(2).lower()
+        if u.startswith(("w", "wk")):
+            age, unit = round(n * 7), "days"
+        elif u.startswith("mo") or u == "months" or u == "month":
+            age, unit = round(n), "months"
+        elif u.startswith("d"):
+            age, unit = round(n), "days"
+        else:
+            age = round(n)
+    elif re.search(r"\bnewborn|neonate\b", text, re.I):
+        age, unit = 0, "days"
+    else:
+        bare = re.search(r"\b(\d{1,3})\b", text)
+        age = int(bare.group(1)) if bare else None
+    sex = next((code for pattern, code in _SEX if pattern.search(text)), "U")
+    return age, unit, sex
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each record of a JSONL file, a JSON list or a single JSON object, with its 1-based position."""
+    text = path.read_text(encoding="utf-8-sig")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        yield from enumerate(json.loads(stripped), 1)
+        return
+    try:
+        yield 1, json.loads(stripped)
+        return
+    except json.JSONDecodeError:
+        pass
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as e:
+                yield n, ValueError(f"line {n}: not valid JSON: {e}")
+
+
+class OsceImporter:
+    """Converts OSCE records against one knowledge base, collecting the overlay exams they need."""
+
+    def __init__(self, kb: KnowledgeBase):
+        self.kb = kb
+        self.overlay: dict[str, dict[str, Any]] = {}
+
+    # ---- exams ------------------------------------------------------------------------------------------------
+
+    def exam(self, name: str) -> str | None:
+        """The catalogue exam or analyte ``name`` names, by the rule an order uses (no loose match)."""
+        folded = fold(name)
+        for index in (exam_index(self.kb), analyte_index(self.kb)):
+            if folded in index.names:
+                return index.names[folded]
+        for index in (exam_index(self.kb), analyte_index(self.kb)):
+            found = index.resolve(name, filler=EXAM_FILLER)
+            if found is not None:
+                return found
+        return None
+
+    def _overlay_exam(self, name: str, text: str, report: CaseReport) -> str:
+        slug = "osce_" + re.sub(r"[^a-z0-9]+", "_", fold(name)).strip("_")
+        if slug not in self.overlay:
+            self.overlay[slug] = {
+                "id": slug,
+                "name": _sentence(name),
+                "kind": _kind(name),
+                "normal": "Within normal limits.",
+                "cost": 0,
+                "invasiveness": 1,
+                "turnaround_h": 1,
+            }
+        report.added.append(f"test {name!r} (not in the catalogue): overlay exam {slug!r}")
+        return slug
+
+    def _value(self, exam_id: str, raw: Any, label: str, report: CaseReport) -> float | str:
+        """A result as the case format takes it: a number in the catalogue's unit, else the text as given."""
+        exam = self.kb.exams[exam_id]
+        text = str(raw).strip()
+        if exam.is_analyte:
+            if isinstance(raw, int | float):
+                return float(raw)
+            m = _NUMBER.match(text)
+            if m and not m.group(1):
+                unit, number = m.group(3), float(m.group(2).replace(",", ""))
+                if not unit or fold(unit) == fold(exam.unit or ""):
+                    return number
+                factor = _CONVERSIONS.get((_unit_key(unit), _unit_key(exam.unit or "")))
+                if factor is not None:
+                    value = round(number * factor, exam.decimals)
+                    report.renamed.append(f"{label}: {text!r} converted to {value:g} {exam.unit}")
+                    return value
+                report.renamed.append(f"{label}: kept as given ({text!r}; the catalogue's unit is {exam.unit})")
+        return text
+
+    def results(self, tree: Any, report: CaseReport, prefix: str = "Test_Results") -> dict[str, Any]:
+        """Named results of a nested ``Test_Results`` tree: panels by member, reports by their text."""
+        out: dict[str, Any] = {}
+        if not isinstance(tree, dict):
+            if tree not in (None, ""):
+                report.dropped.append(f"{prefix}: {str(tree)[:60]!r} (a result needs a name)")
+            return out
+        for key, value in tree.items():
+            label, name = f"{prefix}.{key}", _humanise(key)
+            if value in (None, "", {}, []):
+                report.dropped.append(f"{label}: empty")
+                continue
+            if isinstance(value, dict) and {fold(k) for k in value} <= _REPORT_KEYS:
+                value = _flatten(value)  # {"Findings": "..."}: a report's text
+            found = self.exam(name)
+            if isinstance(value, dict):
+                if found is not None and self.kb.exams[found].members:
+                    members = self.results(value, report, label)
+                    out[found] = {k: v for k, v in members.items() if not isinstance(v, dict)}
+                    report.mapped.append(f"{label} -> panel {self.kb.exams[found].name}")
+                else:  # a group ("Imaging", "Blood_Tests"): its members are the results
+                    out.update(self.results(value, report, label))
+                continue
+            if isinstance(value, list):
+                value = _flatten(value)
+            if found is None:
+                found = self._overlay_exam(name, str(value), report)
+                out[found] = str(value).strip()
+                continue
+            exam = self.kb.exams[found]
+            if exam.members and not isinstance(value, str):
+                value = str(value)
+            out[found] = self._value(found, value, label, report)
+            report.mapped.append(f"{label} -> {exam.name}")
+        return out
+
+    # ---- one record -------------------------------------------------------------------------------------------
+
+    def case(self, index: int, record: Any) -> tuple[dict[str, Any] | None, CaseReport]:
+        report = CaseReport(index, f"osce-{index:04d}")
+        if isinstance(record, Exception):
+            report.error = str(record)
+            return None, report
+        osce = record.get("OSCE_Examination", record) if isinstance(record, dict) else None
+        if not isinstance(osce, dict):
+            report.error = "not an OSCE record (an object, usually under 'OSCE_Examination')"
+            return None, report
+        actor = osce.get("Patient_Actor") or {}
+        age, unit, sex = parse_demographics(actor.get("Demographics"))
+        if age is None:
+            report.error = f"Patient_Actor.Demographics {actor.get('Demographics')!r} gives no age"
+            return None, report
+        dx = str(osce.get("Correct_Diagnosis") or "").strip().rstrip(".")
+        if not dx:
+            report.error = "no Correct_Diagnosis"
+            return None, report
+        report.mapped.append(f"Demographics -> age {age} {unit}, sex {sex}")
+        history, profile = self._history(actor, report)
+        symptoms = actor.get("Symptoms") or {}
+        primary = symptoms.get("Primary_Symptom") if isinstance(symptoms, dict) else None
+        complaint = str(primary or osce.get("Objective_for_Doctor") or "feeling unwell").strip().rstrip(".")
+        case: dict[str, Any] = {
+            "id": report.case_id,
+            "profile": {"age": age, "sex": sex, "age_unit": unit, **profile},
+            "complaint": complaint[:1].lower() + complaint[1:] if complaint[:2] != complaint[:2].upper() else complaint,
+            "history": history,
+            "examination": self._examination(osce.get("Physical_Examination_Findings") or {}, report),
+            "results": self.results(osce.get("Test_Results") or {}, report),
+            "diagnosis": {"name": dx},
+            "source": "osce",
+        }
+        self._diagnosis(case, report)
+        for key in sorted(
+            set(osce)
+            - {
+                "Objective_for_Doctor",
+                "Patient_Actor",
+                "Physical_Examination_Findings",
+                "Test_Results",
+                "Correct_Diagnosis",
+            }
+        ):
+            report.dropped.append(f"{key}: not part of the case format")
+        return case, report
+
+    def _history(self, actor: dict[str, Any], report: CaseReport) -> tuple[dict[str, str], dict[str, Any]]:
+        history: dict[str, str] = {}
+        profile: dict[str, Any] = {}
+        symptoms = actor.get("Symptoms") or {}
+        if not isinstance(symptoms, dict):
+            symptoms = {"Secondary_Symptoms": symptoms}
+        primary = str(symptoms.get("Primary_Symptom") or "").strip()
+        narrative = str(actor.get("History") or "").strip()
+        if primary:
+            history[primary.lower()] = narrative or f"Yes, {primary.lower()}."
+            report.mapped.append("Symptoms.Primary_Symptom + History -> history")
+        elif narrative:
+            history["presenting complaint"] = narrative
+            report.renamed.append("History -> history 'presenting complaint'")
+        for s in _items(symptoms.get("Secondary_Symptoms")):
+            history[s.lower()] = f"Yes, {s[:1].lower() + s[1:]}."
+        if symptoms.get("Secondary_Symptoms"):
+            report.mapped.append("Symptoms.Secondary_Symptoms -> history")
+        for key, value in actor.items():
+            if key in ("Demographics", "History", "Symptoms") or value in (None, "", [], {}):
+                continue
+            k = fold(key)
+            if k == "past medical history":
+                items = [i for i in _items(value) if fold(i) not in _NONE and fold(i).rstrip(".") not in _NONE]
+                profile["history"] = items
+                report.mapped.append("Past_Medical_History -> profile.history")
+            elif k in ("social history", "social"):
+                profile["social"] = _flatten(value)
+                report.mapped.append("Social_History -> profile.social")
+            elif "medication" in k or k in ("drugs", "current medications"):
+                profile["medications"] = [i for i in _items(value) if fold(i) not in _NONE]
+                report.mapped.append(f"{key} -> profile.medications")
+            elif "allerg" in k:
+                profile["allergies"] = _flatten(value)
+                report.mapped.append(f"{key} -> profile.allergies")
+            else:  # Review_of_Systems, Family_History, anything else the actor knows: the patient says it
+                history[_humanise(key)] = _flatten(value)
+                report.renamed.append(f"{key} -> history {_humanise(key)!r}")
+        return history, profile
+
+    def _examination(self, findings: Any, report: CaseReport) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if not isinstance(findings, dict):
+            if findings:
+                out["general"] = _flatten(findings)
+                report.renamed.append("Physical_Examination_Findings -> examination 'general'")
+            return out
+        for key, value in findings.items():
+            if value in (None, "", {}, []):
+                report.dropped.append(f"Physical_Examination_Findings.{key}: empty")
+                continue
+            name = re.sub(r"\b(examination|exam|findings?)\b", "", _humanise(key)).strip() or _humanise(key)
+            system = resolve_system(name) if fold(name) in _SYSTEM_WORDS or len(name.split()) <= 3 else None
+            text = _flatten(value)
+            if system is not None and system in SYSTEMS:
+                out[system] = f"{out[system]}; {text}" if system in out else text
+                report.mapped.append(f"{key} -> examination {system!r}")
+            else:
+                out[name] = text
+                report.renamed.append(f"{key} -> examination section {name!r} (examinable by that name)")
+        return out
+
+    def _diagnosis(self, case: dict[str, Any], report: CaseReport) -> None:
+        name = case["diagnosis"]["name"]
+        index = condition_index(self.kb)
+        cid = index.names.get(fold(name))
+        if cid is None:
+            report.mapped.append("Correct_Diagnosis -> diagnosis (not a knowledge-base condition: no key exams)")
+            return
+        cond = self.kb.conditions[cid]
+        case["diagnosis"] = {"name": name, "aliases": [cond.name, *cond.aliases], "icd10": cond.icd10}
+        case["condition"] = cid
+        case["key_exams"] = list(cond.key_exams)
+        case["differential"] = list(cond.differential)
+        case["cant_miss"] = list(cond.cant_miss)
+        report.mapped.append(f"Correct_Diagnosis -> condition {cid!r} (aliases, ICD-10, key exams, differential)")
+
+
+_SYSTEM_WORDS = {fold(s) for s in SYSTEMS}
+_KINDS = (
+    (
+        re.compile(r"x ?ray|\bct\b|\bmri\b|ultrasound|sonograph|\bscan\b|imaging|echocardiogra|angiogra", re.I),
+        "imaging",
+    ),
+    (re.compile(r"biopsy|scopy\b|endoscop|aspirat|puncture", re.I), "procedure"),
+    (re.compile(r"culture", re.I), "culture"),
+    (re.compile(r"\b(ecg|ekg|electrocardiogra)", re.I), "ecg"),
+    (re.compile(r"antibod|serolog|antigen|\bigg\b|\bigm\b", re.I), "serology"),
+)
+
+
+def _kind(name: str) -> str:
+    """The catalogue kind of a test known only by name (a lab test unless its name says otherwise)."""
+    return next((kind for pattern, kind in _KINDS if pattern.search(name)), "lab")
+
+
+_COUNT_UNITS = ("/mm3", "/mm^3", "/ul", "/µl", "/μl", "cells/mm3", "cells/ul", "cells/µl", "per mm3", "/cumm")
+_CONVERSIONS: dict[tuple[str, str], float] = {
+    **{(u, "x10^9/l"): 1e-3 for u in _COUNT_UNITS},
+    ("g/dl", "g/l"): 10.0,
+    ("g/l", "g/dl"): 0.1,
+}
+"""Unit conversions that hold for any analyte (counts per microlitre to 10^9/L, g/dL to g/L); others stay as
+given, with their unit."""
+
+
+def _unit_key(unit: str) -> str:
+    return unit.strip().lower().replace(" ", "").replace("×", "x").replace("*", "x").replace("10⁹", "10^9")
+
+
+def import_osce(
+    path: str | Path, kb: KnowledgeBase
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[CaseReport]]:
+    """``(cases, overlay exams, reports)`` of an OSCE file (JSONL, a JSON list or one JSON object)."""
+    importer = OsceImporter(kb)
+    cases, reports = [], []
+    for index, record in _records(Path(path)):
+        case, report = importer.case(index, record)
+        reports.append(report)
+        if case is not None:
+            cases.append(case)
+    return cases, list(importer.overlay.values()), reports
+
+
+def write_cases(out: str | Path, cases: list[dict[str, Any]], overlay: list[dict[str, Any]]) -> Path:
+    """The cases as a JSONL file the env loads, its overlay (if any) on the first line."""
+    path = Path(out)
+    lines = [json.dumps({"kb_overlay": {"exams": overlay}}, ensure_ascii=False)] if overlay else []
+    lines += [json.dumps(c, ensure_ascii=False) for c in cases]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
