@@ -163,3 +163,19 @@ def test_cases_whose_key_exams_cannot_fit_the_turns_are_reported(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not rubricgym.make("clinical-v0", cases=str(p)).too_long
+
+
+def test_imported_cases_pass_the_leak_audit_and_the_shortcut_battery(tmp_path):
+    import asyncio
+
+    from rubricgym.rewards.leaks import audit_leaks
+    from rubricgym.rewards.shortcuts import run_battery
+
+    cases, overlay, _ = import_osce(MESSY, load_kb())
+    out = str(write_cases(tmp_path / "cases.jsonl", cases, overlay))
+    env = rubricgym.make("clinical-v0", cases=out)
+    tasks = env.task_set(3)
+    leaks = asyncio.run(audit_leaks("clinical-v0", env_kwargs={"cases": out}, tasks=tasks))
+    assert leaks.ok, leaks.line()
+    battery = asyncio.run(run_battery("clinical-v0", env_kwargs={"cases": out}, tasks=tasks))
+    assert battery.ok and battery.oracle is not None and battery.oracle.total == 1.0, battery.problems()
