@@ -11,7 +11,6 @@ termination and a page that leaves the task's app is a failed escape. The episod
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -88,14 +87,14 @@ class GuiEnv(BrowserEnv):
 
     @classmethod
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
-        """The answers the agent must find out (answer-sheet goals) that neither the instruction nor the app's
-        starting data shows.
+        """The answers the agent must find out (answer-sheet goals) that the instruction does not state.
 
         State goals describe the state the instruction asks for, in the app's own vocabulary (a folder named
-        "sent"), and an app's data is on its pages by design: the company asked for is one of the nine on the
-        contact list. Which one is the secret, and the shortcut battery checks that no channel says it.
+        "sent"). An answer is on the app's pages by design (``discoverable`` through every tool: the company asked
+        for is one of the nine on the contact list), so the audit holds it to the channels no page reaches: ids,
+        the first observation, ``info`` and ``state()``; which one it is, the shortcut battery checks.
         """
-        shown = (task.prompt + json.dumps(task.params.get("state", {}), ensure_ascii=False)).casefold()
+        shown = task.prompt.casefold()
         return [
             (f"goals[{i}].expected", g["expected"])
             for i, g in enumerate(task.hidden.get("goals", []))
