@@ -38,7 +38,9 @@ class Names:
     name: str
     """The distribution and folder name (``price-check``)."""
     env_id: str
-    """The registered env id (``price-check-v0``)."""
+    """The registered env id (``price-check-v0``; a web family's is ``web-<spec name>-v0``)."""
+    spec_name: str
+    """A web family's spec name (the name without a leading ``web-``)."""
     package: str
     """The import package (``price_check``)."""
     class_name: str
@@ -47,7 +49,7 @@ class Names:
     """A heading (``Price check``)."""
 
     @classmethod
-    def of(cls, name: str) -> Names:
+    def of(cls, name: str, family: str = "tools") -> Names:
         """The names of package ``name``; ``ScaffoldError`` saying what to write when ``name`` cannot be one."""
         if not _NAME.match(name):
             suggestion = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "my-env"
@@ -70,9 +72,11 @@ class Names:
             )
         words = name.split("-")
         camel = "".join(w.capitalize() for w in words)
+        spec_name = name.removeprefix("web-") or name
         return cls(
             name=name,
-            env_id=f"{name}-v0",
+            env_id=f"web-{spec_name}-v0" if family == "web" else f"{name}-v0",
+            spec_name=spec_name,
             package=package,
             class_name=camel if camel.endswith("Env") else camel + "Env",
             title=" ".join(words).capitalize(),
@@ -165,11 +169,12 @@ def plan(name: str, family: Family = "tools") -> dict[str, str]:
     """The files of a new package ``name`` of ``family``, by path relative to the package folder."""
     if family not in FAMILY_SPECS:
         raise ScaffoldError(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
-    names = Names.of(name)
+    names = Names.of(name, family)
     fam = FAMILY_SPECS[family]
     values = {
         "name": names.name,
         "env_id": names.env_id,
+        "spec_name": names.spec_name,
         "package": names.package,
         "class_name": names.class_name,
         "title": names.title,

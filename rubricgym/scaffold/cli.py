@@ -30,7 +30,7 @@ def init_cmd(
         root = init_package(name, family, dir)  # type: ignore[arg-type]  (checked against FAMILIES above)
     except ScaffoldError as e:
         fail(str(e))
-    names = Names.of(name)
+    names = Names.of(name, family)
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     lines = [
         f"created {root}/ ({family} family, env id {names.env_id}): {', '.join(files)}",
