@@ -1,4 +1,4 @@
-"""The ``rubricgym`` command line: envs, run, show, check, model, demo (plus the rewards, trainers and init commands)."""
+"""The ``rubricgym`` command line: envs, run, show, check, model, demo (plus rewards, trainers, init and more)."""
 
 from __future__ import annotations
 
