@@ -16,18 +16,20 @@ def register(app: typer.Typer) -> None:
 def init_cmd(
     name: Annotated[str, typer.Argument(help="package name, e.g. price-check (the env id becomes price-check-v0)")],
     family: Annotated[
-        str, typer.Option(help="tools (an env class with @tools) | web (a page that scores itself) | corpus (deep search)")
+        str,
+        typer.Option(help="tools (an env class with @tools) | web (a page that scores itself) | corpus (deep search)"),
     ] = "tools",
-    dir: Annotated[Path, typer.Option("--dir", help="parent folder of the new package folder")] = Path("."),
+    parent: Annotated[Path, typer.Option("--dir", help="parent folder of the new package folder")] = Path("."),
 ) -> None:
     """Write a pip-installable env package: env, tools, checks, rubric, scripted agents, tests, README, Dockerfile."""
     from rubricgym.cli import console, fail
     from rubricgym.scaffold import FAMILIES, Names, ScaffoldError, init_package
 
-    if family not in FAMILIES:
+    chosen = next((f for f in FAMILIES if f == family), None)
+    if chosen is None:
         fail(f"unknown --family {family!r}: choose one of {', '.join(FAMILIES)}")
     try:
-        root = init_package(name, family, dir)  # type: ignore[arg-type]  (checked against FAMILIES above)
+        root = init_package(name, chosen, parent)
     except ScaffoldError as e:
         fail(str(e))
     names = Names.of(name, family)
