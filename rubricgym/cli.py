@@ -1,4 +1,4 @@
-"""The ``rubricgym`` command line: envs, run, show, check, model, demo (plus the rewards and trainers commands)."""
+"""The ``rubricgym`` command line: envs, run, show, check, model, demo (plus rewards, trainers, init and more)."""
 
 from __future__ import annotations
 
@@ -356,6 +356,7 @@ def _register_subcommands() -> None:
     from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
     from rubricgym.rewards.cli import register as register_rewards
+    from rubricgym.scaffold.cli import register as register_scaffold
     from rubricgym.trainers.cli import register as register_trainers
 
     register_interop(app)  # serve, export
@@ -364,6 +365,7 @@ def _register_subcommands() -> None:
     register_swe(app)
     register_clinical(app)
     register_arena(app)
+    register_scaffold(app)
 
 
 _register_subcommands()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
 import json
 import traceback
 import warnings
@@ -27,7 +28,7 @@ from jsonschema import Draft202012Validator
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
 from rubricgym.core.rollout import rollout
-from rubricgym.core.rubric import Rubric
+from rubricgym.core.rubric import Rubric, condition_check
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
 from rubricgym.rewards.gaming import audit_totals
 from rubricgym.rewards.leaks import audit_leaks
@@ -109,7 +110,9 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     rows.append(_run("unicode round trip", lambda: _unicode(env_spec)))
     rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
     rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
-    rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed)))
+    played: list[Trajectory] = []
+    rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed, played)))
+    rows.append(_run("every stage reached by a scripted agent", lambda: _stages_reached(env_spec, played)))
     rows.append(_run("default rubric validates", lambda: _default_rubric(env_spec)))
     rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed)))
     kw = env_kwargs or {}
@@ -167,6 +170,14 @@ def _tool_schemas(env: RubricEnv) -> str:
             raise AssertionError(f"tool {t.name!r}: required {sorted(missing)} not among properties")
         if not t.description.strip():
             raise AssertionError(f"tool {t.name!r} has no description; models need one to use it")
+        undocumented = [k for k, v in t.parameters.get("properties", {}).items() if not str(v.get("description", ""))]
+        if undocumented:
+            first = undocumented[0]
+            raise AssertionError(
+                f"tool {t.name!r}: argument(s) {undocumented} have no description, so a model must guess what to "
+                f"pass; document each under Args: in the tool's docstring, e.g.\n    Args:\n        {first}: what "
+                f"it is, with an example"
+            )
     return f"{len(tools)} tools: {', '.join(names)}"
 
 
@@ -261,8 +272,10 @@ def _task_ids(env_spec: EnvSpec, seed: int) -> str:
     clashes = sorted({t.id for t in tasks if first.setdefault(t.id, t) != t})
     if clashes:
         raise AssertionError(
-            f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. "
-            f"{clashes[0]!r}): derive the id from everything that makes a task differ"
+            f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. {clashes[0]!r}): derive "
+            f'the id from everything that makes a task differ, e.g. f"{{split}}-{{hashlib.sha256(key.encode())'
+            f'.hexdigest()[:12]}}" with key the prompt plus the hidden values (an opaque hash: an id must not say '
+            f"the answer either)"
         )
     return f"40 generated tasks: {len(first)} distinct, no id names two different tasks"
 
@@ -303,7 +316,8 @@ def _truncation(env_spec: EnvSpec) -> str:
     return "truncates exactly at max_steps=3"
 
 
-def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
+def _agents_and_checks(env_spec: EnvSpec, seed: int, played: list[Trajectory] | None = None) -> str:
+    """Every scripted agent plays a task and every named check runs on its trajectory (``played`` gets them)."""
     cls = env_spec.load()
     checks = cls.checks()
     agents = cls.agents()
@@ -312,6 +326,8 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
     results = []
     for name, factory in agents.items():
         traj = asyncio.run(rollout(env_spec.make(), factory(seed=seed), task, seed=seed))
+        if played is not None:
+            played.append(traj)
         for c in checks.values():
             if c.scope == "step":
                 for i in range(len(traj.steps)):
@@ -320,6 +336,26 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int) -> str:
                 c(traj)
         results.append(f"{name}: {len(traj.steps)} steps, reward {traj.outcome.reward:g}")
     return f"{len(checks)} checks ran on trajectories of " + ("; ".join(results) or "no scripted agents")
+
+
+def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
+    """Each declared stage labels a step of some scripted agent's episode: a stage no step reaches is a typo in
+    ``stage_of`` or ``stages``, or work no agent can do, and its per-stage rewards would never be paid."""
+    cls = env_spec.load()
+    if not cls.stages:
+        return "the env declares no stages"
+    if not played:
+        return "no scripted agents to play the stages (add an oracle to scripted_agents so check can see them)"
+    seen = {s.stage for t in played for s in t.steps}
+    missing = [st for st in cls.stages if st not in seen]
+    if missing:
+        raise AssertionError(
+            f"stage(s) {missing} of {cls.__name__}.stages {list(cls.stages)} label no step of the scripted agents "
+            f"({', '.join(t.agent or '?' for t in played)}), whose steps are labelled {sorted(seen)}: make stage_of "
+            f"return each stage for the calls that do its work (or drop the stage), and give the oracle a step in "
+            f"every stage"
+        )
+    return f"{len(cls.stages)} stages, each labels a step: {', '.join(cls.stages)}"
 
 
 def _gaming(env_spec: EnvSpec, seed: int) -> str:
@@ -342,14 +378,34 @@ def _default_rubric(env_spec: EnvSpec) -> str:
     if not isinstance(rubric, Rubric):
         raise AssertionError(f"default_rubric() returned {type(rubric).__name__}, not a Rubric")
     checks = cls.checks()
-    unknown = sorted(rubric.referenced_checks() - set(checks))
-    if unknown:
+    problems = unknown_checks(rubric, set(checks))
+    if problems:
         raise AssertionError(
-            f"default rubric {rubric.id!r} names checks the env does not provide: {unknown} "
-            f"(as check or in applies_if; the env has {sorted(checks)})"
+            f"default rubric {rubric.id!r} names checks {cls.__name__} does not define: " + "; ".join(problems)
         )
     gated = sum(bool(c.applies_if) for c in rubric.criteria)
     return (
         f"{rubric.id} v{rubric.version} ({rubric.hash}): {len(rubric.criteria)} criteria, {gated} with "
         f"applies_if, aggregation {rubric.aggregation.method}"
     )
+
+
+def unknown_checks(rubric: Rubric, checks: set[str]) -> list[str]:
+    """A fix-it line for each check name a rubric uses (a criterion's ``check`` or a condition of its
+    ``applies_if``) that is not among ``checks``."""
+    known = sorted(checks)
+    out = []
+    for c in rubric.criteria:
+        named = [("check", c.check)] if c.check else []
+        for cond in c.applies_if or []:
+            named += [("applies_if", n) for alt in cond.split("|") if (n := condition_check(alt))]
+        for where, name in named:
+            if name in checks:
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "define it with @check and add it to the env's check_set"
+            hint = (
+                "" if where == "check" else " (applies_if also takes answered, acted, edited, tool:NAME, not:X and a|b)"
+            )
+            out.append(f"criterion {c.id!r} {where}: {name!r} is not a check of the env: {fix}{hint}; it has {known}")
+    return out

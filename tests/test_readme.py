@@ -17,7 +17,7 @@ def test_readme_python_block_runs(index, tmp_path, monkeypatch):
     try:
         exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), namespace)
     finally:
-        for env_id in ("echo-v0",):
+        for env_id in ("echo-v0", "price-check-v0"):
             rubricgym.unregister(env_id)
 
 

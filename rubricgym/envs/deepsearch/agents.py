@@ -101,6 +101,7 @@ class OracleAgent(_ScriptedAgent):
         """A question without statements: search its words, read the (gold) page naming the answer, cite it."""
         hidden = task.hidden
         answer = hidden["answer"]
+        yield tool_call("plan", text="Search the question's words, read the page that names the answer, cite it.")
         obs = yield tool_call("search", query=hidden.get("question") or task.prompt.split(". Search")[0], k=5)
         candidates = list(hidden.get("gold_docs") or []) + _URL.findall(obs)
         if not hidden.get("gold_docs"):

@@ -1,0 +1,117 @@
+"""`rubricgym check` names the mistakes a new env author makes and says what to write instead (issue 30, item 3):
+an undocumented tool argument, a rubric naming a check the env lacks (as ``check`` or in ``applies_if``), task
+ids that collide across seeds, and a stage no step of any scripted agent reaches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rubricgym import ToolOutput, tool
+from rubricgym.core.registry import register, unregister
+from rubricgym.env_checker import check_env_id
+from rubricgym.envs.toy.calculator import CalculatorEnv
+
+
+@pytest.fixture
+def rows() -> Iterator:
+    """``rows(cls)``: register ``cls`` under its env id, run ``rubricgym check`` and return its rows by name."""
+    registered: list[str] = []
+
+    def run(cls: type[CalculatorEnv]) -> dict[str, tuple[bool, str]]:
+        register(cls.env_id, cls, replace=True)
+        registered.append(cls.env_id)
+        report = check_env_id(cls.env_id, fuzz=10)
+        return {name: (ok, " ".join(detail.split())) for name, ok, detail in report.rows}
+
+    yield run
+    for env_id in registered:
+        unregister(env_id)
+
+
+def test_the_calculator_passes_every_row_including_the_new_ones(rows):
+    class Calc(CalculatorEnv):
+        env_id = "fixit-calc-v0"
+
+    got = rows(Calc)
+    assert all(ok for ok, _ in got.values()), {k: v for k, v in got.items() if not v[0]}
+    assert got["every stage reached by a scripted agent"] == (True, "2 stages, each labels a step: compute, answer")
+
+
+def test_an_undocumented_tool_argument_is_named_with_the_docstring_to_write(rows):
+    class Undocumented(CalculatorEnv):
+        env_id = "fixit-undocumented-v0"
+
+        @tool
+        def answer(self, value: float, note: str = "") -> ToolOutput:
+            """Give the final numeric answer; this ends the episode.
+
+            Args:
+                value: the final number
+            """
+            return super().answer(value)
+
+    ok, detail = rows(Undocumented)["tool schemas"]
+    assert not ok and "tool 'answer': argument(s) ['note'] have no description" in detail
+    assert "Args: note: what it is" in detail
+
+
+def test_a_rubric_check_the_env_lacks_is_named_with_a_close_match(rows, tmp_path: Path):
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(
+        "id: typo\ncriteria:\n"
+        "  - {id: correct, text: Right., level: essential, check: final_answer_corect}\n"
+        "  - {id: clean, text: Clean., level: pitfall, check: no_invalid_actions,\n"
+        "     applies_if: 'tool:calculator|usedcalc'}\n"
+    )
+
+    class Typo(CalculatorEnv):
+        env_id = "fixit-typo-v0"
+        rubric_file = rubric
+
+    ok, detail = rows(Typo)["default rubric validates"]
+    assert not ok and "names checks Typo does not define" in detail
+    assert "criterion 'correct' check: 'final_answer_corect' is not a check of the env: did you mean " in detail
+    assert "'final_answer_correct'?" in detail
+    applies = "criterion 'clean' applies_if: 'usedcalc' is not a check of the env: did you mean 'used_calculator'?"
+    assert applies in detail and "applies_if also takes answered, acted, edited, tool:NAME" in detail
+
+
+def test_an_applies_if_with_no_close_match_says_how_to_define_the_check(rows, tmp_path: Path):
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(
+        "id: unknown\ncriteria:\n"
+        "  - {id: correct, text: Right., level: essential, check: final_answer_correct, applies_if: zzz_qqq}\n"
+    )
+
+    class Unknown(CalculatorEnv):
+        env_id = "fixit-unknown-v0"
+        rubric_file = rubric
+
+    ok, detail = rows(Unknown)["default rubric validates"]
+    assert not ok and "'zzz_qqq' is not a check of the env: define it with @check and add it to the env's" in detail
+
+
+def test_task_ids_that_collide_across_seeds_get_the_opaque_id_to_write(rows):
+    class Colliding(CalculatorEnv):
+        env_id = "fixit-colliding-v0"
+
+        def sample_task(self, rng, split="train"):
+            task = super().sample_task(rng, split)
+            return task.model_copy(update={"id": f"calc-{len(task.prompt) % 3}"})  # three ids for many tasks
+
+    ok, detail = rows(Colliding)["distinct task ids"]
+    assert not ok and "name different tasks among 40 generated" in detail
+    assert "hashlib.sha256(key.encode()).hexdigest()[:12]" in detail and "must not say the answer" in detail
+
+
+def test_a_stage_no_step_reaches_is_named(rows):
+    class Unreached(CalculatorEnv):
+        env_id = "fixit-unreached-v0"
+        stages = ("compute", "verify", "answer")  # verify: declared, but stage_of never returns it
+
+    ok, detail = rows(Unreached)["every stage reached by a scripted agent"]
+    assert not ok and "stage(s) ['verify'] of Unreached.stages ['compute', 'verify', 'answer']" in detail
+    assert "make stage_of return each stage" in detail and "labelled ['answer', 'compute']" in detail
