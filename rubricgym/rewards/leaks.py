@@ -115,6 +115,15 @@ class Scanner:
         return [s for s in self.secrets if tuple(sorted(s.words)) in wins or "".join(s.words) in compact]
 
 
+STRUCTURAL = frozenset({"episode_id", "step_count", "max_steps", "step"})
+"""Counters every episode has (``state().step_count``, ``info["step"]``, the episode id's sequence number): they
+say nothing of a task, so a hidden number that equals one is not a leak."""
+
+
+def _without_counters(value: Any) -> Any:
+    return {k: v for k, v in value.items() if k not in STRUCTURAL} if isinstance(value, dict) else value
+
+
 def flatten(value: Any) -> str:
     """A JSON-like value as text to scan: keys and values, one per line."""
     if isinstance(value, str):
@@ -233,8 +242,8 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
     ep.shown_to_all(env.system_prompt())
     ep.scan("first observation", text)
     ep.scan("task params (the server's tasks message)", task.params, tool="(any)")
-    ep.scan("reset info", info)
-    ep.scan("state() after reset", env.state().model_dump(mode="json"))
+    ep.scan("reset info", _without_counters(info))
+    ep.scan("state() after reset", _without_counters(env.state().model_dump(mode="json")))
     episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
     report.episodes += 1
     for i in range(env.max_steps):
@@ -249,8 +258,8 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
         ep.scan(
             f"step {i + 1} typed observation", step.observation.model_dump(mode="json", exclude={"messages", "tools"})
         )
-        ep.scan(f"step {i + 1} info", info)
-        ep.scan(f"state() after step {i + 1}", env.state().model_dump(mode="json"))
+        ep.scan(f"step {i + 1} info", _without_counters(info))
+        ep.scan(f"state() after step {i + 1}", _without_counters(env.state().model_dump(mode="json")))
         report.steps += 1
         if terminated or truncated:
             break

@@ -58,3 +58,22 @@ def test_the_audit_names_the_channel_and_field_of_a_leak():
     assert any(leak.channel == "task id" for leak in ids.leaks), ids.line()
     clean = asyncio.run(audit_leaks("toy-calculator-v0", n_tasks=2))
     assert clean.ok and clean.exempt.get("answer via calculator", 0) > 0  # computed by the tool: allowed
+
+
+class CounterEnv(CalculatorEnv):
+    """An answer that equals the step counter of the step that shows it is no leak."""
+
+    env_id = "test-counter-v0"
+
+    def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        task = super().sample_task(rng, split)
+        return task.model_copy(update={"hidden": {**task.hidden, "answer": 12}, "env_id": self.env_id})
+
+
+def test_episode_counters_are_not_secrets():
+    register("test-counter-v0", CounterEnv)
+    try:
+        report = asyncio.run(audit_leaks("test-counter-v0", n_tasks=1, env_kwargs={"max_steps": 12}))
+    finally:
+        unregister("test-counter-v0")
+    assert not [leak for leak in report.leaks if "info" in leak.channel or "state()" in leak.channel], report.line()
