@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
 from rubricgym.arena.curriculum import CurriculumConfig
 from rubricgym.arena.suite import SuiteError, load_suite
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
@@ -254,11 +255,9 @@ def load_config(path: str | Path) -> TrainConfig:
     if not p.exists():
         raise ConfigError(f"{p}: no such config file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(p, ConfigError))
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: not UTF-8 text (offset {e.start}); is it a binary file?") from None
     return validate_config(data, str(p))
 
 

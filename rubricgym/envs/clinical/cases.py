@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.envs.clinical.case import CaseRecord, RubricItem
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import condition_index, exam_index
@@ -55,7 +56,7 @@ def load_cases(path: str | Path, kb: KnowledgeBase) -> list[CaseRecord]:
 def _load_cases(p: Path, stamp: int, kb: KnowledgeBase) -> list[CaseRecord]:
     out: list[CaseRecord] = []
     seen: set[str] = set()
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(p, CaseFileError).splitlines(), 1):
         if not line.strip():
             continue
         where = f"{p}:{n}"
