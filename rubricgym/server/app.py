@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Request, Response, WebSocket
 from fastapi.responses import JSONResponse
@@ -29,6 +30,7 @@ from rubricgym.core.registry import make, spec
 from rubricgym.server.policy import IssuedTasks
 from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, schema
 from rubricgym.server.session import Session, SessionPolicy
+from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
 
 WS_POLICY_VIOLATION = 1008
 WS_GOING_AWAY = 1001
@@ -57,6 +59,9 @@ class ServerConfig(BaseModel):
     """Play tasks a client sends (checked: no field may name a host path); off: only the server's own tasks."""
     trusted: bool = False
     """Send clients the hidden record (``Task.hidden``, private step info): for a trainer scoring on its side."""
+    isolation: Literal["thread", "process"] = "thread"
+    """Where each session's env runs: a server thread, or a process of its own (env code that computes in pure
+    Python for long, which in a thread would hold the interpreter lock and slow every other session)."""
 
 
 class EnvServer:
@@ -79,7 +84,11 @@ class EnvServer:
             max_tasks=config.max_tasks,
             issued=IssuedTasks(config.issued_tasks),
         )
-        self._probe = self.factory()  # built now so bad env kwargs fail at start; answers /metadata, never stepped
+        self._probe = self.factory()
+        self._worker_factory = factory or functools.partial(make, config.env_id, **config.env_kwargs)  # picklable
+        self._ctx = (
+            worker_context(["rubricgym", type(self._probe).__module__]) if config.isolation == "process" else None
+        )  # built now so bad env kwargs fail at start; answers /metadata, never stepped
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -95,13 +104,20 @@ class EnvServer:
                 max_sessions=self.config.max_sessions,
             )
         self._opening += 1  # counted while its env is built, so capacity holds under a burst of connections
+        loop = asyncio.get_running_loop()
+        runner: ThreadRunner | ProcessRunner
         try:
-            env = await asyncio.get_running_loop().run_in_executor(self.executor, self.factory)
+            if self._ctx is not None:
+                runner = await loop.run_in_executor(
+                    self.executor, ProcessRunner, self._worker_factory, self._ctx, self.executor
+                )
+            else:
+                runner = ThreadRunner(await loop.run_in_executor(self.executor, self.factory), self.executor)
         except Exception as e:
             raise ProtocolError(ErrorCode.FACTORY_ERROR, f"cannot build env {self.config.env_id!r}: {e}") from e
         finally:
             self._opening -= 1
-        session = Session(env, kind, self.policy)
+        session = Session(runner, kind, self.policy)
         self.sessions[session.id] = session
         return session
 
@@ -124,6 +140,8 @@ class EnvServer:
 
     async def start(self) -> None:
         self._reaper = asyncio.create_task(self.reap())
+        if self._ctx is not None:  # start the forkserver now (it imports the env once), not on the first session
+            await asyncio.get_running_loop().run_in_executor(self.executor, start_forkserver, self._ctx)
 
     async def shutdown(self) -> None:
         self.stopping = True

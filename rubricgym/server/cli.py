@@ -35,6 +35,9 @@ def serve_cmd(
     trusted: Annotated[
         bool, typer.Option(help="send clients hidden data (answers, gold patches) for client-side scoring")
     ] = False,
+    isolation: Annotated[
+        str, typer.Option(help="where each session's env runs: thread, or process (envs that compute in Python)")
+    ] = "thread",
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
     ] = None,
@@ -66,6 +69,7 @@ def serve_cmd(
             max_tasks=max_tasks,
             accept_client_tasks=accept_client_tasks,
             trusted=trusted,
+            isolation=isolation,
         )
     except ValidationError as e:
         _fail(str(e))

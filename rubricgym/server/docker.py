@@ -97,6 +97,8 @@ class DockerProvider:
             str(config.max_tasks),
             *(["--accept-client-tasks"] if config.accept_client_tasks else []),
             *(["--trusted"] if config.trusted else []),
+            "--isolation",
+            config.isolation,
         ]
         if "max_steps" in config.env_kwargs:
             command += ["--max-steps", str(config.env_kwargs["max_steps"])]

@@ -1,16 +1,15 @@
 """One served env instance: a ``Session`` turns protocol requests into env calls and env results into wire dicts.
 
-Every env call (reset, step, state, the record, task sets) runs on the server's worker threads, never on the
-event loop: one slow episode (a large generated world, a sandbox starting) never delays another session or
-``/health``. The server's executor has a thread per session, so sessions never queue behind each other; a
-session's own calls are serialised (one message at a time). Envs whose tools do I/O override ``astep_typed`` and
-are awaited directly. What a client may send and receive is ``policy``'s.
+Every env call (reset, step, state, the record, task sets) goes through the session's runner (``worker``): a
+worker thread of the server, or a process of its own, never the event loop, so one slow episode (a large
+generated world, a sandbox starting) never delays another session or ``/health``. The server's executor has a
+thread per session, so sessions never queue behind each other; a session's own calls are serialised (one message
+at a time). What a client may send and receive is ``policy``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,8 +21,9 @@ from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Observation, Task, ToolSpec
-from rubricgym.server.policy import IssuedTasks, check_client_task, public_task, public_trajectory
+from rubricgym.server.policy import IssuedTasks, public_task
 from rubricgym.server.protocol import ErrorCode, ProtocolError, ResetData, TasksData, WireAction
+from rubricgym.server.worker import ProcessRunner, ThreadRunner
 
 T = TypeVar("T")
 
@@ -42,10 +42,12 @@ class SessionPolicy:
 class Session:
     """A session's env and its episode bookkeeping (one per WebSocket connection or HTTP session id)."""
 
-    def __init__(self, env: RubricEnv, kind: str = "ws", policy: SessionPolicy | None = None):
+    def __init__(
+        self, env: RubricEnv | ThreadRunner | ProcessRunner, kind: str = "ws", policy: SessionPolicy | None = None
+    ):
         self.policy = policy or SessionPolicy()
         self.id = uuid.uuid4().hex
-        self.env = env
+        self.runner = env if isinstance(env, ThreadRunner | ProcessRunner) else ThreadRunner(env, self.policy.executor)
         self.kind = kind
         self.last_active = time.monotonic()
         self.busy = False
@@ -54,15 +56,16 @@ class Session:
         self.done = False
         self.lock = asyncio.Lock()
         self.on_reap: Callable[..., Awaitable[None]] | None = None  # (code: ErrorCode = IDLE_TIMEOUT)
-        self._async_step = type(env).astep_typed is not RubricEnv.astep_typed
         self._tools: list[ToolSpec] | None = None
         self._tools_wire: list[dict[str, Any]] = []
         self._episode: dict[str, Any] = {}
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` on a worker thread, so the event loop keeps serving everyone else."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.policy.executor, functools.partial(fn, *args, **kwargs))
+    @property
+    def env(self) -> RubricEnv:
+        """The env object (thread isolation only: a worker process keeps its env to itself)."""
+        if not isinstance(self.runner, ThreadRunner):
+            raise AttributeError("this session's env lives in a worker process")
+        return self.runner.env
 
     def _tools_of(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
         if tools is not self._tools:  # envs with a constant tool list pay for the dump once
@@ -76,17 +79,16 @@ class Session:
         """Start an episode; ``data`` is the ``reset`` payload (seed, task or options.task)."""
         try:
             req = ResetData.model_validate(data or {})
-            task = self._task_of(req)
-            obs = await self._run(self.env.reset_typed, seed=req.seed, task=task)
+            task = await self._task_of(req)
+            obs, state = await self.runner.call("reset", req.seed, task)
         except (ValidationError, ValueError, TypeError) as e:
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"reset: {_short(e)}") from None
         self.started, self.done = True, False
-        state = self.env.state()
         self._episode = {"task_id": state.task_id, "episode_id": state.episode_id}
         wire = self._observation(obs, list(obs.messages), self._info(step=0, stage=obs.stage))
         return {"observation": wire, "reward": None, "done": False}
 
-    def _task_of(self, req: ResetData) -> Task | None:
+    async def _task_of(self, req: ResetData) -> Task | None:
         """The task ``req`` chooses: one this server handed out, or (if accepted) a checked client task."""
         if req.task_id is not None:
             issued = self.policy.issued.get(req.task_id)
@@ -110,7 +112,8 @@ class Session:
                 "reset: this server plays only its own tasks; choose one by seed, or by task_id from a tasks reply "
                 "(the server's operator may allow client tasks with --accept-client-tasks)",
             )
-        return check_client_task(self.env, data)
+        task: Task = await self.runner.call("check_task", data)
+        return task
 
     async def step(self, data: Any) -> dict[str, Any]:
         """Apply one action; ``data`` is a ``WireAction`` dict (``{"text": ...}`` or ``{"tool_call": ...}``)."""
@@ -124,10 +127,8 @@ class Session:
             raise ProtocolError(
                 ErrorCode.VALIDATION_ERROR, f'step: {_short(e)}; send {{"text": "..."}} or {{"tool_call": {{...}}}}'
             ) from None
-        env = self.env
-        obs = await env.astep_typed(action) if self._async_step else await self._run(env.step_typed, action)
+        obs, step, messages = await self.runner.call("step", action)
         self.done = obs.done or obs.truncated
-        step = env.steps[-1]
         info = self._info(
             step=step.index + 1,
             stage=step.stage,
@@ -135,7 +136,7 @@ class Session:
             tool_error=step.tool_error,
             details=step.info,
         )
-        return {"observation": self._observation(obs, env.messages[-2:], info), "reward": obs.reward, "done": self.done}
+        return {"observation": self._observation(obs, messages, info), "reward": obs.reward, "done": self.done}
 
     def _observation(self, obs: Observation, messages: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -148,14 +149,15 @@ class Session:
         }
 
     async def state(self) -> dict[str, Any]:
-        state = await self._run(self.env.state)
+        state = await self.runner.call("state")
         return state.model_dump(mode="json")
 
     async def trajectory(self) -> dict[str, Any]:
         """The episode record so far (task, messages, steps, outcome); hidden data only to a trusted client."""
         if not self.started:
             raise ProtocolError(ErrorCode.NOT_RESET, "no episode yet: send reset first")
-        return await self._run(public_trajectory, self.env, self.policy.trusted)
+        record: dict[str, Any] = await self.runner.call("trajectory", self.policy.trusted)
+        return record
 
     async def tasks(self, data: Any) -> list[dict[str, Any]]:
         """``env.task_set`` (at most ``max_tasks``); each becomes one a client may name in ``reset``."""
@@ -170,7 +172,7 @@ class Session:
                 f"tasks: n={req.n} is over this server's cap of {cap} per request; ask for at most {cap}",
                 max_tasks=cap,
             )
-        tasks = await self._run(self.env.task_set, req.n, seed=req.seed, split=req.split)
+        tasks = await self.runner.call("tasks", req.n, req.seed, req.split)
         self.policy.issued.add(tasks)
         return [public_task(t, self.policy.trusted) for t in tasks]
 
@@ -179,7 +181,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
-        await self._run(self.env.close)
+        await self.runner.close()
 
 
 def _short(e: Exception) -> str:

@@ -146,6 +146,18 @@ class SlowReset(CalculatorEnv):
         return super().reset_typed(seed=seed, task=task)
 
 
+class BusyReset(CalculatorEnv):
+    """A calculator whose reset with a seed under 1000 computes in pure Python for 1 s (a world being generated:
+    it holds the interpreter lock); seeds from 1000 reset at once."""
+
+    def reset_typed(self, seed=None, task=None):
+        end = time.perf_counter() + (1.0 if seed is None or seed < 1000 else 0.0)
+        x = 0
+        while time.perf_counter() < end:
+            x += 1
+        return super().reset_typed(seed=seed, task=task)
+
+
 POLL_HEALTH = """
 import json, sys, time, httpx
 out, end = [], time.monotonic() + float(sys.argv[2])
@@ -168,20 +180,25 @@ def _slow_resets(url: str, resets: int) -> None:
 SERVE_SLOW = """
 import sys
 from rubricgym.server import ServerConfig, ServerThread, create_app
-from tests.server.test_policy import SlowReset
-config = ServerConfig(env_id="toy-calculator-v0", port=0)
-with ServerThread(config, app=create_app(config, SlowReset)) as server:
+from tests.server import test_policy
+config = ServerConfig(env_id="toy-calculator-v0", port=0, isolation=sys.argv[2])
+with ServerThread(config, app=create_app(config, getattr(test_policy, sys.argv[1]))) as server:
     print(server.url, flush=True)
     sys.stdin.read()
 """
 
 
-@pytest.fixture
-def slow_server() -> Iterator[str]:
-    """A server of ``SlowReset`` in its own process (as in use: its clients do not share its interpreter)."""
+def _serve_in_process(env_class: str, isolation: str) -> Iterator[str]:
+    """A server of ``test_policy.<env_class>`` in its own process (as in use: clients do not share its
+    interpreter); yields its ws:// URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE_SLOW], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVE_SLOW, env_class, isolation],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         url = proc.stdout.readline().strip()
@@ -192,9 +209,31 @@ def slow_server() -> Iterator[str]:
         proc.wait(60)
 
 
+@pytest.fixture
+def slow_server() -> Iterator[str]:
+    yield from _serve_in_process("SlowReset", "thread")
+
+
+def test_process_isolation_plays_episodes_in_worker_processes():
+    """``isolation="process"``: each session's env in a process of its own (python-heavy envs), same protocol."""
+    for url in _serve_in_process("BusyReset", "process"):
+        with connect(url + "/ws", proxy=None) as ws, connect(url + "/ws", proxy=None) as other:
+            tasks = call(ws, "tasks", {"n": 2, "seed": 3})["data"]
+            assert all("hidden" not in t for t in tasks)
+            assert call(ws, "reset", {"task_id": tasks[0]["id"]})["type"] == "observation"
+            assert call(other, "reset", {"seed": 1001})["type"] == "observation"
+            reply = call(ws, "step", {"text": CALL})["data"]
+            assert reply["observation"]["text"] == "4" and reply["observation"]["info"]["step"] == 1
+            assert call(ws, "state")["data"]["step_count"] == 1
+            assert "hidden" not in call(ws, "trajectory")["data"]["task"]
+            assert _code(call(ws, "reset", {"task": {**tasks[1], "prompt": "changed"}})) == "TASK_REFUSED"
+            assert _code(call(ws, "reset", {"seed": -1})) == "VALIDATION_ERROR"
+            assert call(other, "step", {"text": CALL})["data"]["observation"]["text"] == "4"
+
+
 def test_health_answers_fast_while_other_sessions_run_slow_resets(slow_server):
-    """Bounded loopback load: 4 sessions x 3 blocking resets of 1 s each; /health p99 stays under 100 ms,
-    and a fifth session's fast resets and steps are not held up."""
+    """Bounded loopback load: 4 sessions x 3 blocking resets of 1 s each; /health p99 stays under 100 ms, and a
+    fifth session's fast resets and steps are not held up."""
     http_url = slow_server.replace("ws://", "http://")
     poller = subprocess.Popen([sys.executable, "-c", POLL_HEALTH, http_url, "3.0"], stdout=subprocess.PIPE, text=True)
     workers = [threading.Thread(target=_slow_resets, args=(slow_server, 3)) for _ in range(4)]
@@ -296,3 +335,24 @@ def test_an_empty_token_is_refused():
 
     with pytest.raises(ValidationError, match="token"):
         ServerConfig(env_id=ENV, token="")
+
+
+def test_worker_processes_end_with_their_sessions_and_a_dead_one_is_an_error(serve):
+    server = serve(isolation="process")
+    env_server = server.app.state.server
+    with open_ws(server) as ws:
+        assert call(ws, "reset", {"seed": 0})["type"] == "observation"
+        (session,) = env_server.sessions.values()
+        worker = session.runner._proc
+        assert worker.is_alive() and worker.pid != os.getpid()
+        with open_ws(server) as other:
+            call(other, "reset", {"seed": 0})
+            (mine,) = [s for s in env_server.sessions.values() if s is not session]
+            mine.runner._proc.kill()  # the env's process dies (an OOM kill, a segfault)
+            reply = call(other, "step", {"text": CALL})
+            assert _code(reply) == "EXECUTION_ERROR" and "worker process died" in reply["data"]["message"]
+        assert call(ws, "step", {"text": CALL})["data"]["observation"]["text"] == "4"  # the others play on
+    deadline = time.monotonic() + 30
+    while worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not worker.is_alive() and env_server.active == 0
