@@ -70,7 +70,7 @@ def test_client_tasks_are_off_by_default_and_checked_when_on(serve):
             ("params", {"kb": "../../kb"}),  # a clinical knowledge base, relative
             ("params", {"kb": "~/notes"}),
             ("params", {"deep": [{"x": {"path": "file:///etc/passwd"}}]}),
-            ("params", {"repo": "pyproject.toml"}),  # exists relative to the server's working directory
+            ("params", {"repo": os.path.relpath(__file__)}),  # names a file relative to the server's cwd
         ]:
             reply = call(ws, "reset", {"task": {**mine, field: value}})
             assert _code(reply) == "TASK_REFUSED" and field in reply["data"]["message"], (field, value)
