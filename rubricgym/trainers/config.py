@@ -21,6 +21,7 @@ from rubricgym.arena.curriculum import CurriculumConfig
 from rubricgym.arena.suite import SuiteError, load_suite
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
+from rubricgym.core.safeio import atomic_write
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
 from rubricgym.rewards.rubric import RubricError, load_rubric
@@ -316,7 +317,7 @@ def non_finite(data: Any, where: str = "") -> list[str]:
 
 
 def dump_config(cfg: TrainConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
 
 
 def kwarg_type_problems(init: Any, kwargs: dict[str, Any]) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rubricgym.core.registry import make, spec
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.tasks import TaskSet
 from rubricgym.core.types import Task
 from rubricgym.rewards.evolve import build_buffer
@@ -310,7 +311,7 @@ class Trainer:
             "html": str(html),
             "estimator": self.cfg.advantage.estimator,
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self.backend.close()
         return summary
 

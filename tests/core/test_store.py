@@ -111,3 +111,31 @@ def test_appends_never_follow_a_symlinked_store(tmp_path):
     with pytest.raises(UnsafePathError, match="symbolic link"):
         store.append(oracle_trajs(1)[0])
     assert outside.read_text() == ""
+
+
+def test_no_file_of_a_run_directory_is_written_through_a_symlink(tmp_path):
+    """Issue 23, item 7: run.json, scores.jsonl and the trainer's metrics are never written through a link."""
+    from typer.testing import CliRunner
+
+    from rubricgym.cli import app
+    from rubricgym.trainers.report import MetricsLog
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the run's\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").symlink_to(outside)
+    runner = CliRunner()
+    args = ["run", "toy-calculator-v0", "--agent", "oracle", "--tasks", "2", "--out", str(run)]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "symbolic link" in " ".join(refused.output.split()), refused.output
+    (run / "run.json").unlink()
+    assert runner.invoke(app, args).exit_code == 0
+    (run / "scores.jsonl").symlink_to(outside)
+    assert runner.invoke(app, ["score", str(run)]).exit_code == 0
+    assert not (run / "scores.jsonl").is_symlink()
+    metrics = run / "metrics.jsonl"
+    metrics.symlink_to(outside)
+    with pytest.raises(OSError, match="symbolic link"):
+        MetricsLog(metrics).write({"step": 1})
+    assert outside.read_text() == "not the run's\n"
