@@ -214,7 +214,13 @@ def _open_run_dir(out: Path, meta: dict):
     lock = RunDirLock(out)
     try:
         lock.acquire()
-        previous = json.loads((out / RUN_META).read_text()) if (out / RUN_META).exists() else {}
+        meta_path = out / RUN_META
+        if meta_path.is_symlink():
+            raise RunDirError(f"{meta_path} is a symbolic link: rubricgym never uses a run file through one; remove it")
+        try:
+            previous = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+        except ValueError as e:  # not UTF-8, or not JSON
+            raise RunDirError(f"{meta_path}: unreadable ({e}); remove it to start the run afresh") from None
         has = (out / TRAJECTORIES).exists() and (out / TRAJECTORIES).stat().st_size > 0
         check_resume(out, previous, meta, has)
     except (RunDirError, ValueError, OSError) as e:

@@ -15,6 +15,7 @@ from typing import NoReturn
 import pytest
 
 from rubricgym.agents.serve import VLLMServer, find_vllm_python
+from tests.tree_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401 (the run must leave the tree clean)
 
 
 def in_ci() -> bool:

@@ -48,3 +48,23 @@ def test_sandbox_tests_without_bwrap_all_skip_or_all_fail(ci, tmp_path):
         assert tail.count("CI=true and a system dependency is missing: bwrap backend unavailable") == 3, tail
     else:
         assert res.returncode == 0 and "3 skipped" in tail and "bwrap backend unavailable" in tail, tail
+
+
+def test_a_run_that_leaves_a_file_in_the_tree_fails(tmp_path):
+    """Issue 23, item 13: a test that writes into the repository fails the whole run, naming the file."""
+    assert not (ROOT / "oom").exists(), "the stray `oom` file is back in the tree"
+    leftover = ROOT / f"leftover-{os.getpid()}.txt"
+    test = tmp_path / "test_leaks.py"
+    test.write_text(f"def test_writes():\n    open({str(leftover)!r}, 'w').close()\n")
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.tree_guard", str(test)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        leftover.unlink(missing_ok=True)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "1 passed" in res.stdout and leftover.name in res.stderr, res.stderr[-2000:]

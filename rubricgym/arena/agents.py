@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rubricgym.core.agent import Agent
+from rubricgym.core.jsonl import read_text
 from rubricgym.rewards.search import TTSConfig, parse_wrapper, unwrap, wrap_agent
 
 KINDS = ("scripted", "local", "checkpoint", "openai")
@@ -146,7 +147,7 @@ def load_agents(path: str | Path) -> list[ScriptedSpec | LocalSpec | CheckpointS
     if not p.exists():
         raise AgentsFileError(f"{p}: no such agents file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(p, AgentsFileError))
     except yaml.YAMLError as e:
         raise AgentsFileError(f"{p}: not valid YAML: {e}") from None
     return parse_agents(data, str(p))

@@ -27,6 +27,7 @@ from rubricgym.arena.matches import VERDICTS, MatchRunner, VerdictCache
 from rubricgym.arena.ratings import bootstrap_bt, bradley_terry, elo, to_elo_scale, win_matrix
 from rubricgym.arena.suite import Suite
 from rubricgym.arena.topology import TOPOLOGIES, run_tournament
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.types import Trajectory
 
 ARENA_JSON = "arena.json"
@@ -210,12 +211,13 @@ async def run_arena(
         "position_bias": float(np.mean(log.position_bias)) if log.position_bias else None,
         "panel_agreement": agreement,
         "unjudged": log.unjudged,
+        "verdict_cache_skipped": runner.cache.skipped,
         "failed_episodes": failed,
         "bootstrap_resamples": resamples,
         "example": _example(log, trajs, order, names),
     }
-    (out / ARENA_JSON).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    atomic_write(out / ARENA_JSON, json.dumps(report, indent=2))
     from rubricgym.arena.report import arena_html
 
-    (out / ARENA_HTML).write_text(arena_html(report), encoding="utf-8")
+    atomic_write(out / ARENA_HTML, arena_html(report))
     return report

@@ -190,7 +190,7 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
                     source=str(agents),
                 )
             )
-        except (AgentsFileError, ValueError) as e:
+        except (AgentsFileError, ValueError, OSError) as e:  # OSError: a run file that is a link (UnsafePathError)
             _fail(str(e))
         table = Table(title=f"arena: suite {s.name} · {topology} · {rep['games']} games")
         for col in ("#", "agent", "kind", "Bradley-Terry", "95% CI", "Elo", "W-T-L"):
@@ -212,6 +212,13 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
             f"{'–' if bias is None else f'{bias:+.3f}'}, unjudged {len(rep['unjudged'])}"
         )
         console.print(f"{out / ARENA_JSON} · {out / ARENA_HTML}")
+        if rep.get("verdict_cache_skipped"):
+            skipped = rep["verdict_cache_skipped"]
+            err.print(
+                f"[yellow]{len(skipped)} line(s) of {out / 'verdicts.jsonl'} skipped and their games judged again: "
+                + "; ".join(skipped[:3]),
+                highlight=False,
+            )
         if rep["unjudged"]:
             first = rep["unjudged"][0]
             err.print(

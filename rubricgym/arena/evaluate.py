@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.arena.agents import AgentFactory
 from rubricgym.arena.suite import Suite, SuiteEntry
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
 from rubricgym.trainers.evaluation import bootstrap_ci
@@ -206,8 +207,8 @@ async def evaluate_suite(
         judge_errors=sum(e.judge_errors for e in entries),
         rows=rows,
     )
-    (out / REPORT_JSON).write_text(json.dumps(report.model_dump(mode="json"), indent=2), encoding="utf-8")
+    atomic_write(out / REPORT_JSON, json.dumps(report.model_dump(mode="json"), indent=2))
     from rubricgym.arena.report import eval_html
 
-    (out / REPORT_HTML).write_text(eval_html(report), encoding="utf-8")
+    atomic_write(out / REPORT_HTML, eval_html(report))
     return report

@@ -4,7 +4,9 @@ A *match* between agents A and B compares their trajectories on every task of th
 seeds) with the entry's ``PairwiseJudge`` (both presentation orders); each task is one *game*. Every verdict is
 appended to ``OUT/verdicts.jsonl`` (flushed and fsynced) keyed by entry, task, both trajectory ids and the
 judge's id, so re-running an arena re-judges nothing, a killed arena resumes, and adding an agent judges only
-the new pairs. A judge error is kept as an *unjudged* game, reported and retried on the next run, never scored.
+the new pairs. A cached verdict is used only if it is bound to the same content (both trajectories, the rubric,
+the judge) and its digest matches: a stale or edited line is judged again. A judge error is kept as an
+*unjudged* game, reported and retried on the next run, never scored.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from rubricgym.arena.ratings import Game
+from rubricgym.core.safeio import UnsafePathError, append_lines, parse_line
+from rubricgym.core.store import trajectory_line
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.pairwise import PairwiseJudge, PairwiseResult
 
@@ -30,36 +35,91 @@ def verdict_key(entry: str, task_id: str, a: Trajectory, b: Trajectory, judge: s
     return hashlib.sha256("\x1f".join((entry, task_id, lo, hi, judge)).encode()).hexdigest()[:32]
 
 
+def judge_fingerprint(judge: PairwiseJudge) -> str:
+    """What can change a pairwise verdict besides the trajectories: judge id, mode, settings and rubric hash."""
+    parts = [judge.id, judge.mode, *judge.path_dims, "|", *judge.answer_dims, f"{judge.path_weight!r}"]
+    parts += [f"{judge.tie_margin!r}", judge.prm.rubric.hash if judge.prm is not None else "-"]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def verdict_binding(a: Trajectory, b: Trajectory, judge: PairwiseJudge) -> str:
+    """Order-free hash of what a verdict judged: both trajectories' content and the judge's fingerprint."""
+    lo, hi = sorted(hashlib.sha256(trajectory_line(t)).hexdigest() for t in (a, b))
+    return hashlib.sha256("\x1f".join((lo, hi, judge_fingerprint(judge))).encode()).hexdigest()[:32]
+
+
+class VerdictRecord(BaseModel):
+    """One line of ``verdicts.jsonl``: a judged game, bound to what it judged, with a digest of itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    entry: str
+    task_id: str
+    a: str
+    b: str
+    a_traj: str
+    b_traj: str
+    judge: str
+    binding: str
+    """``verdict_binding``: a verdict whose trajectories, rubric or judge changed since is judged again."""
+    result: PairwiseResult
+    digest: str = ""
+    """sha256 of the rest of the record: an edited line (a flipped winner) is judged again, not believed."""
+
+    def content_digest(self) -> str:
+        body = self.model_dump(mode="json", exclude={"digest"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 class VerdictCache:
-    """``verdicts.jsonl``: one judged (or failed) game per line; the newest line per key wins."""
+    """``verdicts.jsonl``: one judged (or failed) game per line; the newest valid line per key wins.
+
+    Every line is checked: one that is not UTF-8 JSON of a ``VerdictRecord`` (a torn write, an old format, a
+    hand edit) or whose digest does not match is skipped and listed in ``skipped`` (its game is judged again).
+    The file is appended without following a symbolic link.
+    """
 
     def __init__(self, path: Path):
         self.path = path
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, VerdictRecord] = {}
+        self.skipped: list[str] = []
+        """``"line N: why"`` for every line not used."""
+        if path.is_symlink():
+            raise UnsafePathError(f"{path} is a symbolic link: rubricgym never reads or writes a run file through one")
         if path.exists():
-            for raw in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    rec = json.loads(raw)
-                except ValueError:
-                    continue  # a line torn by a kill: that game is simply judged again
-                self.records[rec["key"]] = rec
+            with open(path, "rb") as f:
+                for n, raw in enumerate(f, 1):
+                    if raw.strip():
+                        self._load(n, raw)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def _load(self, n: int, raw: bytes) -> None:
+        value, why = parse_line(raw)
+        if why is None:
+            try:
+                rec = VerdictRecord.model_validate(value)
+            except ValidationError as e:
+                err = e.errors()[0]
+                why = f"not a verdict record ({'.'.join(map(str, err['loc'])) or 'line'}: {err['msg']})"
+            else:
+                if rec.digest != rec.content_digest():
+                    why = "edited since it was written (digest mismatch)"
+                else:
+                    self.records[rec.key] = rec
+        if why is not None:
+            self.skipped.append(f"line {n}: {why}")
+
+    def get(self, key: str, binding: str) -> VerdictRecord | None:
+        """The cached verdict of ``key`` if it judged exactly ``binding`` and did not fail."""
         rec = self.records.get(key)
-        return rec if rec is not None and rec["result"].get("error") is None else None
+        if rec is None or rec.binding != binding or rec.result.error is not None:
+            return None
+        return rec
 
-    def put(self, rec: dict[str, Any]) -> None:
-        self.records[rec["key"]] = rec
-        line = (json.dumps(rec) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a line torn by a kill stays its own (skipped) line
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def put(self, rec: VerdictRecord) -> None:
+        rec = rec.model_copy(update={"digest": rec.content_digest()})
+        self.records[rec.key] = rec
+        append_lines(self.path, (rec.model_dump_json() + "\n").encode("utf-8"))
 
 
 @dataclass
@@ -102,27 +162,29 @@ class MatchRunner:
         b = self.trajectories[self.agents[j]][entry][task_id]
         judge = self.judges[entry]
         key = verdict_key(entry, task_id, a, b, judge.id)
-        rec = self.cache.get(key)
+        binding = verdict_binding(a, b, judge)
+        rec = self.cache.get(key, binding)
         if rec is None:
             async with self.sem:
                 result = await judge.compare(a, b)
-            rec = {
-                "key": key,
-                "entry": entry,
-                "task_id": task_id,
-                "a": self.agents[i],
-                "b": self.agents[j],
-                "a_traj": a.id,
-                "b_traj": b.id,
-                "judge": judge.id,
-                "result": result.model_dump(mode="json"),
-            }
+            rec = VerdictRecord(
+                key=key,
+                entry=entry,
+                task_id=task_id,
+                a=self.agents[i],
+                b=self.agents[j],
+                a_traj=a.id,
+                b_traj=b.id,
+                judge=judge.id,
+                binding=binding,
+                result=result,
+            )
             self.cache.put(rec)
             self.log.judged_now += 1
         else:
             self.log.cached += 1
-        result = PairwiseResult.model_validate(rec["result"])
-        swapped = rec["a_traj"] != a.id
+        result = rec.result
+        swapped = rec.a_traj != a.id
         if not result.ok or result.winner is None:
             self.log.unjudged.append(
                 {
@@ -150,7 +212,7 @@ class MatchRunner:
                 "a": self.agents[i],
                 "b": self.agents[j],
                 "s": s,
-                "result": rec["result"],
+                "result": rec.result.model_dump(mode="json"),
                 "swapped": swapped,
             }
         )

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.tasks import TaskFileError, TaskSet
 from rubricgym.core.types import Task
 
@@ -191,7 +192,7 @@ def load_suite(name_or_path: str | Path, *, check_envs: bool = True) -> Suite:
             f"no suite {str(name_or_path)!r}: not a built-in suite ({', '.join(builtin)}) nor an existing file"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, SuiteError))
     except yaml.YAMLError as e:
         raise SuiteError(f"{path}: not valid YAML: {e}") from None
     suite = suite_from_dict(data, str(path))

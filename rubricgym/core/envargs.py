@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
 
 
@@ -38,7 +39,7 @@ def load_env_config(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise EnvArgError(f"{p}: no such env config file")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p, EnvArgError)
     try:
         if p.suffix == ".toml":
             data = tomllib.loads(text)

@@ -1,4 +1,4 @@
-"""Reading JSONL files whose errors name the file and the line."""
+"""Reading text and JSONL files whose errors name the file and the line."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> Iterato
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 raise error(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+
+
+def read_text(path: str | Path, error: type[Exception] = ValueError) -> str:
+    """The UTF-8 text of ``path``; bytes that are not UTF-8 raise ``error`` naming the file, line and column."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(
+            f"{path}:{line}: not UTF-8 text (byte {raw[e.start]:#04x} at column {column}); is it a binary file, "
+            "or saved in another encoding? Save it as UTF-8"
+        ) from None

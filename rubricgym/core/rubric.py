@@ -47,6 +47,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.types import Wire
 
 LEVEL_WEIGHTS: dict[str, float] = {"essential": 1.0, "important": 0.7, "optional": 0.3, "pitfall": 0.9}
@@ -231,12 +232,7 @@ class Rubric(Wire):
         p = Path(path)
         if not p.exists():
             raise RubricError(f"{p}: no such rubric file")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise RubricError(
-                f"{p}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); is it a binary file?"
-            ) from None
+        text = read_text(p, RubricError)
         suffix = p.suffix.lower()
         try:
             if suffix in (".yaml", ".yml"):

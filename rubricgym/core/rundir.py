@@ -46,7 +46,7 @@ class RunDirLock:
     def acquire(self) -> RunDirLock:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)  # never through a link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

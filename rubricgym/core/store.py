@@ -8,7 +8,6 @@ so earlier lines are never damaged. ``finished_task_ids`` lets a run resume wher
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from rubricgym.core.parsing import clean_value
+from rubricgym.core.safeio import append_lines, atomic_write, parse_line
 from rubricgym.core.types import Trajectory
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -71,36 +71,15 @@ class TrajectoryStore:
         self.append_lines([trajectory_line(t) for t in trajectories])
 
     def append_lines(self, lines: list[bytes]) -> None:
+        """Append whole lines, fsynced; never through a symbolic link (``UnsafePathError``)."""
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                if self._needs_newline(fd):
-                    os.write(fd, b"\n")  # a torn tail stays its own (skipped) line
-                data = b"".join(lines)
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def _needs_newline(self, fd: int) -> bool:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return False
-        with open(self.path, "rb") as f:
-            f.seek(size - 1)
-            return f.read(1) != b"\n"
+            append_lines(self.path, b"".join(lines))
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        """Record the run's configuration (``run.json``), merged with what is there."""
-        path = self.dir / RUN_META
-        current = json.loads(path.read_text()) if path.exists() else {}
+        """Record the run's configuration (``run.json``), merged with what is there (written atomically)."""
+        current = self.meta()
         current.update(meta)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current, indent=2, sort_keys=True))
-        os.replace(tmp, path)
+        atomic_write(self.dir / RUN_META, json.dumps(current, indent=2, sort_keys=True))
 
     def meta(self) -> dict[str, Any]:
         path = self.dir / RUN_META
@@ -125,12 +104,13 @@ class TrajectoryStore:
                 continue
             try:
                 traj = Trajectory.model_validate_json(raw)
-            except (ValidationError, ValueError) as e:
+            except (ValidationError, ValueError, RecursionError) as e:
                 if _looks_truncated(raw):
                     self.report.torn_lines.append(i + 1)
                     self.report.torn_tail |= i == last
                 else:
-                    self.report.bad_lines.append((i + 1, str(e).splitlines()[0]))
+                    why = parse_line(raw)[1] or str(e).splitlines()[0]
+                    self.report.bad_lines.append((i + 1, why))
                 continue
             self.report.loaded += 1
             yield traj
@@ -200,8 +180,5 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
 
 def _looks_truncated(raw: bytes) -> bool:
     """Not JSON at all: we only ever write whole JSON lines, so this is an interrupted write."""
-    try:
-        json.loads(raw)
-    except ValueError:
-        return True
-    return False
+    _, why = parse_line(raw)
+    return why is not None and why.startswith("not JSON")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -20,17 +21,25 @@ def export_cmd(
     fmt: Annotated[str, typer.Option("--format", help="parquet | hf | sft | preferences")] = "parquet",
     min_score: Annotated[float, typer.Option(help="sft: keep a task's best trajectory scoring at least this")] = 0.5,
     min_margin: Annotated[float, typer.Option(help="preferences: keep pairs whose scores differ by more")] = 0.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace OUT if it exists (never an input of the run)")
+    ] = False,
 ) -> None:
     """Export a run's trajectories: Parquet, a HF datasets dir, SFT chats, or preference pairs (JSONL)."""
-    from rubricgym.interop.export import ExportError, export
+    from rubricgym.interop.export import ExportError, check_output, export
 
     if fmt not in ("parquet", "hf", "sft", "preferences"):
         err.print(f"[bold red]error:[/] unknown --format {fmt!r}; use parquet, hf, sft or preferences")
         raise typer.Exit(2)
     try:
-        n = export(run_dir, fmt, out, min_score=min_score, min_margin=min_margin)  # type: ignore[arg-type]
+        if not force and (out.exists() or out.is_symlink()) and sys.stdin.isatty():
+            check_output(run_dir, out, force=True)  # an input of the run is refused before asking
+            force = typer.confirm(f"{out} exists; replace it?", default=False)
+            if not force:
+                raise typer.Exit(1)
+        n = export(run_dir, fmt, out, min_score=min_score, min_margin=min_margin, force=force)  # type: ignore[arg-type]
     except ExportError as e:
-        err.print(f"[bold red]error:[/] {e}")
+        err.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)  # paths stay whole, copyable
         raise typer.Exit(2) from None
     console.print(f"wrote {n} {fmt} rows to {out}")
 

@@ -10,11 +10,14 @@ conversational formats (``messages`` + ``tools``; ``prompt`` / ``chosen`` / ``re
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from rubricgym.core.jsonl import read_jsonl
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TRAJECTORIES, TrajectoryStore, trajectory_row
 from rubricgym.core.types import Message, Trajectory
 
@@ -39,59 +42,107 @@ def scores(run_dir: str | Path, trajectories: Iterable[Trajectory]) -> dict[str,
     path = Path(run_dir) / SCORES
     totals: dict[str, float | None] = {}
     if path.exists():
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                totals[record["trajectory_id"]] = record.get("total")
-            except (ValueError, KeyError) as e:
-                raise ExportError(f"{path}:{n}: not a score record ({e}); re-run `rubricgym score`") from None
+        for n, record in read_jsonl(path, ExportError):
+            tid = record.get("trajectory_id") if isinstance(record, dict) else None
+            total = record.get("total") if isinstance(record, dict) else None
+            if not isinstance(tid, str) or not (total is None or isinstance(total, int | float)):
+                raise ExportError(
+                    f"{path}:{n}: not a score record (an object with a string trajectory_id and a numeric or null "
+                    "total); re-run `rubricgym score`"
+                )
+            totals[tid] = None if total is None else float(total)
     out: dict[str, float | None] = {}
     for t in trajectories:
         total = totals.get(t.id, _MISSING)
-        out[t.id] = total if total is not _MISSING else t.rewards.get("rubric", t.outcome.reward)  # type: ignore[assignment]
+        out[t.id] = total if total is not _MISSING else t.rewards.get("rubric", t.outcome.reward)
     return out
 
 
+def check_output(run_dir: str | Path, out: str | Path, force: bool = False) -> None:
+    """Refuse an ``out`` that is (or holds, or lies behind a link to) a file of the run, or that exists already
+    (unless ``force``): an export never destroys its input, and never overwrites anything without being told."""
+    run, target = Path(run_dir).resolve(), Path(out)
+    real = target.resolve()  # follows links: a link to the run's file is the run's file
+    inputs = [p.resolve() for p in Path(run_dir).iterdir()] if Path(run_dir).is_dir() else []
+    if real == run or real in inputs or run.is_relative_to(real) or any(p.is_relative_to(real) for p in inputs):
+        raise ExportError(
+            f"{out} is {'part of ' if real != run else ''}the run directory {run_dir} being exported; "
+            "write the export to a new path (an export never overwrites its input)"
+        )
+    if (target.exists() or target.is_symlink()) and not force:
+        raise ExportError(f"{out} exists; pass --force to replace it (the replacement is written whole, atomically)")
+
+
 def export(
-    run_dir: str | Path, fmt: Format, out: str | Path, *, min_score: float = 0.5, min_margin: float = 0.0
+    run_dir: str | Path,
+    fmt: Format,
+    out: str | Path,
+    *,
+    min_score: float = 0.5,
+    min_margin: float = 0.0,
+    force: bool = False,
 ) -> int:
-    """Write ``out`` in format ``fmt``; returns the number of rows written."""
-    trajectories = load_run(run_dir)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "parquet":
-        return write_parquet(trajectories, out)
-    if fmt == "hf":
-        return write_hf(trajectories, out)
-    scored = scores(run_dir, trajectories)
-    if fmt == "sft":
-        rows = sft_rows(trajectories, scored, min_score)
-    elif fmt == "preferences":
-        rows = preference_rows(trajectories, scored, min_margin)
-    else:
+    """Write ``out`` in format ``fmt``; returns the number of rows written.
+
+    ``out`` may not be an input of the run, nor exist unless ``force``; it is written atomically (a temporary
+    beside it, renamed over it), so a link at ``out`` is replaced, never written through.
+    """
+    if fmt not in ("parquet", "hf", "sft", "preferences"):
         raise ExportError(f"unknown format {fmt!r}; use parquet, hf, sft or preferences")
-    with open(out, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(rows)
+    trajectories = load_run(run_dir)
+    check_output(run_dir, out, force)
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "parquet":
+            return write_parquet(trajectories, out)
+        if fmt == "hf":
+            return write_hf(trajectories, out)
+        scored = scores(run_dir, trajectories)
+        rows = (
+            sft_rows(trajectories, scored, min_score)
+            if fmt == "sft"
+            else preference_rows(trajectories, scored, min_margin)
+        )
+        atomic_write(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        return len(rows)
+    except OSError as e:
+        raise ExportError(f"cannot write {out}: {e.strerror or e}") from None
 
 
 def write_parquet(trajectories: list[Trajectory], out: Path) -> int:
-    """One row per trajectory: summary columns plus the full record as JSON (``record``)."""
+    """One row per trajectory: summary columns plus the full record as JSON (``record``), written atomically."""
+    import io
+
     import pyarrow as pa  # lazy: only this export/import path needs it (keeps CLI start-up light)
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist([trajectory_row(t) for t in trajectories]), out)
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([trajectory_row(t) for t in trajectories]), buf)
+    atomic_write(out, buf.getvalue())
     return len(trajectories)
 
 
 def write_hf(trajectories: list[Trajectory], out: Path) -> int:
-    """A ``datasets`` directory (``datasets.load_from_disk``) with the Parquet export's columns."""
+    """A ``datasets`` directory (``datasets.load_from_disk``) with the Parquet export's columns.
+
+    Saved into a fresh directory beside ``out`` and renamed into place, so a failed save leaves ``out`` alone.
+    """
+    import shutil
+    import tempfile
+
     import datasets  # lazy: only this export/import path needs it (keeps CLI start-up light)
 
-    datasets.Dataset.from_list([trajectory_row(t) for t in trajectories]).save_to_disk(str(out))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        datasets.Dataset.from_list([trajectory_row(t) for t in trajectories]).save_to_disk(str(tmp / "ds"))
+        if out.is_symlink() or out.is_file():
+            out.unlink()
+        elif out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp / "ds", out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return len(trajectories)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.core.fmt import fmt_number
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.cache import JudgeCache
@@ -204,9 +204,7 @@ def criterion_table(summary: dict[str, Any], title: str = "rubric scores") -> Ta
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text)  # a fresh temporary renamed over: never written through a link
 
 
 def score_command(

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.llm import ChatClient
 from rubricgym.core.rubric import Criterion, Rubric
+from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.types import Task, Trajectory, Wire
 from rubricgym.rewards.generate import generate_rubric
 from rubricgym.rewards.monitor import final_text
@@ -173,8 +174,7 @@ class RubricBuffer:
         self.versions.append(v)
         if self.record is not None:
             self.record.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.record, "a", encoding="utf-8") as f:
-                f.write(v.model_dump_json() + "\n")
+            append_lines(self.record, (v.model_dump_json() + "\n").encode("utf-8"))
 
     def _keep(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> None:
         """Append the groups scored with the current version (before this update changes it). The first call
@@ -184,14 +184,15 @@ class RubricBuffer:
             return
         if not self._trimmed and self.scored.exists():  # drop what a fresh run or a resume will score again
             kept = [line for line in self.scored.read_text().splitlines() if _step_of(line) < step]
-            self.scored.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+            atomic_write(self.scored, "".join(f"{line}\n" for line in kept))
         self._trimmed = True
         self.scored.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.scored, "a", encoding="utf-8") as f:
-            for gi, g in enumerate(groups):
-                for t in g:
-                    rec = ScoredRollout(step=step, group=gi, hash=self.current.hash, trajectory=t)
-                    f.write(rec.model_dump_json() + "\n")
+        lines = [
+            ScoredRollout(step=step, group=gi, hash=self.current.hash, trajectory=t).model_dump_json() + "\n"
+            for gi, g in enumerate(groups)
+            for t in g
+        ]
+        append_lines(self.scored, "".join(lines).encode("utf-8"))
 
     def _discriminates(self, cid: str, groups: Sequence[Sequence[Trajectory]]) -> bool:
         for g in groups:
@@ -284,7 +285,7 @@ class RubricBuffer:
         self.versions = [RubricVersion.model_validate(v) for v in state["versions"]]
         self.current = Rubric.model_validate(state["current"])
         if self.record is not None:
-            self.record.write_text("".join(v.model_dump_json() + "\n" for v in self.versions), encoding="utf-8")
+            atomic_write(self.record, "".join(v.model_dump_json() + "\n" for v in self.versions))
 
 
 def build_buffer(

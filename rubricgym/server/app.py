@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request, WebSocket
+from fastapi import FastAPI, HTTPException, Request, Response, WebSocket
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -25,8 +27,10 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
+from rubricgym.server.policy import IssuedTasks
 from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, schema
-from rubricgym.server.session import Session
+from rubricgym.server.session import Session, SessionPolicy
+from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
 
 WS_POLICY_VIOLATION = 1008
 WS_GOING_AWAY = 1001
@@ -43,8 +47,21 @@ class ServerConfig(BaseModel):
     port: int = Field(default=8000, ge=0, le=65535)
     max_sessions: int = Field(default=256, ge=1)
     idle_timeout_s: float = Field(default=600.0, gt=0)
-    token: str | None = None
+    token: str | None = Field(default=None, min_length=1)
+    """Bearer token every route but ``/health`` requires (``Authorization: Bearer TOKEN``); never empty."""
     max_message_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest WS message or HTTP body a client may send (refused on ``Content-Length`` before it is read)."""
+    max_tasks: int = Field(default=1000, ge=1)
+    """Most tasks one ``tasks`` request may ask for."""
+    issued_tasks: int = Field(default=10_000, ge=1)
+    """How many handed-out tasks the server remembers for ``reset`` by ``task_id`` (oldest forgotten first)."""
+    accept_client_tasks: bool = False
+    """Play tasks a client sends (checked: no field may name a host path); off: only the server's own tasks."""
+    trusted: bool = False
+    """Send clients the hidden record (``Task.hidden``, private step info): for a trainer scoring on its side."""
+    isolation: Literal["thread", "process"] = "thread"
+    """Where each session's env runs: a server thread, or a process of its own (env code that computes in pure
+    Python for long, which in a thread would hold the interpreter lock and slow every other session)."""
 
 
 class EnvServer:
@@ -58,7 +75,20 @@ class EnvServer:
         self.stopping = False
         self._opening = 0
         self._reaper: asyncio.Task[None] | None = None
-        self._probe = self.factory()  # built now so bad env kwargs fail at start; answers /metadata, never stepped
+        # a thread for every session (and a few for opening ones): no session's env call waits for another's
+        self.executor = ThreadPoolExecutor(config.max_sessions + 4, thread_name_prefix="rubricgym-env")
+        self.policy = SessionPolicy(
+            executor=self.executor,
+            trusted=config.trusted,
+            accept_client_tasks=config.accept_client_tasks,
+            max_tasks=config.max_tasks,
+            issued=IssuedTasks(config.issued_tasks),
+        )
+        self._probe = self.factory()
+        self._worker_factory = factory or functools.partial(make, config.env_id, **config.env_kwargs)  # picklable
+        self._ctx = (
+            worker_context(["rubricgym", type(self._probe).__module__]) if config.isolation == "process" else None
+        )  # built now so bad env kwargs fail at start; answers /metadata, never stepped
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -74,13 +104,20 @@ class EnvServer:
                 max_sessions=self.config.max_sessions,
             )
         self._opening += 1  # counted while its env is built, so capacity holds under a burst of connections
+        loop = asyncio.get_running_loop()
+        runner: ThreadRunner | ProcessRunner
         try:
-            env = await asyncio.to_thread(self.factory)
+            if self._ctx is not None:
+                runner = await loop.run_in_executor(
+                    self.executor, ProcessRunner, self._worker_factory, self._ctx, self.executor
+                )
+            else:
+                runner = ThreadRunner(await loop.run_in_executor(self.executor, self.factory), self.executor)
         except Exception as e:
             raise ProtocolError(ErrorCode.FACTORY_ERROR, f"cannot build env {self.config.env_id!r}: {e}") from e
         finally:
             self._opening -= 1
-        session = Session(env, kind)
+        session = Session(runner, kind, self.policy)
         self.sessions[session.id] = session
         return session
 
@@ -103,6 +140,8 @@ class EnvServer:
 
     async def start(self) -> None:
         self._reaper = asyncio.create_task(self.reap())
+        if self._ctx is not None:  # start the forkserver now (it imports the env once), not on the first session
+            await asyncio.get_running_loop().run_in_executor(self.executor, start_forkserver, self._ctx)
 
     async def shutdown(self) -> None:
         self.stopping = True
@@ -113,7 +152,8 @@ class EnvServer:
                 with contextlib.suppress(Exception):
                     await s.on_reap(ErrorCode.SHUTTING_DOWN)
             await self.close(s)
-        await asyncio.to_thread(self._probe.close)
+        await asyncio.get_running_loop().run_in_executor(self.executor, self._probe.close)
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     # ---- descriptions -------------------------------------------------------------------------------------
 
@@ -140,11 +180,13 @@ class EnvServer:
         return len(self.sessions) + self._opening
 
     def authorized(self, header: str | None) -> bool:
+        """Whether ``header`` is ``Bearer TOKEN`` (scheme case-insensitive, RFC 7235); no token: always."""
         token = self.config.token
         if token is None:
             return True
-        given = (header or "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(given.encode(), token.encode())
+        scheme, _, given = (header or "").strip().partition(" ")
+        ok = hmac.compare_digest(given.strip().encode(), token.encode())  # compared even on a bad scheme
+        return ok and scheme.lower() == "bearer"
 
 
 def _tools(env: RubricEnv) -> list[dict[str, Any]]:
@@ -170,18 +212,29 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
     app = FastAPI(title=f"rubricgym: {config.env_id}", lifespan=lifespan)
     app.state.server = server
 
-    def auth(request: Request) -> None:
-        if not server.authorized(request.headers.get("authorization")):
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+    @app.middleware("http")
+    async def auth(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """Every HTTP route but ``/health`` needs the token: the API, ``/docs``, ``/redoc``, ``/openapi.json``."""
+        if request.url.path != "/health" and not server.authorized(request.headers.get("authorization")):
+            return JSONResponse(
+                {"detail": "missing or wrong bearer token: send 'Authorization: Bearer TOKEN'", "code": "UNAUTHORIZED"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return await call_next(request)
 
     async def body(request: Request, model: type[BaseModel]) -> Any:
-        raw = await request.body()
-        if len(raw) > config.max_message_bytes:
-            raise HTTPException(413, f"request body over {config.max_message_bytes} bytes")
+        raw = await read_body(request, config.max_message_bytes)
         try:
-            return model.model_validate_json(raw or b"{}")
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(
+                ErrorCode.INVALID_JSON, f"the body is not valid UTF-8 (byte {e.start}): send UTF-8 JSON"
+            ) from None
+        try:
+            return model.model_validate_json(text or "{}")
         except ValidationError as e:
-            raise HTTPException(422, json.loads(e.json(include_url=False))) from None
+            raise HTTPException(422, json.loads(e.json(include_url=False, include_input=False))) from None
 
     def http_session(session_id: str | None) -> Session:
         if session_id is None:
@@ -202,15 +255,15 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
     async def health() -> dict[str, Any]:
         return {"status": "healthy", "env_id": config.env_id, "active_sessions": server.active}
 
-    @app.get("/schema", dependencies=[Depends(auth)])
+    @app.get("/schema")
     async def get_schema() -> dict[str, Any]:
         return schema()
 
-    @app.get("/metadata", dependencies=[Depends(auth)])
+    @app.get("/metadata")
     async def metadata() -> dict[str, Any]:
         return server.metadata()
 
-    @app.post("/reset", dependencies=[Depends(auth)])
+    @app.post("/reset")
     async def reset(request: Request) -> dict[str, Any]:
         req: HTTPReset = await body(request, HTTPReset)
         session = http_session(req.session_id) if req.session_id else await server.open("http")
@@ -223,7 +276,7 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                 raise
         return {**out, "session_id": session.id}
 
-    @app.post("/step", dependencies=[Depends(auth)])
+    @app.post("/step")
     async def step(request: Request) -> dict[str, Any]:
         req: HTTPStep = await body(request, HTTPStep)
         session = http_session(req.session_id)
@@ -235,11 +288,11 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                 session.busy = False
         return {**out, "session_id": session.id}
 
-    @app.get("/state", dependencies=[Depends(auth)])
+    @app.get("/state")
     async def state(session_id: str | None = None) -> dict[str, Any]:
-        return http_session(session_id).state()
+        return await http_session(session_id).state()
 
-    @app.post("/close", dependencies=[Depends(auth)])
+    @app.post("/close")
     async def close(request: Request) -> dict[str, Any]:
         req: _CloseRequest = await body(request, _CloseRequest)
         await server.close(http_session(req.session_id))
@@ -276,6 +329,30 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                     await websocket.close()
 
     return app
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body; 413 on ``Content-Length`` before reading, or (chunked) as soon as it passes ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"Content-Length {declared[:40]!r} is not a byte count")
+        if int(declared) > limit:
+            raise _too_large(int(declared), limit)
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise _too_large(len(raw), limit)
+    return bytes(raw)
+
+
+def _too_large(size: int, limit: int) -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.MESSAGE_TOO_LARGE,
+        f"request body of {size}+ bytes is over the {limit}-byte limit (the server's --max-message-bytes)",
+        status=413,
+    )
 
 
 class _CloseRequest(BaseModel):
@@ -323,11 +400,11 @@ async def handle(session: Session, raw: str | bytes, max_bytes: int) -> dict[str
     if kind == "reset":
         return {"type": "observation", "data": await session.reset(data)}
     if kind == "state":
-        return {"type": "state", "data": session.state()}
+        return {"type": "state", "data": await session.state()}
     if kind == "close":
         return None
     if kind == "trajectory":
-        return {"type": "trajectory", "data": session.trajectory()}
+        return {"type": "trajectory", "data": await session.trajectory()}
     if kind == "tasks":
         return {"type": "tasks", "data": await session.tasks(data)}
     raise ProtocolError(

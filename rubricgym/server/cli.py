@@ -27,7 +27,17 @@ def serve_cmd(
         str | None, typer.Option(help="require 'Authorization: Bearer TOKEN' (default: $RUBRICGYM_TOKEN)")
     ] = None,
     max_message_bytes: Annotated[int, typer.Option(help="largest message a client may send")] = 1 << 20,
-    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="override the env's step limit (at least 1)")] = None,
+    max_tasks: Annotated[int, typer.Option(help="most tasks one `tasks` request may ask for")] = 1000,
+    accept_client_tasks: Annotated[
+        bool, typer.Option(help="play tasks clients send (never ones naming host paths); off: only this server's")
+    ] = False,
+    trusted: Annotated[
+        bool, typer.Option(help="send clients hidden data (answers, gold patches) for client-side scoring")
+    ] = False,
+    isolation: Annotated[
+        str, typer.Option(help="where each session's env runs: thread, or process (envs that compute in Python)")
+    ] = "thread",
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
     ] = None,
@@ -38,17 +48,28 @@ def serve_cmd(
 
     from rubricgym.server.app import ServerConfig
 
-    token = token or os.environ.get("RUBRICGYM_TOKEN")
+    if token is None:
+        token = os.environ.get("RUBRICGYM_TOKEN")
+        if token is not None and not token.strip():
+            _fail("$RUBRICGYM_TOKEN is set but empty: unset it to serve without a token, or set a real token")
+    elif not token.strip():
+        _fail("--token is empty: give a real token, or leave --token out to serve without one (loopback only)")
+    if max_steps is not None and max_steps < 1:
+        _fail(f"--max-steps must be at least 1, got {max_steps} (leave it out for the env's own limit)")
     try:
         config = ServerConfig(
             env_id=env_id,
-            env_kwargs={"max_steps": max_steps} if max_steps else {},
+            env_kwargs={"max_steps": max_steps} if max_steps is not None else {},
             host=host,
             port=port,
             max_sessions=max_sessions,
             idle_timeout_s=idle_timeout,
             token=token,
             max_message_bytes=max_message_bytes,
+            max_tasks=max_tasks,
+            accept_client_tasks=accept_client_tasks,
+            trusted=trusted,
+            isolation=isolation,
         )
     except ValidationError as e:
         _fail(str(e))
@@ -60,6 +81,8 @@ def serve_cmd(
         except ProviderError as e:
             _fail(str(e))
         return
+    if trusted and host not in LOOPBACK:
+        err.print(f"[yellow]warning:[/] --trusted on {host}: every client that can reach it sees answers and gold data")
     if host not in LOOPBACK and token is None:
         err.print(f"[yellow]warning:[/] listening on {host} without --token: anyone who can reach it can run episodes")
     from rubricgym.server.run import serve

@@ -93,6 +93,12 @@ class DockerProvider:
             str(config.idle_timeout_s),
             "--max-message-bytes",
             str(config.max_message_bytes),
+            "--max-tasks",
+            str(config.max_tasks),
+            *(["--accept-client-tasks"] if config.accept_client_tasks else []),
+            *(["--trusted"] if config.trusted else []),
+            "--isolation",
+            config.isolation,
         ]
         if "max_steps" in config.env_kwargs:
             command += ["--max-steps", str(config.env_kwargs["max_steps"])]

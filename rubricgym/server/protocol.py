@@ -36,6 +36,9 @@ class ErrorCode(StrEnum):
     MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
     IDLE_TIMEOUT = "IDLE_TIMEOUT"
     SHUTTING_DOWN = "SHUTTING_DOWN"
+    TASK_REFUSED = "TASK_REFUSED"
+    UNKNOWN_TASK = "UNKNOWN_TASK"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
 
 
 class ProtocolError(Exception):
@@ -65,14 +68,22 @@ class WireAction(_Strict):
         return Action(text=self.text, tool_call=self.tool_call, structured=True)
 
 
-class ResetData(_Strict):
-    """``reset`` arguments: a seed (the task is drawn with it) and/or a task (``task`` or ``options.task``)."""
+MAX_SEED = 2**63 - 1
 
-    seed: int | None = Field(default=None, ge=0)
-    episode_id: str | None = None
+
+class ResetData(_Strict):
+    """``reset`` arguments: a seed (the server draws the task with it), or the task to play.
+
+    ``task_id`` names a task the server handed out (``tasks``); ``task`` (or ``options.task``) is a task dict,
+    played when it is one the server handed out, or when the server accepts client tasks (see ``policy``).
+    """
+
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
+    episode_id: str | None = Field(default=None, max_length=256)
     """Accepted for OpenEnv clients; rubricgym names episodes itself (``state().episode_id``)."""
     options: dict[str, Any] | None = None
     task: dict[str, Any] | None = None
+    task_id: str | None = Field(default=None, max_length=1024)
 
     def the_task(self) -> dict[str, Any] | None:
         if self.task is not None:
@@ -81,11 +92,11 @@ class ResetData(_Strict):
 
 
 class TasksData(_Strict):
-    """``tasks`` arguments: ``env.task_set(n, seed, split)``."""
+    """``tasks`` arguments: ``env.task_set(n, seed, split)`` (``n`` is capped by ``--max-tasks``)."""
 
-    n: int = Field(ge=1, le=100_000)
-    seed: int = 0
-    split: str = "train"
+    n: int = Field(ge=1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    split: str = Field(default="train", min_length=1, max_length=64)
 
 
 class WireObservation(_Strict):

@@ -1,11 +1,10 @@
 """One served env instance: a ``Session`` turns protocol requests into env calls and env results into wire dicts.
 
-A fast env (the toy envs: microseconds a step) is stepped inline on the event loop, which is what makes the
-round trip cheap. The session keeps a moving average of its calls' wall time: once it passes ``SLOW_CALL_S`` (an
-env that blocks: a sandbox, a subprocess) its blocking calls run in a worker thread so it never stalls the other
-sessions, and they come back inline when the average drops under ``FAST_CALL_S``. The average makes one scheduler
-hiccup on a busy machine harmless, while one long blocking call flips the session at once. Envs whose tools do I/O
-override ``astep_typed`` and are awaited directly.
+Every env call (reset, step, state, the record, task sets) goes through the session's runner (``worker``): a
+worker thread of the server, or a process of its own, never the event loop, so one slow episode (a large
+generated world, a sandbox starting) never delays another session or ``/health``. The server's executor has a
+thread per session, so sessions never queue behind each other; a session's own calls are serialised (one message
+at a time). What a client may send and receive is ``policy``'s.
 """
 
 from __future__ import annotations
@@ -14,25 +13,41 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
-from rubricgym.core.types import Observation, ToolSpec
+from rubricgym.core.types import Observation, Task, ToolSpec
+from rubricgym.server.policy import IssuedTasks, public_task
 from rubricgym.server.protocol import ErrorCode, ProtocolError, ResetData, TasksData, WireAction
+from rubricgym.server.worker import ProcessRunner, ThreadRunner
 
-SLOW_CALL_S = 0.005
-FAST_CALL_S = 0.001
 T = TypeVar("T")
+
+
+@dataclass
+class SessionPolicy:
+    """What the server lets every session do: see ``ServerConfig`` for each field's meaning."""
+
+    executor: Executor | None = None
+    trusted: bool = False
+    accept_client_tasks: bool = False
+    max_tasks: int = 1000
+    issued: IssuedTasks = field(default_factory=lambda: IssuedTasks(10_000))
 
 
 class Session:
     """A session's env and its episode bookkeeping (one per WebSocket connection or HTTP session id)."""
 
-    def __init__(self, env: RubricEnv, kind: str = "ws"):
+    def __init__(
+        self, env: RubricEnv | ThreadRunner | ProcessRunner, kind: str = "ws", policy: SessionPolicy | None = None
+    ):
+        self.policy = policy or SessionPolicy()
         self.id = uuid.uuid4().hex
-        self.env = env
+        self.runner = env if isinstance(env, ThreadRunner | ProcessRunner) else ThreadRunner(env, self.policy.executor)
         self.kind = kind
         self.last_active = time.monotonic()
         self.busy = False
@@ -41,19 +56,16 @@ class Session:
         self.done = False
         self.lock = asyncio.Lock()
         self.on_reap: Callable[..., Awaitable[None]] | None = None  # (code: ErrorCode = IDLE_TIMEOUT)
-        self._slow = False
-        self._avg_s = 0.0
-        self._async_step = type(env).astep_typed is not RubricEnv.astep_typed
         self._tools: list[ToolSpec] | None = None
         self._tools_wire: list[dict[str, Any]] = []
         self._episode: dict[str, Any] = {}
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        t0 = time.perf_counter()
-        out = await asyncio.to_thread(fn, *args, **kwargs) if self._slow else fn(*args, **kwargs)
-        self._avg_s = 0.8 * self._avg_s + 0.2 * (time.perf_counter() - t0)
-        self._slow = self._avg_s > (FAST_CALL_S if self._slow else SLOW_CALL_S)
-        return out
+    @property
+    def env(self) -> RubricEnv:
+        """The env object (thread isolation only: a worker process keeps its env to itself)."""
+        if not isinstance(self.runner, ThreadRunner):
+            raise AttributeError("this session's env lives in a worker process")
+        return self.runner.env
 
     def _tools_of(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
         if tools is not self._tools:  # envs with a constant tool list pay for the dump once
@@ -67,14 +79,41 @@ class Session:
         """Start an episode; ``data`` is the ``reset`` payload (seed, task or options.task)."""
         try:
             req = ResetData.model_validate(data or {})
-            obs = await self._run(self.env.reset_typed, seed=req.seed, task=req.the_task())
+            task = await self._task_of(req)
+            obs, state = await self.runner.call("reset", req.seed, task)
         except (ValidationError, ValueError, TypeError) as e:
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"reset: {_short(e)}") from None
         self.started, self.done = True, False
-        state = self.env.state()
         self._episode = {"task_id": state.task_id, "episode_id": state.episode_id}
         wire = self._observation(obs, list(obs.messages), self._info(step=0, stage=obs.stage))
         return {"observation": wire, "reward": None, "done": False}
+
+    async def _task_of(self, req: ResetData) -> Task | None:
+        """The task ``req`` chooses: one this server handed out, or (if accepted) a checked client task."""
+        if req.task_id is not None:
+            issued = self.policy.issued.get(req.task_id)
+            if issued is None:
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_TASK,
+                    f"reset: no task {req.task_id[:80]!r} was handed out by this server; ask for tasks first",
+                )
+            return issued
+        data = req.the_task()
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ProtocolError(ErrorCode.VALIDATION_ERROR, "reset: a task is a JSON object")
+        issued = self.policy.issued.match(data)
+        if issued is not None:
+            return issued
+        if not self.policy.accept_client_tasks:
+            raise ProtocolError(
+                ErrorCode.TASK_REFUSED,
+                "reset: this server plays only its own tasks; choose one by seed, or by task_id from a tasks reply "
+                "(the server's operator may allow client tasks with --accept-client-tasks)",
+            )
+        task: Task = await self.runner.call("check_task", data)
+        return task
 
     async def step(self, data: Any) -> dict[str, Any]:
         """Apply one action; ``data`` is a ``WireAction`` dict (``{"text": ...}`` or ``{"tool_call": ...}``)."""
@@ -88,10 +127,8 @@ class Session:
             raise ProtocolError(
                 ErrorCode.VALIDATION_ERROR, f'step: {_short(e)}; send {{"text": "..."}} or {{"tool_call": {{...}}}}'
             ) from None
-        env = self.env
-        obs = await env.astep_typed(action) if self._async_step else await self._run(env.step_typed, action)
+        obs, step, messages = await self.runner.call("step", action)
         self.done = obs.done or obs.truncated
-        step = env.steps[-1]
         info = self._info(
             step=step.index + 1,
             stage=step.stage,
@@ -99,7 +136,7 @@ class Session:
             tool_error=step.tool_error,
             details=env.public_details(step.info),
         )
-        return {"observation": self._observation(obs, env.messages[-2:], info), "reward": obs.reward, "done": self.done}
+        return {"observation": self._observation(obs, messages, info), "reward": obs.reward, "done": self.done}
 
     def _observation(self, obs: Observation, messages: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -111,29 +148,40 @@ class Session:
             "info": info,
         }
 
-    def state(self) -> dict[str, Any]:
-        return self.env.state().model_dump(mode="json")
+    async def state(self) -> dict[str, Any]:
+        state = await self.runner.call("state")
+        return state.model_dump(mode="json")
 
-    def trajectory(self) -> dict[str, Any]:
-        """The episode record so far (task, messages, steps, outcome), for scoring on the client side."""
+    async def trajectory(self) -> dict[str, Any]:
+        """The episode record so far (task, messages, steps, outcome); hidden data only to a trusted client."""
         if not self.started:
             raise ProtocolError(ErrorCode.NOT_RESET, "no episode yet: send reset first")
-        return self.env.trajectory().model_dump(mode="json")
+        record: dict[str, Any] = await self.runner.call("trajectory", self.policy.trusted)
+        return record
 
     async def tasks(self, data: Any) -> list[dict[str, Any]]:
+        """``env.task_set`` (at most ``max_tasks``); each becomes one a client may name in ``reset``."""
         try:
             req = TasksData.model_validate(data or {})
         except ValidationError as e:
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"tasks: {_short(e)}") from None
-        tasks = await self._run(self.env.task_set, req.n, seed=req.seed, split=req.split)
-        return [t.model_dump(mode="json") for t in tasks]
+        cap = self.policy.max_tasks
+        if req.n > cap:
+            raise ProtocolError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"tasks: n={req.n} is over this server's cap of {cap} per request; ask for at most {cap}",
+                max_tasks=cap,
+            )
+        tasks = await self.runner.call("tasks", req.n, req.seed, req.split)
+        self.policy.issued.add(tasks)
+        return [public_task(t, self.policy.trusted) for t in tasks]
 
     async def close(self) -> None:
         """Close the env (sandboxes, browsers) once; safe to call from any path that ends the session."""
         if self.closed:
             return
         self.closed = True
-        await asyncio.to_thread(self.env.close)
+        await self.runner.close()
 
 
 def _short(e: Exception) -> str:

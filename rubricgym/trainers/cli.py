@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         """Train a policy with GRPO, stage-structured GRPO or tournament-ranked GRPO on rubric rewards."""
         from rich.console import Console
 
-        from rubricgym.trainers.config import ConfigError, TrainConfig, load_config
+        from rubricgym.trainers.config import ConfigError, TrainConfig, env_problems, load_config
         from rubricgym.trainers.suite_trainer import make_trainer
 
         console = Console()
@@ -47,10 +47,19 @@ def register(app: typer.Typer) -> None:
                     "live": live,
                 }
             )
+            problems = env_problems(cfg)  # before the run directory exists
+            if problems:
+                raise ConfigError("\n".join(f"{config or 'config'}: field '{f}': {m}" for f, m in problems))
         except ConfigError as e:
-            console.print(f"[bold red]error:[/] {e}")
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None
-        summary = make_trainer(cfg, console=console).run(resume=resume)
+        from rubricgym.trainers.update import NonFiniteUpdate
+
+        try:
+            summary = make_trainer(cfg, console=console).run(resume=resume)
+        except NonFiniteUpdate as e:
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
+            raise typer.Exit(3) from None
         shown = 2 if cfg.live else 0  # the live display already ends with the base and trained evaluations
         for line in summary["lines"][shown:]:
             console.print(line)

@@ -8,22 +8,30 @@ embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU.
 from __future__ import annotations
 
 import inspect
+import math
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
 from rubricgym.arena.curriculum import CurriculumConfig
 from rubricgym.arena.suite import SuiteError, load_suite
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
+from rubricgym.core.safeio import atomic_write
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
 from rubricgym.rewards.rubric import RubricError, load_rubric
 from rubricgym.rewards.validate import unknown_checks
 
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
+MAX_SEED = 2**32 - 1
+"""Seeds go to numpy, ``random`` and torch alike: 0 .. 2**32 - 1 is what all of them take."""
+MAX_NEW_TOKENS = 131_072
+MAX_SEQ_LEN = 1_048_576
 
 
 class _Strict(BaseModel):
@@ -52,7 +60,7 @@ class GenerationConfig(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     temperature: float = Field(0.8, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(96, ge=1)
+    max_new_tokens: int = Field(96, ge=1, le=MAX_NEW_TOKENS)
     max_batch: int = Field(16, ge=1)
     response_prefix: str = ""
     """Prefill every assistant turn with this text (e.g. ``<tool_call>{"name": "``) so a small model's output
@@ -70,7 +78,7 @@ class EnvConfig(_Strict):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     train_tasks: int = Field(256, ge=1)
     eval_tasks: int = Field(32, ge=1)
-    task_seed: int = 0
+    task_seed: int = Field(0, ge=0, le=MAX_SEED)
     rubric: str | dict[str, Any] | None = None
     """A rubric file or dict; None uses the env's ``default_rubric()``."""
     suite: str | None = None
@@ -130,7 +138,7 @@ class OptimConfig(_Strict):
     betas: tuple[float, float] = (0.9, 0.99)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     micro_batch: int = Field(8, ge=1)
-    max_seq_len: int = Field(1024, ge=16)
+    max_seq_len: int = Field(1024, ge=16, le=MAX_SEQ_LEN)
 
 
 class TrainConfig(_Strict):
@@ -138,7 +146,7 @@ class TrainConfig(_Strict):
     steps: int = Field(20, ge=0)
     tasks_per_step: int = Field(4, ge=1)
     group_size: int = Field(8, ge=2)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     eval_every: int = Field(0, ge=0)
     """Evaluate on the held-out split every N steps (0: only before and after training)."""
     save_every: int = Field(5, ge=0)
@@ -195,6 +203,9 @@ def validate_config(data: Any, source: str = "<dict>") -> TrainConfig:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a training config must be a mapping, got {type(data).__name__}")
+    bad = non_finite(data)
+    if bad:
+        raise ConfigError("\n".join(f"{source}: field '{f}': must be a finite number (not .inf or .nan)" for f in bad))
     try:
         cfg = TrainConfig.model_validate(data)
     except ValidationError as e:
@@ -228,6 +239,8 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
                     out.append(
                         (f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: {', '.join(allowed)}")
                     )
+        if not any(field.startswith("env.kwargs") for field, _ in out):
+            out += kwarg_type_problems(env_cls.__init__, cfg.env.kwargs)
     if cfg.env.rubric is not None:
         try:
             rubric = load_rubric(cfg.env.rubric)
@@ -251,16 +264,93 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
 def load_config(path: str | Path) -> TrainConfig:
     """Read and validate a YAML training config."""
     p = Path(path)
-    if not p.exists():
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory; --config takes a YAML file (e.g. configs/toy.yaml)")
+    if not p.is_file():
         raise ConfigError(f"{p}: no such config file")
+    text = read_text(p, ConfigError)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: not UTF-8 text (offset {e.start}); is it a binary file?") from None
+    if data is None:
+        raise ConfigError(
+            f"{p}: the config is empty; write the fields to change (an empty file would silently train every "
+            "default), or leave --config out to train the defaults on purpose"
+        )
     return validate_config(data, str(p))
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one silently)."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (lines {seen[key]} and {line}): keep one", key_node.start_mark
+            )
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def non_finite(data: Any, where: str = "") -> list[str]:
+    """Dotted fields of ``data`` holding a float that is not finite (``.inf``, ``.nan``), nested lists included."""
+    out: list[str] = []
+    stack: list[tuple[str, Any]] = [(where, data)]
+    while stack:
+        at, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append(at or "(config)")
+        elif isinstance(value, dict):
+            stack += [(f"{at}.{k}" if at else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            stack += [(f"{at}[{i}]", v) for i, v in enumerate(value)]
+    return sorted(out)
+
+
 def dump_config(cfg: TrainConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+
+
+def kwarg_type_problems(init: Any, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(env.kwargs.NAME, problem)`` for each keyword argument whose value does not fit the type ``init`` (the
+    env's constructor) declares for it."""
+    try:
+        hints = typing.get_type_hints(init)
+    except Exception:  # an annotation this interpreter cannot resolve: leave the values to env_problems
+        return []
+    out = []
+    for key, value in kwargs.items():
+        if key in hints:
+            try:
+                TypeAdapter(hints[key]).validate_python(value)
+            except ValidationError as e:
+                out.append(
+                    (f"env.kwargs.{key}", f"{value!r} is not a {_type_name(hints[key])}: {e.errors()[0]['msg']}")
+                )
+    return out
+
+
+def _type_name(t: Any) -> str:
+    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+
+
+def env_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
+    """``(field, problem)`` when the env cannot be built from ``env.id`` and ``env.kwargs`` (a value out of its
+    range): ``rubricgym train`` checks it before creating the run directory. Builds (and closes) one env."""
+    if cfg.env.suite is not None:
+        return []
+    try:
+        env = spec(cfg.env.id).make(**cfg.env.kwargs)
+    except Exception as e:
+        return [("env.kwargs", f"{cfg.env.id} cannot be built with {cfg.env.kwargs}: {type(e).__name__}: {e}")]
+    env.close()
+    return []

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rubricgym.core.fmt import fmt_number
+from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.trainers.estimate import Estimate
 from rubricgym.trainers.rollouts import Group, flatten
 
@@ -83,8 +84,7 @@ class MetricsLog:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(_finite(record), sort_keys=True) + "\n")
+        append_lines(self.path, (json.dumps(_finite(record), sort_keys=True) + "\n").encode("utf-8"))
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -98,7 +98,7 @@ class MetricsLog:
             for r in self.read()
             if r.get("step", 0) <= step and not (r.get("kind") == "eval" and r.get("step", 0) > step)
         ]
-        self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept), encoding="utf-8")
+        atomic_write(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +192,7 @@ pre{{background:#f6f6f6;padding:1em}}</style></head><body>
 <h2>Config</h2><pre>{html.escape(json.dumps(config, indent=2, default=str))}</pre>
 </body></html>"""
     path = run_dir / "summary.html"
-    path.write_text(page, encoding="utf-8")
+    atomic_write(path, page)
     return path
 
 

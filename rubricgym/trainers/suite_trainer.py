@@ -30,6 +30,7 @@ import numpy as np
 from rubricgym.arena.curriculum import SuiteSampler, mean_abs_advantage
 from rubricgym.arena.suite import Suite, load_suite
 from rubricgym.core.registry import spec
+from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.prm import ProcessRewardModel
@@ -163,8 +164,7 @@ class SuiteTrainer(Trainer):
             record[f"curriculum/{name}/p"] = p[name]
             record[f"curriculum/{name}/q"] = q[name]
             record[f"curriculum/{name}/gain"] = gains.get(name)
-        with open(self.run_dir / CURRICULUM_LOG, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, "q": q}) + "\n")
+        append_lines(self.run_dir / CURRICULUM_LOG, (json.dumps({"step": step, "q": q}) + "\n").encode("utf-8"))
         return record
 
     def resume(self) -> bool:
@@ -235,7 +235,7 @@ class SuiteTrainer(Trainer):
             plots.append(per_env_plot(records, list(self.entries), self.run_dir / "plots" / "per_env.png"))
         write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, sorted(set(plots)), lines)
         summary.update(lines=lines, per_env=per_env, suite=self.suite.name)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         return summary
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rubricgym.core.registry import make, spec
+from rubricgym.core.safeio import atomic_write
 from rubricgym.core.tasks import TaskSet
 from rubricgym.core.types import Task
 from rubricgym.rewards.evolve import build_buffer
@@ -39,7 +40,7 @@ from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, MetricsLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, RolloutBackend, flatten, trajectories
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
-from rubricgym.trainers.update import UpdateSettings, policy_update
+from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
 
 
 def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
@@ -140,9 +141,14 @@ class Trainer:
         est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
         pad_id = self.tokenizer.pad_token_id
         self.policy.release_packed()  # stale after the update, and the update wants the memory
-        stats = policy_update(
-            self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
-        )
+        try:
+            stats = policy_update(
+                self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
+            )
+        except NonFiniteUpdate as e:
+            last = latest_checkpoint(Path(cfg.run_dir))
+            kept = f"the last good checkpoint is {last}" if last else "no checkpoint was saved before it"
+            raise NonFiniteUpdate(f"training stopped at step {step + 1}: {e}; {kept}") from None
         self.backend.push_weights(self.model)
         laps.lap("update_s")
         self.state.cursor += len(all_tasks)
@@ -305,7 +311,7 @@ class Trainer:
             "html": str(html),
             "estimator": self.cfg.advantage.estimator,
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self.backend.close()
         return summary
 

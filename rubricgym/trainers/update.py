@@ -19,6 +19,7 @@ log-probs (classic PPO with the sampler as behaviour policy); ``"none"`` ignores
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -281,6 +282,25 @@ def sync_gradients(model: torch.nn.Module) -> None:
             torch.distributed.all_reduce(p.grad)
 
 
+class NonFiniteUpdate(FloatingPointError):
+    """The loss, a gradient or the updated weights stopped being finite: the run must stop, not save them."""
+
+
+def _check_finite(stats: dict[str, float], norm: float) -> None:
+    if not math.isfinite(stats.get("loss", 0.0)):
+        raise NonFiniteUpdate(f"the loss is {stats['loss']} (before the optimizer step; the weights are untouched)")
+    if not math.isfinite(norm):
+        raise NonFiniteUpdate(f"the gradient norm is {norm} (before the optimizer step; the weights are untouched)")
+
+
+def _check_weights(model: torch.nn.Module) -> None:
+    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise NonFiniteUpdate(
+            f"the optimizer step made {len(bad)} weight tensor(s) non-finite (first: {bad[0]}); lower optim.lr"
+        )
+
+
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -292,7 +312,9 @@ def policy_update(
 ) -> dict[str, float]:
     """``ppo_epochs`` optimizer steps on ``samples``; returns the last epoch's loss statistics.
 
-    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass).
+    pi_old is the first epoch's detached forward, kept for the later epochs (no separate no-grad pass). A loss or
+    gradient that is not finite stops before the optimizer step, weights it made non-finite right after it
+    (``NonFiniteUpdate``): the caller never saves them, so the last checkpoint stays the last good state.
     """
     model.train()
     old: dict[int, torch.Tensor] | None = {} if settings.loss.ppo_epochs > 1 else None
@@ -301,9 +323,13 @@ def policy_update(
         optimizer.zero_grad(set_to_none=True)
         stats = compute_gradients(model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model)
         sync_gradients(model)
-        if settings.optim.max_grad_norm is not None:
-            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), settings.optim.max_grad_norm))
+        max_norm = settings.optim.max_grad_norm
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm if max_norm is not None else math.inf))
+        if max_norm is not None:
+            stats["grad_norm"] = norm
+        _check_finite(stats, norm)
         optimizer.step()
+        _check_weights(model)
     optimizer.zero_grad(set_to_none=True)
     model.eval()
     return stats

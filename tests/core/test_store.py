@@ -1,6 +1,7 @@
 import asyncio
 
 import pyarrow.parquet as pq
+import pytest
 
 import rubricgym
 from rubricgym.core.store import TrajectoryStore
@@ -64,3 +65,77 @@ def test_text_that_is_not_unicode_never_fails_a_store(tmp_path):
     (loaded,) = store.load()
     assert loaded.model == "m\ufffd" and loaded.steps[0].info["path"] == "bad\ufffdname.py"
     assert loaded.id == traj.id
+
+
+def test_a_deeply_nested_line_is_skipped_and_reported_by_every_command(tmp_path):
+    """Issue 23, item 8: one line nested past the recursion limit made show, export, score and run all fail."""
+    from typer.testing import CliRunner
+
+    from rubricgym.cli import app
+
+    run = tmp_path / "run"
+    runner = CliRunner()
+    args = ["run", "toy-calculator-v0", "--agent", "oracle", "--tasks", "3", "--out", str(run)]
+    assert runner.invoke(app, args).exit_code == 0
+    store = TrajectoryStore(run)
+    with open(store.path, "ab") as f:
+        f.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")  # valid JSON, nested 100,000 deep
+        f.write(b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"\n")
+    assert len(store.load()) == 3
+    assert [n for n, _ in store.report.bad_lines] == [4, 5]
+    assert "nested too deeply" in store.report.bad_lines[0][1]
+    for cmd in (
+        ["show", str(run)],
+        ["export", str(run), "--format", "sft", str(tmp_path / "sft.jsonl")],
+        ["score", str(run)],
+        [*args[:-2], "--tasks", "4", "--out", str(run)],
+    ):
+        result = runner.invoke(app, cmd)
+        assert result.exit_code == 0, (cmd, result.output[-1500:], repr(result.exception))
+    assert len(store.load()) == 4
+
+
+def test_appends_never_follow_a_symlinked_store(tmp_path):
+    """Issue 23, item 8: `run` appended through a symlinked trajectories.jsonl to a file outside the run."""
+    try:  # the old store had no such error: it wrote through the link
+        from rubricgym.core.safeio import UnsafePathError
+    except ImportError:
+        UnsafePathError = OSError
+
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trajectories.jsonl").symlink_to(outside)
+    store = TrajectoryStore(run)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        store.append(oracle_trajs(1)[0])
+    assert outside.read_text() == ""
+
+
+def test_no_file_of_a_run_directory_is_written_through_a_symlink(tmp_path):
+    """Issue 23, item 7: run.json, scores.jsonl and the trainer's metrics are never written through a link."""
+    from typer.testing import CliRunner
+
+    from rubricgym.cli import app
+    from rubricgym.trainers.report import MetricsLog
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the run's\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").symlink_to(outside)
+    runner = CliRunner()
+    args = ["run", "toy-calculator-v0", "--agent", "oracle", "--tasks", "2", "--out", str(run)]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "symbolic link" in " ".join(refused.output.split()), refused.output
+    (run / "run.json").unlink()
+    assert runner.invoke(app, args).exit_code == 0
+    (run / "scores.jsonl").symlink_to(outside)
+    assert runner.invoke(app, ["score", str(run)]).exit_code == 0
+    assert not (run / "scores.jsonl").is_symlink()
+    metrics = run / "metrics.jsonl"
+    metrics.symlink_to(outside)
+    with pytest.raises(OSError, match="symbolic link"):
+        MetricsLog(metrics).write({"step": 1})
+    assert outside.read_text() == "not the run's\n"

@@ -85,3 +85,55 @@ def test_cli_export_and_its_errors(run_dir, tmp_path):
     (tmp_path / "broken" / "scores.jsonl").write_text("{oops\n")
     with pytest.raises(ExportError, match="scores.jsonl:1"):
         export(tmp_path / "broken", "sft", tmp_path / "s.jsonl")
+
+
+def test_an_export_never_overwrites_the_runs_inputs(run_dir, tmp_path):
+    """Issue 23, item 9: `export RUN --format sft RUN/trajectories.jsonl` replaced 18 trajectories with 6 rows."""
+    runner = CliRunner()
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(run_dir / "trajectories.jsonl")
+    for target, fmt in [
+        (run_dir / "trajectories.jsonl", "sft"),
+        (run_dir / "trajectories.jsonl", "parquet"),
+        (run_dir / "scores.jsonl", "preferences"),
+        (link, "sft"),  # a link to an input is that input
+        (run_dir, "hf"),
+    ]:
+        for force in ([], ["--force"]):
+            r = runner.invoke(app, ["export", str(run_dir), str(target), "--format", fmt, *force])
+            assert r.exit_code == 2 and "never overwrites its input" in " ".join(r.output.split()), (target, r.output)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+
+
+def test_an_existing_output_needs_force_and_a_link_is_replaced_not_followed(run_dir, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "sft.jsonl"
+    out.write_text("keep me\n")
+    r = runner.invoke(app, ["export", str(run_dir), str(out), "--format", "sft"])
+    assert r.exit_code == 2 and "--force" in r.output and out.read_text() == "keep me\n"
+    assert runner.invoke(app, ["export", str(run_dir), str(out), "--format", "sft", "--force"]).exit_code == 0
+    assert out.read_text() != "keep me\n"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not an export\n")
+    link = tmp_path / "out.parquet"
+    link.symlink_to(victim)
+    assert runner.invoke(app, ["export", str(run_dir), str(link), "--format", "parquet", "--force"]).exit_code == 0
+    assert victim.read_text() == "not an export\n" and not link.is_symlink()
+    assert len(read_trajectories(link)) == 6
+
+
+def test_unwritable_outputs_and_bad_score_lines_are_errors_not_tracebacks(run_dir, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["export", str(run_dir), "/proc/rubricgym-export.jsonl", "--format", "sft"])
+    assert r.exit_code == 2 and "cannot write /proc/rubricgym-export.jsonl" in " ".join(r.output.split()), r.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "trajectories.jsonl").write_bytes((run_dir / "trajectories.jsonl").read_bytes())
+    for line, where in [(b"[1, 2]\n", "scores.jsonl:1"), (b'{"trajectory_id": 3}\n', "scores.jsonl:1")]:
+        (broken / "scores.jsonl").write_bytes(line)
+        r = runner.invoke(app, ["export", str(broken), str(tmp_path / "s.jsonl"), "--format", "sft"])
+        assert r.exit_code == 2 and where in " ".join(r.output.split()), r.output
+    (broken / "scores.jsonl").write_bytes(b'{"trajectory_id": "\xff"}\n')
+    r = runner.invoke(app, ["export", str(broken), str(tmp_path / "s.jsonl"), "--format", "sft"])
+    assert r.exit_code == 2 and "scores.jsonl:1: not UTF-8" in " ".join(r.output.split()), r.output

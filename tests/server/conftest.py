@@ -42,14 +42,13 @@ def serve() -> Iterator[Callable[..., ServerThread]]:
     """``serve(**config)`` starts a server (stopped at teardown); ``tracked=True`` serves ``TrackedCalculator``."""
     started: list[ServerThread] = []
 
-    def start(tracked: bool = False, delay_s: float = 0.0, **fields) -> ServerThread:
-        config = ServerConfig(env_id=ENV, port=0, **fields)
-        factory = None
+    def start(tracked: bool = False, delay_s: float = 0.0, factory=None, **fields) -> ServerThread:
+        config = ServerConfig(**{"env_id": ENV, "port": 0, **fields})
         if tracked:
             made: list[TrackedCalculator] = []
             factory = type("Tracked", (TrackedCalculator,), {"made": made, "delay_s": delay_s})
         server = ServerThread(config, app=create_app(config, factory)).start()
-        server.made = factory.made if factory else []  # type: ignore[attr-defined]
+        server.made = getattr(factory, "made", [])  # type: ignore[attr-defined]
         started.append(server)
         return server
 

@@ -33,7 +33,7 @@ def test_malformed_messages_get_coded_errors_on_a_socket_that_stays_open(toy_ser
         assert _code(call(ws, "reset", {"seed": -1})) == "VALIDATION_ERROR"
         assert _code(call(ws, "reset", {"sede": 1})) == "VALIDATION_ERROR"  # a typo is an error, not ignored
         other_task = {"id": "x", "env_id": "other-v0", "prompt": "?"}
-        assert _code(call(ws, "reset", {"task": other_task})) == "VALIDATION_ERROR"
+        assert _code(call(ws, "reset", {"task": other_task})) == "TASK_REFUSED"  # a client task, not accepted
         assert _code(call(ws, "trajectory")) == "NOT_RESET"
         assert call(ws, "reset", {"seed": 0})["type"] == "observation"
         assert _code(call(ws, "step", {"text": 5})) == "VALIDATION_ERROR"

@@ -45,3 +45,29 @@ def test_serve_fails_early_with_a_clear_message():
     proc = _serve("toy-calculator-v0", "--max-sessions", "0")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "max_sessions" in err
+
+
+def test_an_empty_token_and_a_step_limit_under_one_are_refused_alike():
+    """Issue 23, item 6: `--token ""` used to serve without auth; `--max-steps 0` used to mean the env default."""
+    for args, message in [
+        (["--token", ""], "--token is empty"),
+        (["--max-steps", "0"], "--max-steps must be at least 1"),
+        (["--max-steps", "-3"], "--max-steps must be at least 1"),
+    ]:
+        proc = _serve("toy-calculator-v0", "--port", "0", *args)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError(f"`serve {' '.join(args)}` started serving instead of refusing") from None
+        assert proc.returncode == 2 and message in " ".join(err.split()), (args, err[-1000:])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rubricgym", "serve", "toy-calculator-v0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RUBRICGYM_TOKEN": " "},
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "RUBRICGYM_TOKEN is set but empty" in " ".join(err.split()), err[-1000:]

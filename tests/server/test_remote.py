@@ -27,7 +27,8 @@ def comparable(traj) -> dict:
 
 
 @pytest.mark.parametrize("agent", [CalculatorOracle(), RandomAgent(seed=3)], ids=["oracle", "random"])
-def test_remote_rollouts_equal_local_ones_and_score_the_same(toy_server, agent):
+def test_remote_rollouts_equal_local_ones_and_score_the_same(serve, agent):
+    toy_server = serve(trusted=True)  # the client scores on its side: it needs the hidden record
     remote = rubricgym.make(toy_server.url)
     assert isinstance(remote, RemoteEnv) and remote.env_id == ENV and remote.max_steps == 8
     tasks = remote.task_set(4, seed=11)

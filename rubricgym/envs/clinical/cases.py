@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.envs.clinical.case import CaseRecord, RubricItem
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import EXAM_FILLER, analyte_index, condition_index, exam_index
@@ -98,14 +99,7 @@ def read_cases(path: str | Path, kb: KnowledgeBase) -> CaseLoad:
 def _read_cases(p: Path, stamp: int, kb: KnowledgeBase) -> CaseLoad:
     load = CaseLoad(p)
     seen: set[str] = set()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        lineno = p.read_bytes()[: e.start].count(b"\n") + 1
-        raise CaseFileError(
-            f"{p}:{lineno}: not UTF-8 text ({e.reason} at byte {e.start}); save the file as UTF-8"
-        ) from None
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(read_text(p, CaseFileError).splitlines(), 1):
         if not line.strip():
             continue
         where = f"{p}:{n}"

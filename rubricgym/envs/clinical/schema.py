@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rubricgym.core.jsonl import read_text
+
 AGE_BANDS = ("18-39", "40-64", "65+")
 Kind = Literal["lab", "panel", "imaging", "ecg", "culture", "bedside", "procedure", "serology"]
 Level = Literal["low", "very low", "high", "very high"]
@@ -187,7 +189,7 @@ class KnowledgeBase:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(read_text(path, KnowledgeBaseError))
     except yaml.YAMLError as e:
         raise KnowledgeBaseError(f"{path}: not valid YAML: {e}") from None
 

@@ -190,6 +190,13 @@ class DeepSearchEnv(RubricEnv):
             rubric=task_rubric(task_id, q["hidden"]),
         )
 
+    def client_task_refusal(self, task: Task) -> str | None:
+        """Why a served env will not play a client's task: it may not pick another world (or corpus) to build."""
+        world = task.params.get("world")
+        if world is not None and world != self._world_params():
+            return "params.world is not the world this server serves; a client task may only play the served world"
+        return None
+
     def begin(self, task: Task) -> None:
         params = task.params.get("world")
         if isinstance(params, dict) and params and params != self._world_params():

@@ -23,6 +23,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import EnvSpec, register
 from rubricgym.core.types import Task
 from rubricgym.envs.gui import checks
@@ -80,7 +81,7 @@ class WebTaskSpec(BaseModel):
         """A spec from YAML; a relative ``root`` is relative to the spec file."""
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(read_text(path))
             spec = cls.model_validate(data)
         except (OSError, yaml.YAMLError) as e:
             raise ValueError(f"cannot read web task spec {path}: {e}") from None

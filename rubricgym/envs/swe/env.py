@@ -19,6 +19,7 @@ import numpy as np
 
 from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
+from rubricgym.core.jsonl import read_text
 from rubricgym.core.parsing import call_error, clean_call, parse_call
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
@@ -33,8 +34,15 @@ from rubricgym.envs.swe.tools import SweTools
 
 def load_instances(path: str | Path) -> list[SweInstance]:
     """``SweInstance`` records from a JSONL file (one SWE-bench-format object per line)."""
-    lines = Path(path).read_text().splitlines()
-    return [SweInstance.model_validate_json(line) for line in lines if line.strip()]
+    lines = read_text(path).splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                out.append(SweInstance.model_validate_json(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not a SWE instance: {str(e).splitlines()[0]}") from None
+    return out
 
 
 class SweEnv(SweTools, RubricEnv):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import shutil
 import subprocess
 import tarfile
@@ -18,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rubricgym.core.jsonl import read_jsonl
 from rubricgym.envs.swe.builtin import cache_root
 from rubricgym.envs.swe.inject import detect_python_path
 from rubricgym.envs.swe.instance import SweInstance
@@ -62,7 +62,7 @@ def load_swebench(
 ) -> list[SweInstance]:
     """``SweInstance``s from SWE-bench records (dicts or a JSONL file) over local clones."""
     if isinstance(records, str | Path):
-        records = [json.loads(line) for line in Path(records).read_text().splitlines() if line.strip()]
+        records = [rec for _, rec in read_jsonl(records)]
     out = []
     for rec in records:
         missing = [f for f in FIELDS if f not in rec and f not in ("test_patch", "PASS_TO_PASS")]
