@@ -134,7 +134,7 @@ class Session:
             stage=step.stage,
             parse_error=step.action.parse_error,
             tool_error=step.tool_error,
-            details=env.public_details(step.info),
+            details=step.info,  # public keys only (worker._stepped)
         )
         return {"observation": self._observation(obs, messages, info), "reward": obs.reward, "done": self.done}
 

@@ -36,7 +36,10 @@ def op_reset(env: RubricEnv, seed: int | None, task: Task | None) -> tuple[Obser
 
 
 def _stepped(env: RubricEnv, obs: Observation) -> tuple[Observation, Step, list[Message]]:
-    return obs, env.steps[-1], env.messages[-2:]
+    """The step as a client may see it: its ``info`` cut to the env's ``public_info_keys`` (the private record
+    stays with the env: checks and a trusted ``trajectory`` read it)."""
+    step = env.steps[-1]
+    return obs, step.model_copy(update={"info": env.public_details(step.info)}), env.messages[-2:]
 
 
 def op_step(env: RubricEnv, action: Action | str) -> tuple[Observation, Step, list[Message]]:
