@@ -28,13 +28,10 @@ from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
+from rubricgym.envs.swe.taskfile import load_instances, raw_record_hint
 from rubricgym.envs.swe.tools import SweTools
 
-
-def load_instances(path: str | Path) -> list[SweInstance]:
-    """``SweInstance`` records from a JSONL file (one SWE-bench-format object per line)."""
-    lines = Path(path).read_text().splitlines()
-    return [SweInstance.model_validate_json(line) for line in lines if line.strip()]
+__all__ = ["SweEnv", "load_instances"]
 
 
 class SweEnv(SweTools, RubricEnv):
@@ -73,6 +70,9 @@ class SweEnv(SweTools, RubricEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if isinstance(instances, str | Path):
             instances = list(load_instances(instances))
+        for n, i in enumerate(instances or []):
+            if hint := raw_record_hint(i, f"instances[{n}]"):
+                raise ValueError(hint)
         self._instances = [SweInstance.model_validate(i) if isinstance(i, dict) else i for i in instances or []]
         if isinstance(backend, str):
             backend = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
@@ -124,11 +124,12 @@ class SweEnv(SweTools, RubricEnv):
         self._edited = False
         self._last_info = {}
         self._pending = None
-        run_sync(self._open(Path(self._instance.snapshot)))
+        deps = Path(self._instance.deps) if self._instance.deps else None
+        run_sync(self._open(Path(self._instance.snapshot), deps))
 
-    async def _open(self, snapshot: Path) -> None:
+    async def _open(self, snapshot: Path, deps: Path | None = None) -> None:
         await self._close()
-        self.sandbox = await self.backend.create(snapshot, self.limits)
+        self.sandbox = await self.backend.create(snapshot, self.limits, deps)
         self.python_path = self._instance.python_path if self._instance else ["."]
 
     async def _close(self) -> None:
