@@ -278,5 +278,5 @@ async def build_tasks(
             else ""
         )
         raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite{why}")
-    save_instances(kept, index)
+    save_instances(kept, index, data=base)  # snapshots and deps already live beside the index
     return kept

@@ -1,10 +1,10 @@
 """Portable tasks files: SWE instances whose repository snapshots and dependency folders travel with the file.
 
-``save_instances`` writes one JSON instance per line. A snapshot or dependency folder already inside the file's
-folder is referred to by its relative path; any other (a cache entry) is copied into ``<stem>.data/`` beside the
-file, under a name that is a hash of its content, so identical trees are stored once and a rebuilt cache never
-changes what a file means. ``load_instances`` resolves the relative paths against the file's folder, so a tasks
-file copied with its ``<stem>.data/`` folder to another directory or machine runs there with an empty cache.
+``save_instances`` writes one JSON instance per line. Each snapshot and dependency folder is copied into
+``<stem>.data/`` beside the file, under a name that is a hash of its content, so identical trees are stored once
+and a rebuilt cache never changes what a file means (a folder already inside the data folder stays where it
+is). ``load_instances`` resolves the relative paths against the file's folder, so a tasks file copied with its
+``<stem>.data/`` folder to another directory or machine runs there with an empty cache.
 Files with absolute paths (written before this format) still load where those paths exist.
 """
 
@@ -48,11 +48,11 @@ def tree_digest(root: Path) -> str:
 
 
 def _store(path: str, out_dir: Path, data: Path, kind: str) -> str:
-    """``path`` relative to ``out_dir``, copied into ``data/kind/<content hash>`` when it lies outside it."""
+    """``path`` relative to ``out_dir``, copied into ``data/kind/<content hash>`` unless it lies in ``data``."""
     src = Path(path).resolve()
     if not src.is_dir():
         raise FileNotFoundError(f"{kind[:-1]} folder {src} does not exist: rebuild the task before saving it")
-    if src.is_relative_to(out_dir):
+    if src.is_relative_to(data):
         return src.relative_to(out_dir).as_posix()
     target = data / kind / tree_digest(src)
     if not target.is_dir():
@@ -70,12 +70,15 @@ def data_dir(out: Path) -> Path:
     return out.parent / f"{out.stem}.data"
 
 
-def save_instances(instances: Iterable[SweInstance], out: str | Path) -> Path:
-    """Write ``instances`` to the JSONL file ``out`` with paths relative to it (see the module docstring)."""
+def save_instances(instances: Iterable[SweInstance], out: str | Path, data: Path | None = None) -> Path:
+    """Write ``instances`` to the JSONL file ``out`` with paths relative to it (see the module docstring);
+    ``data`` (inside ``out``'s folder; default ``<stem>.data``) is where their folders are kept."""
     out = Path(out).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     out_dir = out.parent.resolve()
-    data = data_dir(out_dir / out.name)
+    data = Path(data).resolve() if data is not None else data_dir(out_dir / out.name)
+    if not data.is_relative_to(out_dir):
+        raise ValueError(f"the data folder {data} must lie inside the tasks file's folder {out_dir}")
     lines = []
     for inst in instances:
         update: dict[str, Any] = {"snapshot": _store(inst.snapshot, out_dir, data, "snapshots")}
@@ -121,12 +124,12 @@ def task_file_hint(path: str | Path) -> str | None:
     return None
 
 
-def _resolve(value: str, base: Path, what: str, where: str, data: Path) -> str:
+def _resolve(value: str, base: Path, what: str, where: str) -> str:
     p = Path(value)
     full = p if p.is_absolute() else base / p
     if not full.is_dir():
         hint = (
-            f"copy the tasks file together with its folder {data.name}/ (it holds the snapshots and dependencies)"
+            f"copy the tasks file together with its folder {p.parts[0]}/ (it holds the snapshots and dependencies)"
             if not p.is_absolute()
             else "this file names a cache folder of another machine or a cleared cache: rebuild the tasks, or "
             "re-save them with rubricgym.envs.swe.taskfile.save_instances where they exist"
@@ -142,7 +145,7 @@ def load_instances(path: str | Path) -> list[SweInstance]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ValueError(f"cannot read the tasks file {path}: {e.strerror or e}") from None
-    base, data = path.parent.resolve(), data_dir(path)
+    base = path.parent.resolve()
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -159,8 +162,8 @@ def load_instances(path: str | Path) -> list[SweInstance]:
         except ValidationError as e:
             fields = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(record)'}: {x['msg']}" for x in e.errors()[:5])
             raise ValueError(f"{where}: not a swe-v0 instance ({fields})") from None
-        update = {"snapshot": _resolve(inst.snapshot, base, "snapshot", where, data)}
+        update = {"snapshot": _resolve(inst.snapshot, base, "snapshot", where)}
         if inst.deps:
-            update["deps"] = _resolve(inst.deps, base, "dependency", where, data)
+            update["deps"] = _resolve(inst.deps, base, "dependency", where)
         out.append(inst.model_copy(update=update))
     return out
