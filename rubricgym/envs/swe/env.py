@@ -238,9 +238,14 @@ class SweEnv(SweTools, RubricEnv):
                 out.append((f"instance.{key}", text))
             lines = text.splitlines()
             added = [ln[1:].strip() for ln in lines if ln.startswith("+") and not ln.startswith("+++")]
-            removed = {_words(ln[1:]) for ln in lines if ln.startswith("-") and not ln.startswith("---")}
-            # a line whose fix is an operator ("i >= 0" -> "i > 0") reads like the buggy line once normalised
-            out += [(f"instance.{key}+", ln) for ln in added if len(ln) >= 12 and _words(ln) not in removed]
+            removed = [f" {_words(ln[1:])} " for ln in lines if ln.startswith("-") and not ln.startswith("---")]
+            # a fix that changes an operator ("i >= 0" -> "i > 0") or deletes words ("/ (len(xs) + 1)" -> "/ len(xs)")
+            # reads, once normalised, like (part of) the buggy line the agent must read: not a secret then
+            out += [
+                (f"instance.{key}+", ln)
+                for ln in added
+                if len(ln) >= 12 and not any(f" {_words(ln)} " in r for r in removed)
+            ]
         out += [(f"FAIL_TO_PASS[{i}]", t) for i, t in enumerate(inst.get("FAIL_TO_PASS", []))]
         for key in ("buggy_files", "test_files"):
             out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]

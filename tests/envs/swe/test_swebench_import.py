@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -14,12 +16,15 @@ from typer.testing import CliRunner
 
 from rubricgym.cli import app
 from rubricgym.core.rollout import rollout
+from rubricgym.core.store import TrajectoryStore
 from rubricgym.envs.swe import SweEnv
 from rubricgym.envs.swe.deps import install_deps
 from rubricgym.envs.swe.inject import BuildError, BuildProgress, build_tasks
 from rubricgym.envs.swe.sandbox import Limits
 from rubricgym.envs.swe.swebench import import_swebench
 from rubricgym.envs.swe.taskfile import load_instances, save_instances
+from rubricgym.rewards.leaks import audit_leaks
+from rubricgym.rewards.shortcuts import run_battery
 
 from .swebench_samples import make_clone, make_records, make_wheel, write_jsonl_crlf
 
@@ -160,3 +165,31 @@ def test_build_installs_the_projects_test_dependencies(samples):
     baseline = seen[0].last
     assert "skipped in the sandbox (1x could not import 'tinydep'" in baseline, baseline
     assert "could not install tinydep>=0.1" in baseline
+
+
+def test_the_readme_commands_run_as_written(samples, monkeypatch):
+    tmp, _ = samples
+    monkeypatch.chdir(tmp)
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", readme.split("#### SWE-bench records", 1)[1], re.S)
+    assert block is not None
+    for line in block.group(1).splitlines():
+        argv = shlex.split(line, comments=True)
+        assert argv[0] == "rubricgym"
+        r = CliRunner().invoke(app, argv[1:])
+        assert r.exit_code == 0, f"{line}\n{r.output}"
+    trajectories = TrajectoryStore(tmp / "runs" / "swebench").load()
+    assert len(trajectories) == 3 and all(t.outcome.reward == 1.0 for t in trajectories)
+
+
+def test_imported_tasks_pass_the_leak_audit_and_the_shortcut_battery(samples):
+    """A fix that deletes words (``/ (len(xs) + 1)`` -> ``/ len(xs)``) read as a leak: its added line's words are
+    in the buggy line every agent must read."""
+    tmp, records = samples
+    results = asyncio.run(import_swebench(records, tmp / "clones", wheelhouse=tmp / "wheels"))
+    out = save_instances([r.instance for r in results if r.verdict.ok and r.instance], tmp / "tasks.jsonl")
+    kwargs = {"instances": str(out)}
+    leaks = asyncio.run(audit_leaks("swe-v0", n_tasks=3, env_kwargs=kwargs))
+    assert leaks.ok, leaks.line()
+    battery = asyncio.run(run_battery("swe-v0", n_tasks=3, env_kwargs=kwargs))
+    assert battery.ok, battery.problems()
