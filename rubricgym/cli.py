@@ -158,7 +158,7 @@ def run(
             else TaskSet.generate(env_id, tasks, seed=seed, split=split, **env_kwargs)
         )
     except (TaskFileError, ValueError) as e:  # a bad file, or fewer tasks than asked (the message says how many)
-        fail(str(e))
+        fail(_task_file_hint(task_file) or str(e))
     the_agent = resolve_agent(
         env_id, agent, base_url=base_url, model=model, seed=seed, temperature=temperature, native_tools=native_tools
     )
@@ -203,6 +203,15 @@ def run(
             f"finished work is kept and `--resume` retries the rest. First error: {first}",
             code=1,
         )
+
+
+def _task_file_hint(task_file: Path | None) -> str | None:
+    """What to do instead when ``--task-file`` holds SWE-bench records or swe-v0 instances rather than tasks."""
+    if task_file is None or task_file.suffix not in (".jsonl", ".json", ".ndjson") or not task_file.is_file():
+        return None
+    from rubricgym.envs.swe.taskfile import task_file_hint
+
+    return task_file_hint(task_file)
 
 
 def _open_run_dir(out: Path, meta: dict):

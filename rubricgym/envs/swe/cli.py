@@ -1,8 +1,11 @@
-"""``rubricgym swe build``: bug-injection tasks from a PyPI package (or a local project / sdist) to a JSONL file.
+"""``rubricgym swe build`` (bug-injection tasks from a package) and ``swe import`` (SWE-bench records), to a
+portable tasks file.
 
-Added to the main app by ``register(app)``. The tasks file is what ``swe-v0`` takes as ``instances``::
+Added to the main app by ``register(app)``. The tasks file (with its ``<stem>.data/`` folder) is what ``swe-v0``
+takes as ``instances``::
 
     rubricgym swe build inflection==0.5.1 --n 4 --out tasks.jsonl
+    rubricgym swe import records.jsonl --repos clones/ --out tasks.jsonl
     rubricgym run swe-v0 --env-arg instances=tasks.jsonl --agent oracle --tasks 4 --out runs/swe
 """
 
@@ -14,9 +17,22 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-swe_app = typer.Typer(help="Software-engineering tasks: build them from your own package.", no_args_is_help=True)
+swe_app = typer.Typer(
+    help="Software-engineering tasks: build them from your own package or import SWE-bench records.",
+    no_args_is_help=True,
+)
+WheelhouseOption = Annotated[
+    Path | None,
+    typer.Option(help="folder of wheels to install test dependencies from (no index is used then)"),
+]
+IndexUrlOption = Annotated[str | None, typer.Option(help="package index for test dependencies (default: pip's own)")]
+WithOption = Annotated[
+    list[str] | None,
+    typer.Option("--with", help="extra requirement to install for the tests (repeatable), e.g. --with 'attrs>=22'"),
+]
 
 
 @swe_app.command("build")
@@ -29,11 +45,15 @@ def build(
     timeout_factor: Annotated[float, typer.Option(help="a mutant's test run may take this x the suite's time")] = 5.0,
     backend: Annotated[str, typer.Option(help="sandbox: bwrap | docker")] = "bwrap",
     docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
+    wheelhouse: WheelhouseOption = None,
+    index_url: IndexUrlOption = None,
+    with_: WithOption = None,
 ) -> None:
     """Inject bugs into PACKAGE's library code; keep those its own tests catch; write them as tasks."""
     from rubricgym.envs.swe.inject import BuildError, BuildProgress, build_tasks
     from rubricgym.envs.swe.pypi import SourceUnavailable
     from rubricgym.envs.swe.sandbox import SandboxError, get_backend
+    from rubricgym.envs.swe.taskfile import save_instances
 
     console = Console(stderr=True)
     if n < 1 or max_tries < 1 or timeout_factor <= 0:
@@ -73,13 +93,15 @@ def build(
                     backend=sandbox,
                     timeout_factor=timeout_factor,
                     on_progress=show,
+                    wheelhouse=wheelhouse,
+                    index_url=index_url,
+                    extra_requirements=with_,
                 )
             )
-        except (BuildError, SourceUnavailable, SandboxError) as e:
+        except (BuildError, SourceUnavailable, SandboxError, FileNotFoundError) as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
             raise typer.Exit(1) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(t.model_dump_json() + "\n" for t in tasks), encoding="utf-8")
+    save_instances(tasks, out)
     short = f" (fewer than the {n} asked: raise --max-tries or try another --seed)" if len(tasks) < n else ""
     Console().print(
         f"wrote {len(tasks)} task(s) to {out}{short}\n"
@@ -89,6 +111,82 @@ def build(
     )
 
 
+@swe_app.command("import")
+def import_(
+    records: Annotated[Path, typer.Argument(help="SWE-bench records, one JSON object per line")],
+    out: Annotated[Path, typer.Option("--out", help="tasks file to write (its snapshots go to <stem>.data/)")],
+    repos: Annotated[
+        Path | None, typer.Option(help="folder of git clones (owner/name, owner__name or name); else repo is a path")
+    ] = None,
+    wheelhouse: WheelhouseOption = None,
+    index_url: IndexUrlOption = None,
+    with_: WithOption = None,
+    keep_rejected: Annotated[bool, typer.Option(help="also write records whose gold patch does not verify")] = False,
+    timeout: Annotated[float, typer.Option(help="seconds a test run may take")] = 300.0,
+    backend: Annotated[str, typer.Option(help="sandbox: bwrap | docker")] = "bwrap",
+    docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
+) -> None:
+    """Import SWE-bench records over local clones: install each repository's test dependencies, check in the
+    sandbox that the gold patch resolves FAIL_TO_PASS and that PASS_TO_PASS hold, write the verified tasks."""
+    from rubricgym.envs.swe.sandbox import SandboxError, get_backend
+    from rubricgym.envs.swe.swebench import Imported, RecordError, import_swebench
+    from rubricgym.envs.swe.taskfile import save_instances
+
+    console = Console(stderr=True)
+    try:
+        sandbox = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
+    except (ValueError, RuntimeError) as e:
+        console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    if not records.is_file():
+        console.print(f"[bold red]error:[/] {records}: no such file (give a JSONL file of SWE-bench records)")
+        raise typer.Exit(2)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} · {task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with bar:
+        task_id = bar.add_task(f"swe import {records.name}", total=None, status="loading records")
+
+        def show(i: int, total: int, item: Imported) -> None:
+            v = item.verdict
+            colour = "green" if v.ok else "red"
+            bar.console.print(f"[{colour}]{'✓' if v.ok else '✗'}[/] {escape(v.line())}", soft_wrap=True)
+            bar.update(task_id, completed=i, total=total, status=f"last: {v.instance_id}")
+
+        try:
+            results = asyncio.run(
+                import_swebench(
+                    records,
+                    repos,
+                    wheelhouse=wheelhouse,
+                    index_url=index_url,
+                    extra_requirements=with_,
+                    backend=sandbox,
+                    timeout=timeout,
+                    on_record=show,
+                )
+            )
+        except (RecordError, SandboxError, FileNotFoundError) as e:
+            console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
+    kept = [r.instance for r in results if r.instance is not None and (r.verdict.ok or keep_rejected)]
+    rejected = [r.verdict for r in results if not r.verdict.ok]
+    if not kept:
+        console.print(f"[bold red]error:[/] none of the {len(results)} record(s) verified; nothing written")
+        raise typer.Exit(1)
+    save_instances([k for k in kept if k is not None], out)
+    dropped = f", {len(rejected)} rejected and {'kept (--keep-rejected)' if keep_rejected else 'dropped'}"
+    Console().print(
+        f"wrote {len(kept)} task(s) to {out}{dropped if rejected else ''}\n"
+        f"run them: rubricgym run swe-v0 --env-arg instances={out} --agent oracle --tasks {len(kept)} --out runs/swe",
+        soft_wrap=True,
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``swe`` command group (``swe build``) to ``app``."""
+    """Add the ``swe`` command group (``swe build``, ``swe import``) to ``app``."""
     app.add_typer(swe_app, name="swe")

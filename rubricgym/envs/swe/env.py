@@ -19,7 +19,6 @@ import numpy as np
 
 from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
-from rubricgym.core.jsonl import read_text
 from rubricgym.core.parsing import call_error, clean_call, parse_call
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
@@ -29,20 +28,10 @@ from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
+from rubricgym.envs.swe.taskfile import load_instances, raw_record_hint
 from rubricgym.envs.swe.tools import SweTools
 
-
-def load_instances(path: str | Path) -> list[SweInstance]:
-    """``SweInstance`` records from a JSONL file (one SWE-bench-format object per line)."""
-    lines = read_text(path).splitlines()
-    out = []
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                out.append(SweInstance.model_validate_json(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not a SWE instance: {str(e).splitlines()[0]}") from None
-    return out
+__all__ = ["SweEnv", "load_instances"]
 
 
 class SweEnv(SweTools, RubricEnv):
@@ -81,6 +70,9 @@ class SweEnv(SweTools, RubricEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if isinstance(instances, str | Path):
             instances = list(load_instances(instances))
+        for n, i in enumerate(instances or []):
+            if hint := raw_record_hint(i, f"instances[{n}]"):
+                raise ValueError(hint)
         self._instances = [SweInstance.model_validate(i) if isinstance(i, dict) else i for i in instances or []]
         if isinstance(backend, str):
             backend = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
@@ -132,11 +124,12 @@ class SweEnv(SweTools, RubricEnv):
         self._edited = False
         self._last_info = {}
         self._pending = None
-        run_sync(self._open(Path(self._instance.snapshot)))
+        deps = Path(self._instance.deps) if self._instance.deps else None
+        run_sync(self._open(Path(self._instance.snapshot), deps))
 
-    async def _open(self, snapshot: Path) -> None:
+    async def _open(self, snapshot: Path, deps: Path | None = None) -> None:
         await self._close()
-        self.sandbox = await self.backend.create(snapshot, self.limits)
+        self.sandbox = await self.backend.create(snapshot, self.limits, deps)
         self.python_path = self._instance.python_path if self._instance else ["."]
 
     async def _close(self) -> None:
@@ -245,9 +238,14 @@ class SweEnv(SweTools, RubricEnv):
                 out.append((f"instance.{key}", text))
             lines = text.splitlines()
             added = [ln[1:].strip() for ln in lines if ln.startswith("+") and not ln.startswith("+++")]
-            removed = {_words(ln[1:]) for ln in lines if ln.startswith("-") and not ln.startswith("---")}
-            # a line whose fix is an operator ("i >= 0" -> "i > 0") reads like the buggy line once normalised
-            out += [(f"instance.{key}+", ln) for ln in added if len(ln) >= 12 and _words(ln) not in removed]
+            removed = [f" {_words(ln[1:])} " for ln in lines if ln.startswith("-") and not ln.startswith("---")]
+            # a fix that changes an operator ("i >= 0" -> "i > 0") or deletes words ("/ (len(xs) + 1)" -> "/ len(xs)")
+            # reads, once normalised, like (part of) the buggy line the agent must read: not a secret then
+            out += [
+                (f"instance.{key}+", ln)
+                for ln in added
+                if len(ln) >= 12 and not any(f" {_words(ln)} " in r for r in removed)
+            ]
         out += [(f"FAIL_TO_PASS[{i}]", t) for i, t in enumerate(inst.get("FAIL_TO_PASS", []))]
         for key in ("buggy_files", "test_files"):
             out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]

@@ -34,6 +34,10 @@ class Grade:
     restored_tests: list[str] = field(default_factory=list)
     tampering: list[str] = field(default_factory=list)
     error: str | None = None
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """Each graded test's outcome (``passed``, ``failed``, ``error``, ``skipped``, ``not run``); not in ``to_info``."""
+    skip_reasons: dict[str, str] = field(default_factory=dict)
+    """Why each skipped graded test was skipped, as pytest said it (a missing module shows up here)."""
 
     @property
     def f2p_fraction(self) -> float:
@@ -142,6 +146,8 @@ async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> 
     if run.error and not run.results:
         out.error = run.error
     passed = run.passed()
+    out.outcomes = {t: run.outcome(t) or "not run" for t in ids}
+    out.skip_reasons = {t: run.skip_reason(t) for t, o in out.outcomes.items() if o == "skipped"}
     out.fail_to_pass = {t: t in passed for t in inst.FAIL_TO_PASS}
     out.pass_to_pass = {t: t in passed for t in inst.PASS_TO_PASS}
     return out

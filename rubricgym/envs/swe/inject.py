@@ -28,13 +28,15 @@ from pathlib import Path
 import numpy as np
 
 from rubricgym.envs.swe.builtin import cache_root
+from rubricgym.envs.swe.deps import declared_requirements, install_deps
 from rubricgym.envs.swe.instance import SweInstance
 from rubricgym.envs.swe.mutate import Mutation, apply_mutation, find_mutations
 from rubricgym.envs.swe.patch import is_test_path
 from rubricgym.envs.swe.pypi import fetch_sdist, unpack_sdist
 from rubricgym.envs.swe.sandbox import Limits, SandboxBackend, get_backend
 from rubricgym.envs.swe.sandbox.treediff import file_diff, walk
-from rubricgym.envs.swe.testrun import TestRun, run_pytest
+from rubricgym.envs.swe.taskfile import load_instances, save_instances
+from rubricgym.envs.swe.testrun import TestRun, run_pytest, skip_summary
 
 SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py"}
 SKIP_DIRS = {"docs", "doc", "examples", "benchmarks", "build", "dist"}
@@ -148,19 +150,28 @@ async def build_tasks(
     timeout: float = 120.0,
     timeout_factor: float = TIMEOUT_FACTOR,
     on_progress: Callable[[BuildProgress], None] | None = None,
+    wheelhouse: str | Path | None = None,
+    index_url: str | None = None,
+    extra_requirements: list[str] | None = None,
 ) -> list[SweInstance]:
-    """Up to ``n`` bug-injection tasks from ``project`` (a directory, an sdist or a requirement; cached)."""
+    """Up to ``n`` bug-injection tasks from ``project`` (a directory, an sdist or a requirement; cached).
+
+    The project's declared test dependencies (``deps.declared_requirements``) and ``extra_requirements`` are
+    installed from ``wheelhouse`` or ``index_url`` (else pip's own configuration) into the tasks' read-only
+    dependency folder before the suite runs."""
     root, default_name = await asyncio.to_thread(resolve_project, project)
     name = name or default_name
     python_path = python_path or detect_python_path(root)
     fp = hashlib.sha1(json.dumps(sorted((k, v.st_size) for k, v in walk(str(root)).items())).encode())
     key = f"{name}-{fp.hexdigest()[:10]}"
     base = (cache or cache_root() / "inject") / key
-    index = base / f"tasks-seed{seed}-n{n}.jsonl"
+    deps_key = hashlib.sha1(json.dumps([str(wheelhouse or ""), index_url, extra_requirements]).encode())
+    index = base / f"tasks-seed{seed}-n{n}-{deps_key.hexdigest()[:8]}.jsonl"
     if index.is_file():
-        found = [SweInstance.model_validate_json(x) for x in index.read_text().splitlines() if x.strip()]
-        if all(Path(i.snapshot).is_dir() for i in found):
-            return found
+        try:
+            return load_instances(index)
+        except ValueError:  # a folder it names is gone: build again
+            pass
     original = base / "original"
     if not original.is_dir():
         base.mkdir(parents=True, exist_ok=True)
@@ -168,8 +179,12 @@ async def build_tasks(
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(root, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"))
         tmp.rename(original)
+    requirements = declared_requirements(original) + list(extra_requirements or [])
+    deps = await asyncio.to_thread(
+        install_deps, requirements, wheelhouse=wheelhouse, index_url=index_url, root=base / "deps"
+    )
     backend = backend or get_backend("bwrap")
-    sandbox = await backend.create(original, Limits(timeout_s=timeout))
+    sandbox = await backend.create(original, Limits(timeout_s=timeout), deps.path)
     kept: list[SweInstance] = []
     t0 = time.perf_counter()
     tries = 0
@@ -192,7 +207,13 @@ async def build_tasks(
                     )
                 )
 
-        report(f"baseline: {len(passing)} passing tests in {baseline.duration_s:.1f} s")
+        skipped = sorted(t for t, o in baseline.results.items() if o == "skipped")
+        missing = sorted(deps.failed)
+        report(
+            f"baseline: {len(passing)} passing tests in {baseline.duration_s:.1f} s"
+            + (f", {len(skipped)} skipped in the sandbox ({skip_summary(baseline, skipped)})" if skipped else "")
+            + (f"; could not install {', '.join(missing)}" if missing else "")
+        )
         rng = np.random.default_rng(seed)
         candidates = [
             m
@@ -240,6 +261,7 @@ async def build_tasks(
                     FAIL_TO_PASS=f2p,
                     PASS_TO_PASS=p2p,
                     snapshot=str(snap),
+                    deps=str(deps.path) if deps.path else None,
                     python_path=python_path,
                     source="inject",
                     details={"kind": m.kind, "file": m.path, "line": m.line, "mutation": m.description},
@@ -256,5 +278,5 @@ async def build_tasks(
             else ""
         )
         raise BuildError(f"{name}: none of {tries} mutants was caught by the test suite{why}")
-    index.write_text("".join(i.model_dump_json() + "\n" for i in kept))
+    save_instances(kept, index, data=base)  # snapshots and deps already live beside the index
     return kept

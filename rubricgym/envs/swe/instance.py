@@ -3,7 +3,8 @@
 The SWE-bench fields (``instance_id, repo, base_commit, problem_statement, patch, test_patch, FAIL_TO_PASS,
 PASS_TO_PASS``) keep their names and meaning, so SWE-bench-style JSONL loads directly (the two test lists may be
 JSON strings, as SWE-bench stores them). ``snapshot`` is the host directory holding the repository at the
-task's start state; ``python_path`` lists its import roots (``src`` layouts).
+task's start state, ``deps`` the folder of its installed test dependencies (see ``deps``); in a tasks file both
+are relative to the file (``taskfile``). ``python_path`` lists the import roots (``src`` layouts).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class SweInstance(BaseModel):
     FAIL_TO_PASS: list[str]
     PASS_TO_PASS: list[str] = Field(default_factory=list)
     snapshot: str
+    deps: str | None = None
     python_path: list[str] = Field(default_factory=lambda: ["."])
     source: Literal["inject", "swebench", "builtin"] = "swebench"
     details: dict[str, Any] = Field(default_factory=dict)
@@ -62,6 +64,7 @@ class SweInstance(BaseModel):
             prompt=self.problem_statement.rstrip() + INSTRUCTIONS,
             params={
                 "snapshot": self.snapshot,
+                "deps": self.deps,
                 "python_path": self.python_path,
                 "repo": self.repo,
                 "base_commit": self.base_commit,

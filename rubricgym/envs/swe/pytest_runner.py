@@ -102,6 +102,9 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
             os.write(fd, (json.dumps({"kind": kind, **data}) + "\n").encode())
 
     def message(report: object) -> str:
+        longrepr = getattr(report, "longrepr", None)
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (file, line, reason)
+            return str(longrepr[2]).removeprefix("Skipped: ")[-600:]
         text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
         return "\n".join(text[-6:])[-600:]
 
@@ -121,12 +124,14 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
                     "test",
                     id=report.nodeid,
                     outcome=outcome,
-                    message=message(report) if outcome in ("failed", "error") else "",
+                    message=message(report) if outcome != "passed" else "",
                 )
 
         def pytest_collectreport(self, report):
             if report.failed:
                 send("test", id=report.nodeid or "<collection>", outcome="error", message=message(report))
+            elif report.skipped:  # a whole module skipped (``pytest.importorskip`` at import): its tests never run
+                send("test", id=report.nodeid or "<collection>", outcome="skipped", message=message(report))
 
     args = [
         "-p",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubricgym.envs.swe import pytest_runner
-from rubricgym.envs.swe.sandbox.base import RUNTIME_DIR, WORKDIR, ExecResult, Sandbox, SandboxError
+from rubricgym.envs.swe.sandbox.base import DEPS_DIR, RUNTIME_DIR, WORKDIR, ExecResult, Sandbox, SandboxError
 
 SENTINEL = pytest_runner.SENTINEL
 REPORT_TAIL = pytest_runner.REPORT_TAIL
@@ -45,6 +45,25 @@ class TestRun:
     def failed(self) -> set[str]:
         return {k for k, v in self.results.items() if v in ("failed", "error")}
 
+    def outcome(self, test_id: str) -> str | None:
+        """``test_id``'s outcome, or that of the module or class it lives in when that was skipped whole (its
+        tests then never ran); ``None`` when pytest never saw it."""
+        if test_id in self.results:
+            return self.results[test_id]
+        parts = test_id.split("::")
+        for n in range(len(parts) - 1, 0, -1):
+            if self.results.get("::".join(parts[:n])) == "skipped":
+                return "skipped"
+        return None
+
+    def skip_reason(self, test_id: str) -> str:
+        """Why ``test_id`` (or the module holding it) was skipped, as pytest said it."""
+        parts = test_id.split("::")
+        for n in range(len(parts), 0, -1):
+            if msg := self.messages.get("::".join(parts[:n])):
+                return msg
+        return ""
+
     def summary(self) -> str:
         counts: dict[str, int] = {}
         for v in self.results.values():
@@ -53,9 +72,9 @@ class TestRun:
 
 
 def python_path_env(python_path: list[str]) -> dict[str, str]:
-    """``PYTHONPATH`` that puts the test runtime and the repository's import roots (e.g. ``src``) first."""
+    """``PYTHONPATH``: the repository's import roots (e.g. ``src``), the test runtime, the task's dependencies."""
     roots = [WORKDIR if p in ("", ".") else f"{WORKDIR}/{p.strip('/')}" for p in python_path]
-    return {"PYTHONPATH": ":".join([*roots, RUNTIME_DIR])}
+    return {"PYTHONPATH": ":".join([*roots, RUNTIME_DIR, DEPS_DIR])}
 
 
 def parse_run(res: ExecResult, key: str) -> TestRun:
@@ -120,3 +139,13 @@ async def run_pytest(
             duration_s=res.duration_s,
             error=f"unreadable test results: {e}",
         )
+
+
+def skip_summary(run: TestRun, tests: list[str], most: int = 3) -> str:
+    """The most common skip reasons of ``tests`` in ``run`` (a missing module shows up here), with counts."""
+    counts: dict[str, int] = {}
+    for t in tests:
+        reason = run.skip_reason(t).strip().splitlines()[-1:] or ["no reason given"]
+        counts[reason[0][:160]] = counts.get(reason[0][:160], 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:most]
+    return "; ".join(f"{n}x {why}" for why, n in top)

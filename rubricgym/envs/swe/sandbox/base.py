@@ -20,6 +20,8 @@ from rubricgym.envs.swe.sandbox.treediff import diff_trees
 WORKDIR = "/work"
 RUNTIME_DIR = "/opt/rubricgym"
 """Where the read-only Python test runtime (pytest and its dependencies) is mounted inside every sandbox."""
+DEPS_DIR = "/opt/rubricgym-deps"
+"""Where a task's read-only dependency folder (``pip install --target``, see ``deps``) is mounted, if it has one."""
 
 
 class SandboxError(RuntimeError):
@@ -179,9 +181,10 @@ class Sandbox(ABC):
     disk_quota_mb: int | None = None
     """The enforced size limit of /work in MB (``None`` where this backend cannot enforce one)."""
 
-    def __init__(self, snapshot: Path, limits: Limits):
+    def __init__(self, snapshot: Path, limits: Limits, deps: Path | None = None):
         self.snapshot = Path(snapshot)
         self.limits = limits
+        self.deps = deps
         self.created_at = time.monotonic()
         self.destroyed = False
 
@@ -272,8 +275,9 @@ class SandboxBackend(ABC):
         """Why this backend cannot run on this machine, or ``None`` when it can."""
 
     @abstractmethod
-    async def create(self, snapshot: Path, limits: Limits | None = None) -> Sandbox:
-        """A new sandbox whose /work starts as a copy of ``snapshot``."""
+    async def create(self, snapshot: Path, limits: Limits | None = None, deps: Path | None = None) -> Sandbox:
+        """A new sandbox whose /work starts as a copy of ``snapshot``; ``deps`` (a folder of installed
+        distributions) is mounted read-only at ``DEPS_DIR``, which is on every command's ``PYTHONPATH``."""
 
     async def aclose(self) -> None:  # noqa: B027  (most backends hold nothing to release)
         """Release the backend's own resources (clients, caches)."""

@@ -27,6 +27,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from rubricgym.envs.swe.sandbox.base import (
+    DEPS_DIR,
     RUNTIME_DIR,
     WORKDIR,
     ExecResult,
@@ -52,7 +53,7 @@ BASE_ENV = {
     "HOME": "/tmp",
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONPATH": RUNTIME_DIR,
+    "PYTHONPATH": f"{RUNTIME_DIR}:{DEPS_DIR}",
 }
 
 
@@ -70,8 +71,10 @@ class BwrapSandbox(Sandbox):
         home: Path,
         locks: tuple[int | None, ...] = (),
         disk_quota_mb: int | None = None,
+        deps: Path | None = None,
+        deps_mount: Path | None = None,
     ):
-        super().__init__(snapshot, limits)
+        super().__init__(snapshot, limits, deps)
         self.work = work
         self.home = home
         self.disk_quota_mb = disk_quota_mb
@@ -79,6 +82,8 @@ class BwrapSandbox(Sandbox):
         self._finalizer = weakref.finalize(self, cleanup_sandbox, home, cgroups, locks)
         self.uid = uid
         self.runtime = runtime
+        self.deps_mount = deps_mount
+        """The readable copy of ``deps`` that is bound read-only at ``DEPS_DIR``."""
         self.cgroups = cgroups
         self._locks = locks
 
@@ -136,6 +141,7 @@ class BwrapSandbox(Sandbox):
             "--ro-bind",
             str(self.runtime),
             RUNTIME_DIR,
+            *(["--ro-bind", str(self.deps_mount), DEPS_DIR] if self.deps_mount else []),
             "--chdir",
             WORKDIR,
             "--unshare-all",

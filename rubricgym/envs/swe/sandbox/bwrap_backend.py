@@ -26,7 +26,7 @@ from rubricgym.envs.swe.sandbox.hoststate import (
     sweep,
     take_lock,
 )
-from rubricgym.envs.swe.sandbox.runtime import SANDBOX_PYTHON, runtime_dir, sandbox_root
+from rubricgym.envs.swe.sandbox.runtime import SANDBOX_PYTHON, runtime_dir, sandbox_root, shared_copy
 from rubricgym.envs.swe.sandbox.treediff import fingerprint
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -159,7 +159,7 @@ class BwrapBackend(SandboxBackend):
             return f"{SANDBOX_PYTHON} is missing (apt-get install python3)"
         return None
 
-    async def create(self, snapshot: Path, limits: Limits | None = None) -> BwrapSandbox:
+    async def create(self, snapshot: Path, limits: Limits | None = None, deps: Path | None = None) -> BwrapSandbox:
         reason = self.unavailable_reason()
         if reason:
             raise SandboxError(f"the bwrap sandbox backend cannot run here: {reason}")
@@ -167,6 +167,9 @@ class BwrapBackend(SandboxBackend):
         snapshot = Path(snapshot)
         if not snapshot.is_dir():
             raise SandboxError(f"snapshot {snapshot} is not a directory")
+        if deps is not None and not Path(deps).is_dir():
+            raise SandboxError(f"dependency folder {deps} is not a directory")
+        deps_mount = await asyncio.to_thread(shared_copy, Path(deps)) if deps is not None else None
         if not self._swept:
             await asyncio.to_thread(self.sweep)
         parent = sandbox_root() / "work"
@@ -217,6 +220,8 @@ class BwrapBackend(SandboxBackend):
             home=home,
             locks=tuple(locks),
             disk_quota_mb=limits.disk_mb if disk is not None else None,
+            deps=Path(deps) if deps is not None else None,
+            deps_mount=deps_mount,
         )
 
 

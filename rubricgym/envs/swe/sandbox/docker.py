@@ -26,6 +26,7 @@ from typing import Any
 
 from rubricgym.envs.swe.sandbox import treediff
 from rubricgym.envs.swe.sandbox.base import (
+    DEPS_DIR,
     RUNTIME_DIR,
     WORKDIR,
     ExecResult,
@@ -39,9 +40,9 @@ from rubricgym.envs.swe.sandbox.base import (
     to_bytes,
 )
 from rubricgym.envs.swe.sandbox.bwrap import BASE_ENV, SANDBOX_UID
-from rubricgym.envs.swe.sandbox.runtime import runtime_dir
+from rubricgym.envs.swe.sandbox.runtime import runtime_dir, shared_copy
 
-SKELETON_VERSION = "2"
+SKELETON_VERSION = "3"
 INIT = 'trap "kill -9 -1" USR1; while :; do sleep 3600 & wait; done'
 _TREEDIFF_SOURCE = Path(treediff.__file__).read_text()
 _READER = (
@@ -74,7 +75,19 @@ def _skeleton_tar(uid: int) -> bytes:
             ti = tarfile.TarInfo(name)
             ti.type, ti.linkname = tarfile.SYMTYPE, target
             tf.addfile(ti)
-        for name in ("usr", "etc", "tmp", "work", "task", "opt", "opt/rubricgym", "proc", "dev", "sys"):
+        for name in (
+            "usr",
+            "etc",
+            "tmp",
+            "work",
+            "task",
+            "opt",
+            "opt/rubricgym",
+            "opt/rubricgym-deps",
+            "proc",
+            "dev",
+            "sys",
+        ):
             ti = tarfile.TarInfo(name)
             # a tmpfs mounted on /work takes this directory's mode (not its owner): world-writable and sticky
             ti.type, ti.mode = tarfile.DIRTYPE, 0o1777 if name in ("tmp", "work") else 0o755
@@ -122,8 +135,8 @@ def _tree_tar(root: Path, prefix: str) -> tuple[bytes, str]:
 class DockerSandbox(Sandbox):
     backend = "docker"
 
-    def __init__(self, snapshot: Path, limits: Limits, client: Any, container: Any, uid: int):
-        super().__init__(snapshot, limits)
+    def __init__(self, snapshot: Path, limits: Limits, client: Any, container: Any, uid: int, deps: Path | None = None):
+        super().__init__(snapshot, limits, deps)
         self.disk_quota_mb = limits.disk_mb
         self.client = client
         self.container = container
@@ -328,11 +341,14 @@ class DockerBackend(SandboxBackend):
         self._images[key] = tag
         return tag
 
-    def _create_sync(self, snapshot: Path, limits: Limits) -> DockerSandbox:
+    def _create_sync(self, snapshot: Path, limits: Limits, deps: Path | None) -> DockerSandbox:
         from docker.types import Mount
 
         image = self.task_image(snapshot)
         runtime = runtime_dir()
+        volumes = {"/usr": {"bind": "/usr", "mode": "ro"}, str(runtime): {"bind": RUNTIME_DIR, "mode": "ro"}}
+        if deps is not None:
+            volumes[str(shared_copy(deps))] = {"bind": DEPS_DIR, "mode": "ro"}
         client = self.client()
         container = client.containers.run(
             image,
@@ -352,14 +368,14 @@ class DockerBackend(SandboxBackend):
                 Mount(WORKDIR, None, type="tmpfs", tmpfs_size=limits.disk_mb * 1024 * 1024),
                 Mount("/tmp", None, type="tmpfs", tmpfs_size=min(256, limits.disk_mb) * 1024 * 1024),
             ],
-            volumes={"/usr": {"bind": "/usr", "mode": "ro"}, str(runtime): {"bind": RUNTIME_DIR, "mode": "ro"}},
+            volumes=volumes,
             working_dir=WORKDIR,
             environment=BASE_ENV,
             labels={"rubricgym.sandbox": "swe"},
         )
-        return DockerSandbox(snapshot, limits, client, container, self.uid)
+        return DockerSandbox(snapshot, limits, client, container, self.uid, deps)
 
-    async def create(self, snapshot: Path, limits: Limits | None = None) -> DockerSandbox:
+    async def create(self, snapshot: Path, limits: Limits | None = None, deps: Path | None = None) -> DockerSandbox:
         reason = self.unavailable_reason()
         if reason and self.base_url and "DOCKER_HOST" in reason:
             reason = None  # an explicit base_url needs no environment
@@ -368,7 +384,9 @@ class DockerBackend(SandboxBackend):
         limits = limits or Limits()
         if not Path(snapshot).is_dir():
             raise SandboxError(f"snapshot {snapshot} is not a directory")
-        sb = await asyncio.to_thread(self._create_sync, Path(snapshot), limits)
+        if deps is not None and not Path(deps).is_dir():
+            raise SandboxError(f"dependency folder {deps} is not a directory")
+        sb = await asyncio.to_thread(self._create_sync, Path(snapshot), limits, Path(deps) if deps else None)
         res = await sb.exec(["/bin/cp", "-R", "/task/.", f"{WORKDIR}/"])
         if res.exit_code != 0:
             await sb.destroy()

@@ -3,11 +3,13 @@
 Sandboxed commands run ``/usr/bin/python3`` (the system Python; the host's own interpreter may live in a home
 directory the unprivileged sandbox user cannot read). Tests need pytest, so the pure-Python distributions of
 the host's pytest and its dependencies are copied once into ``<root>/runtime/`` and mounted read-only at
-``/opt/rubricgym`` (on ``PYTHONPATH``) in every sandbox.
+``/opt/rubricgym`` (on ``PYTHONPATH``) in every sandbox. A task's dependency folder is copied the same way
+(``shared_copy``) so the unprivileged sandbox user can read it wherever the cache lives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import os
@@ -89,4 +91,39 @@ def runtime_dir() -> Path:
         tmp.rename(target)
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _make_readable(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for fn in filenames:
+            full = os.path.join(dirpath, fn)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755 if os.stat(full).st_mode & 0o111 else 0o644)
+
+
+def shared_copy(src: Path, kind: str = "deps") -> Path:
+    """A world-readable copy of the folder ``src`` under ``<sandbox root>/<kind>/``, made once per content.
+
+    The sandbox user must read what is mounted (a cache under a private home directory is not readable by it),
+    and a copy keyed by path and file sizes/times cannot change under a running sandbox."""
+    from rubricgym.envs.swe.sandbox.treediff import fingerprint
+
+    src = Path(src).resolve()
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src} is not a folder")
+    sig = hashlib.sha1(repr((str(src), sorted(fingerprint(str(src)).items()))).encode()).hexdigest()[:20]
+    parent = sandbox_root() / kind
+    parent.mkdir(exist_ok=True, mode=0o755)
+    os.chmod(parent, 0o755)
+    target = parent / sig
+    if target.is_dir():
+        return target
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".copy-"))
+    shutil.copytree(src, tmp / "t", symlinks=True)
+    _make_readable(tmp / "t")
+    with contextlib.suppress(OSError):  # another process made it first
+        (tmp / "t").rename(target)
+    shutil.rmtree(tmp, ignore_errors=True)
     return target
