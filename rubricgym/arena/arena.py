@@ -105,7 +105,31 @@ def _judges(
         judge = PairwiseJudge(base_url=judge_url, model=judge_model)
         return {e.name: judge for e in suite.entries}
     members = rubric_judges(judge_url, judge_model, panel, out / "judge_cache.sqlite")
-    return {e.name: PairwiseJudge.from_rubric(e.load_rubric(suite.base_dir), members) for e in suite.entries}
+    return {e.name: TaskRubricJudge(e.load_rubric(suite.base_dir), members) for e in suite.entries}
+
+
+class TaskRubricJudge:
+    """An entry's pairwise judge that compares two trajectories of a task under the rubric ``choose_rubric``
+    picks for it (the task's own, else the entry's): the arena ranks by the rubric ``score`` and training use."""
+
+    def __init__(self, entry_rubric: Any, members: Any):
+        from rubricgym.rewards.pairwise import PairwiseJudge
+
+        self.entry_rubric, self.members = entry_rubric, members
+        entry = PairwiseJudge.from_rubric(entry_rubric, members)
+        self._by_hash: dict[str, Any] = {entry.prm.rubric.hash: entry}  # type: ignore[union-attr]
+        self.prm = entry.prm
+        """The entry rubric's model (its judges report panel agreement)."""
+        self.id = entry.id
+
+    def for_task(self, task: Any) -> Any:
+        from rubricgym.rewards.pairwise import PairwiseJudge
+        from rubricgym.rewards.path import choose_rubric
+
+        rubric = choose_rubric(task, entry=self.entry_rubric)
+        if rubric.hash not in self._by_hash:
+            self._by_hash[rubric.hash] = PairwiseJudge.from_rubric(rubric, self.members)
+        return self._by_hash[rubric.hash]
 
 
 def _ratings(n: int, games: list, resamples: int) -> dict[str, list[float]]:

@@ -147,7 +147,7 @@ async def evaluate_suite(
     progress: bool = True,
 ) -> SuiteReport:
     """Play and score every entry; write ``report.json`` and ``report.html`` under ``out``."""
-    from rubricgym.rewards.prm import ProcessRewardModel
+    from rubricgym.rewards.path import RewardPath
 
     out.mkdir(parents=True, exist_ok=True)
     entries, rows = [], []
@@ -157,8 +157,8 @@ async def evaluate_suite(
         trajs, failed = await play_entry(
             suite, entry, factory, agent, out / entry.name, concurrency=concurrency, progress=progress
         )
-        prm = ProcessRewardModel(entry.load_rubric(suite.base_dir), judges)
-        breakdowns = await prm.score_many(trajs, concurrency=8)
+        path = RewardPath(judges, entry=entry.load_rubric(suite.base_dir))  # each task's own rubric first
+        breakdowns = await path.score_many(trajs, concurrency=8)
         errors = 0
         for t, b in zip(trajs, breakdowns, strict=True):
             ok = b.valid

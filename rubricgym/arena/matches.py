@@ -161,6 +161,8 @@ class MatchRunner:
         a = self.trajectories[self.agents[i]][entry][task_id]
         b = self.trajectories[self.agents[j]][entry][task_id]
         judge = self.judges[entry]
+        if hasattr(judge, "for_task"):  # the rubric that task is scored with (rewards.path.choose_rubric)
+            judge = judge.for_task(a.task)
         key = verdict_key(entry, task_id, a, b, judge.id)
         binding = verdict_binding(a, b, judge)
         rec = self.cache.get(key, binding)

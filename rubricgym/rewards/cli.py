@@ -28,8 +28,9 @@ from rubricgym.rewards.cache import JudgeCache
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.panel import PanelJudge
-from rubricgym.rewards.prm import Breakdown, ProcessRewardModel
-from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
+from rubricgym.rewards.path import RewardPath, choose_rubric
+from rubricgym.rewards.prm import Breakdown
+from rubricgym.rewards.rubric import Rubric, RubricError
 
 SCORES = "scores.jsonl"
 SUMMARY = "scores_summary.json"
@@ -37,14 +38,8 @@ CACHE = "judge_cache.sqlite"
 
 
 def rubric_for(traj: Trajectory, override: Rubric | None) -> Rubric:
-    """``override``, else the task's own rubric, else the env's default rubric."""
-    if override is not None:
-        return override
-    if traj.task.rubric:
-        return load_rubric(traj.task.rubric)
-    from rubricgym.core.registry import spec
-
-    return load_rubric(spec(traj.task.env_id).load().default_rubric())
+    """``override``, else the task's own rubric, else the env's default rubric (``rewards.path.choose_rubric``)."""
+    return choose_rubric(traj.task, override=override)
 
 
 def check_names(trajs: list[Trajectory], override: Rubric | None) -> list[str]:
@@ -106,21 +101,12 @@ def build_judges(
 async def score_run(
     trajs: list[Trajectory], rubric: Rubric | None, judges: list[Judge], concurrency: int = 8
 ) -> list[Breakdown]:
-    """Score ``trajs`` (grouped by rubric) and return breakdowns in input order."""
-    groups: dict[str, tuple[Rubric, list[int]]] = {}
-    for i, t in enumerate(trajs):
-        r = rubric_for(t, rubric)
-        groups.setdefault(r.hash, (r, []))[1].append(i)
-    out: list[Breakdown | None] = [None] * len(trajs)
-    for r, idx in groups.values():
-        prm = ProcessRewardModel(r, judges)
-        for i, bd in zip(idx, await prm.score_many([trajs[i] for i in idx], concurrency=concurrency), strict=True):
-            out[i] = bd
-    for j in judges:
-        for member in getattr(j, "judges", [j]):
-            if hasattr(member, "aclose"):
-                await member.aclose()
-    return [b for b in out if b is not None]
+    """Score ``trajs`` (each with the rubric ``choose_rubric`` picks) and return breakdowns in input order."""
+    path = RewardPath(judges, override=rubric, concurrency=concurrency)
+    try:
+        return await path.score_many(trajs)
+    finally:
+        await path.aclose()
 
 
 def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from rubricgym.core.registry import spec
 from rubricgym.core.safeio import atomic_write
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
+from rubricgym.rewards.path import JudgeSettings, llm_criteria
 from rubricgym.rewards.rubric import RubricError, load_rubric
 from rubricgym.rewards.validate import unknown_checks
 
@@ -167,6 +168,10 @@ class TrainConfig(_Strict):
     """Hacking monitors every k steps (exploitation vs a reference panel, internalisation gap, drift, alarms)."""
     rubric_buffer: BufferConfig | None = None
     """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
+    judge: JudgeSettings | None = None
+    """LLM judges beside the env's checks (``rewards.path``): ``base_url`` + ``model`` or a ``panel``, a persistent
+    verdict cache in the run directory; the rubric's LLM-judged criteria (and the buffer's ``writer: llm``
+    criteria) are scored by them. Without it, a rubric with such criteria fails before anything loads."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -176,6 +181,8 @@ class TrainConfig(_Strict):
             raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        if self.judge is not None:
+            self.judge.validate_pair()
         if self.env.suite is not None and (self.monitor is not None or self.rubric_buffer is not None):
             raise ValueError("monitor and rubric_buffer follow one rubric: they are not available with env.suite yet")
         return self
@@ -249,6 +256,15 @@ def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
         else:
             if env_cls is not None:
                 out += [("env.rubric", m) for m in unknown_checks(rubric, env_cls.checks(), cfg.env.id)]
+            llm = llm_criteria(rubric)
+            if llm and (cfg.judge is None or not cfg.judge.endpoints()):
+                out.append(
+                    (
+                        "judge",
+                        f"the rubric's criteria {', '.join(llm)} need an LLM judge: add a judge: section with the "
+                        "base_url and model of an OpenAI-compatible server (e.g. `rubricgym model serve`)",
+                    )
+                )
     name = cfg.model.name
     if name.lower() not in KNOWN_MODELS and not is_model_dir(Path(name).expanduser()):
         out.append(

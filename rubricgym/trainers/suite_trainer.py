@@ -33,10 +33,11 @@ from rubricgym.core.registry import spec
 from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.rewards.pairwise import PairwiseJudge
+from rubricgym.rewards.path import RewardPath
 from rubricgym.rewards.prm import ProcessRewardModel
 from rubricgym.trainers.advantages import grpo_advantages
 from rubricgym.trainers.backends import LocalBackend
-from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.config import ConfigError, TrainConfig
 from rubricgym.trainers.estimate import reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.report import write_html
@@ -52,6 +53,8 @@ class _Routed:
 
     def __init__(self, by_entry: dict[str, Any], entry_of: dict[str, str]):
         self.by_entry, self.entry_of = by_entry, entry_of
+        first = next(iter(by_entry.values()))
+        self.judges = getattr(first, "judges", [])
         hashes = "|".join(f"{n}:{getattr(getattr(m, 'rubric', None), 'hash', '')}" for n, m in by_entry.items())
         self.rubric = SimpleNamespace(hash=hashlib.sha256(hashes.encode()).hexdigest()[:16])
 
@@ -112,7 +115,17 @@ class SuiteTrainer(Trainer):
         self.eval_tasks = [t for ts in self.entry_eval.values() for t in ts]  # type: ignore[assignment]
         rubrics = {e.name: e.load_rubric(suite.base_dir) for e in suite.entries}
         key = cfg.advantage.reward_key
-        self.prm = _Routed({n: ProcessRewardModel(r, name=key) for n, r in rubrics.items()}, self.entry_of)  # type: ignore[assignment]
+        # per entry, the one reward path (each task's own rubric, else the entry's), all on the configured judges
+        paths = {n: RewardPath(self.rewards.judges, entry=r, name=key) for n, r in rubrics.items()}
+        for name, path in paths.items():
+            try:
+                path.require_judges([*self.entry_train[name], *self.entry_eval[name]])
+            except ValueError as e:
+                raise ConfigError(f"judge: suite entry {name!r}: {e}") from None
+        self.rewards = _Routed(paths, self.entry_of)  # type: ignore[assignment]
+        self.prm = _Routed(
+            {n: ProcessRewardModel(r, self.rewards.judges, name=key) for n, r in rubrics.items()}, self.entry_of
+        )  # type: ignore[assignment]
         if self.pairwise is not None:
             self.pairwise = _Routed(
                 {n: PairwiseJudge.from_rubric(r, path_weight=cfg.advantage.path_weight) for n, r in rubrics.items()},

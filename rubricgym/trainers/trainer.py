@@ -27,10 +27,12 @@ from rubricgym.core.tasks import TaskSet
 from rubricgym.core.types import Task
 from rubricgym.rewards.evolve import build_buffer
 from rubricgym.rewards.pairwise import PairwiseJudge
+from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.rewards.rubric import load_rubric
 from rubricgym.trainers.backends import make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
-from rubricgym.trainers.config import TrainConfig, dump_config
+from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
 from rubricgym.trainers.estimate import estimate, reward_of
@@ -68,8 +70,19 @@ class Trainer:
         seed = cfg.env.task_seed
         self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
         self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
-        rubric = cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric()
-        self.prm = ProcessRewardModel(rubric, name=cfg.advantage.reward_key)
+        # the one reward path (rewards.path): each trajectory scored with the rubric choose_rubric picks (its task's
+        # own, else env.rubric, else the env's default) by the configured judges, as `score`, eval and the arena do
+        self.rewards = RewardPath(
+            build_judges(cfg.judge, self.run_dir), entry=cfg.env.rubric, name=cfg.advantage.reward_key
+        )
+        try:
+            self.rewards.require_judges([*self.train_tasks, *self.eval_tasks])  # before any model loads
+        except ValueError as e:
+            raise ConfigError(f"judge: {e}") from None
+        rubric = load_rubric(cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric())
+        self.prm = ProcessRewardModel(rubric, self.rewards.judges, name=cfg.advantage.reward_key)
+        """The entry rubric's model: what the monitors audit and the rubric buffer evolves."""
+        self.judge_stats: dict[str, float] = {}
         self.pairwise = None
         if cfg.advantage.estimator == "tournament":
             self.pairwise = PairwiseJudge.from_rubric(rubric, path_weight=cfg.advantage.path_weight)
@@ -153,14 +166,15 @@ class Trainer:
         laps.lap("update_s")
         self.state.cursor += len(all_tasks)
         record = train_record(step + 1, self.state.cursor, groups, est, stats, self.stages, laps)
-        return record | await self.after_step(step + 1, groups)
+        return record | self.judge_stats | await self.after_step(step + 1, groups)
 
     async def score(self, groups: Sequence[Group]) -> None:
         """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards)."""
         rollouts = flatten(groups)
-        breakdowns = await self.prm.score_many([r.trajectory for r in rollouts], concurrency=8)
+        breakdowns = await self.rewards.score_many([r.trajectory for r in rollouts], concurrency=8)
         for r, b in zip(rollouts, breakdowns, strict=True):
             r.breakdown = b
+        self.judge_stats = judge_stats(breakdowns)
 
     async def rank_groups(self, groups: Sequence[Group]) -> list[TournamentResult]:
         """ArenaRL: each group's rollouts ranked by a tournament of pairwise judgements."""
@@ -183,6 +197,7 @@ class Trainer:
         out["rubric_hash"] = self.prm.rubric.hash  # the version this step's scores came from
         if self.buffer is not None and (evolved := await self.buffer.update(step, trajectories(groups))) is not None:
             self.prm.rubric = evolved
+            self.rewards.set_entry(evolved)
         return out
 
     # ---- evaluation -----------------------------------------------------------------------------------------
@@ -230,6 +245,7 @@ class Trainer:
         if self.buffer is not None and self.state.buffer is not None:
             self.buffer.load_state_dict(self.state.buffer)
             self.prm.rubric = self.buffer.current
+            self.rewards.set_entry(self.buffer.current)
         if self.monitor is not None and self.state.monitor is not None:
             self.monitor.load_state_dict(self.state.monitor)
         self.backend.push_weights(self.model)
@@ -317,3 +333,17 @@ class Trainer:
 
     def run(self, resume: bool = False) -> dict[str, Any]:
         return asyncio.run(self.arun(resume=resume))
+
+
+def judge_stats(breakdowns: Sequence[Any]) -> dict[str, float]:
+    """A step's LLM verdicts: how many, how many failed (masked rollouts), served from the cache, mean latency."""
+    llm = [v for b in breakdowns for v in b.verdicts if v.judge and v.judge != "check"]
+    if not llm:
+        return {}
+    fresh = [v.latency_s for v in llm if not v.cached]
+    return {
+        "judge/verdicts": float(len(llm)),
+        "judge/errors": float(sum(v.error is not None for v in llm)),
+        "judge/cache_hits": float(sum(v.cached for v in llm)),
+        "judge/latency_s": float(sum(fresh) / len(fresh)) if fresh else 0.0,
+    }
