@@ -37,7 +37,7 @@ from rubricgym.rewards.leaks import as_text
 from rubricgym.rewards.prm import ProcessRewardModel
 
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
-INFO_CANDIDATES = 4
+INFO_CANDIDATES = 3
 """How many strings of the visible channels the info reader tries (one probe each)."""
 ESCAPES = (
     "../../../../../../etc/passwd",
