@@ -9,8 +9,10 @@ import warnings
 
 import pytest
 
+import rubricgym
 from rubricgym import ToolOutput, tool
 from rubricgym.core.aio import arun_on, run_on
+from rubricgym.core.env import RubricEnv
 from rubricgym.envs.toy.calculator import CalculatorEnv
 
 CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
@@ -133,3 +135,10 @@ def test_an_env_that_overrides_step_typed_keeps_it_under_astep():
     env.reset_typed(seed=0)
     asyncio.run(env.astep_typed(CALL))
     assert env.seen == CALL
+
+
+@pytest.mark.parametrize("env_id", ["swe-v0", "clinical-v0", "gui-v0"])
+def test_the_io_envs_step_through_the_core_bridge(env_id):
+    """Their tools are async and they keep no step path of their own (no private loop, no pending results)."""
+    cls = rubricgym.spec(env_id).load()
+    assert cls.is_async() and cls.astep_typed is RubricEnv.astep_typed and cls.step_typed is RubricEnv.step_typed
