@@ -11,7 +11,8 @@ judge failed. A failed match counts as a tie for the pairing logic and is report
 round are judged concurrently.
 
 Topologies are a table, ``TOPOLOGIES`` (name -> ``TopologySpec``: how to run it, what it costs), like the
-trainer's estimators: a new topology is one entry, and the trainer's config, the arena and the CLI accept it.
+trainer's estimators: a new topology is one entry (written with ``Tournament``), and the trainer's config, the
+arena and the CLI accept it.
 Built-in topologies and their judge cost for N players:
 
 - ``anchor``: each rollout vs the anchor, ranked by its score (N-1);
@@ -58,8 +59,9 @@ class TournamentResult:
         return sum(got) / len(got) if got else 0.0
 
 
-class _Arena:
-    """Runs matches through ``compare``, counting them and keeping every score each rollout received."""
+class Tournament:
+    """Runs matches through ``compare``, counting them and keeping every score each rollout received: the building
+    block of a topology, which plays ``round``s of pairs and ends with ``finish(key)``."""
 
     def __init__(self, n: int, compare: Compare):
         self.n = n
@@ -118,7 +120,7 @@ def bracket_order(size: int) -> list[int]:
     return order
 
 
-async def _anchor_round(arena: _Arena, anchor: int) -> dict[int, float]:
+async def _anchor_round(arena: Tournament, anchor: int) -> dict[int, float]:
     """Every other rollout vs the anchor; returns each rollout's seed score (the anchor's: its mean)."""
     others = [i for i in range(arena.n) if i != anchor]
     results = await arena.round([(i, anchor) for i in others])
@@ -128,13 +130,13 @@ async def _anchor_round(arena: _Arena, anchor: int) -> dict[int, float]:
 
 
 async def anchor_ranking(n: int, compare: Compare, anchor: int = 0) -> TournamentResult:
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     seed = await _anchor_round(arena, anchor)
     return arena.finish(lambda i: (-seed[i],))
 
 
 async def round_robin(n: int, compare: Compare) -> TournamentResult:
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     points = [0.0] * n
     for (i, j), (si, sj) in zip(pairs, await arena.round(pairs), strict=True):
@@ -150,7 +152,7 @@ async def round_robin(n: int, compare: Compare) -> TournamentResult:
 
 async def single_elimination(n: int, compare: Compare, anchor: int = 0) -> TournamentResult:
     """Seeded single elimination: the winner of each match advances (a tie goes to the first slot)."""
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     if n == 1:
         return arena.finish(lambda i: ())
     seed_score = await _anchor_round(arena, anchor)
@@ -181,7 +183,7 @@ async def single_elimination(n: int, compare: Compare, anchor: int = 0) -> Tourn
 async def swiss(n: int, compare: Compare, rounds: int | None = None) -> TournamentResult:
     """Swiss system: each round pairs rollouts with equal points (no rematches where avoidable); a bye is
     worth a win. Final order: points, then Buchholz (sum of opponents' points), then mean score received."""
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     rounds = max(1, math.ceil(math.log2(n))) if rounds is None else rounds
     points = [0.0] * n
     opponents: list[set[int]] = [set() for _ in range(n)]
@@ -218,7 +220,7 @@ async def double_elimination(n: int, compare: Compare) -> TournamentResult:
     """Double elimination: out after two losses. Each round pairs the unbeaten (winners' bracket) and the
     once-beaten (losers' bracket) among themselves; their two champions meet in a grand final, replayed if
     the losers' champion wins it. Ranks: champion first, then by how late each rollout was eliminated."""
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     losses = [0] * n
     out_at = {i: math.inf for i in range(n)}
     rnd = 0

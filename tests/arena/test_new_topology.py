@@ -8,14 +8,14 @@ import yaml
 from typer.testing import CliRunner
 
 from rubricgym.cli import app
-from rubricgym.suites.topology import TOPOLOGIES, Compare, TopologySpec, TournamentResult, _Arena
+from rubricgym.suites.topology import TOPOLOGIES, Compare, TopologySpec, Tournament, TournamentResult
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.trainer import Trainer
 
 
 async def ladder(n: int, compare: Compare, anchor: int = 0) -> TournamentResult:
     """A made-up topology: neighbours play once; ranked by wins."""
-    arena = _Arena(n, compare)
+    arena = Tournament(n, compare)
     pairs = [(i, i + 1) for i in range(n - 1)]
     wins = [0.0] * n
     for (i, j), (si, sj) in zip(pairs, await arena.round(pairs), strict=True):
