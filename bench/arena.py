@@ -3,7 +3,7 @@
 N agents (N = 8, 16, 32) get latent strengths beta ~ N(0, 1). The simulated pairwise judge scores both sides
 of a match the way ArenaRL's judge does (an absolute score per response): ``s_i = beta_i + noise``,
 ``s_j = beta_j + noise`` with ``noise ~ N(0, sigma)``; a side wins when its score is higher. Each topology of
-``rubricgym.arena.topology`` (the one the trainer and the arena use) ranks the agents; we report the judge
+``rubricgym.suites.topology`` (the one the trainer and the arena use) ranks the agents; we report the judge
 calls it made and Kendall tau to the true order of three rankings built from the same matches: the topology's
 own (points / bracket depth, then tie-breaks), a Bradley-Terry fit to the won/lost games (what
 ``rubricgym arena`` reports), and the mean judge score each agent received. Averaged over trials, for several
@@ -21,7 +21,7 @@ import asyncio
 import numpy as np
 
 from rubricgym.arena.ratings import Game, bradley_terry, kendall_tau
-from rubricgym.arena.topology import run_tournament
+from rubricgym.suites.topology import run_tournament
 
 TOPOLOGIES = ("round_robin", "anchor", "single_elimination", "swiss", "double_elimination")
 

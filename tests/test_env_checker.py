@@ -115,3 +115,39 @@ def test_a_stage_no_step_reaches_is_named(rows):
     ok, detail = rows(Unreached)["every stage reached by a scripted agent"]
     assert not ok and "stage(s) ['verify'] of Unreached.stages ['compute', 'verify', 'answer']" in detail
     assert "make stage_of return each stage" in detail and "labelled ['answer', 'compute']" in detail
+
+
+def test_a_tool_returning_an_unawaited_coroutine_fails_check_and_an_async_tool_passes(rows):
+    class Forgot(CalculatorEnv):
+        env_id = "fixit-forgot-await-v0"
+
+        async def _eval(self, expression: str) -> ToolOutput:
+            return super().calculator(expression)
+
+        @tool(examples={"expression": "17 * 23 - 4"})
+        def calculator(self, expression: str) -> ToolOutput:
+            """Evaluate an arithmetic expression.
+
+            Args:
+                expression: e.g. '17 * 23 - 4'
+            """
+            return self._eval(expression)  # type: ignore[return-value]
+
+    ok, detail = rows(Forgot)["hostile argument values in every tool"]
+    assert not ok and "Forgot's tool 'calculator' returned an un-awaited coroutine" in detail
+    assert "declare the method `async def`" in detail
+
+    class Awaits(CalculatorEnv):
+        env_id = "fixit-async-tool-v0"
+
+        @tool(examples={"expression": "17 * 23 - 4"})
+        async def calculator(self, expression: str) -> ToolOutput:
+            """Evaluate an arithmetic expression.
+
+            Args:
+                expression: e.g. '17 * 23 - 4'
+            """
+            return super().calculator(expression)
+
+    got = rows(Awaits)
+    assert all(ok for ok, _ in got.values()), {k: v for k, v in got.items() if not v[0]}

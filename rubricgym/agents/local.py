@@ -105,6 +105,7 @@ class LocalAgent(BaseAgent):
         share_prefix: bool = True,
         device: str = "cpu",
         packed_weights: bool = True,
+        response_prefix: str = "",
     ):
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
             raise ValueError(
@@ -122,6 +123,7 @@ class LocalAgent(BaseAgent):
         self.share_prefix = share_prefix
         self.device = device
         self.packed_weights = packed_weights
+        self.response_prefix = response_prefix
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -188,7 +190,14 @@ class LocalAgent(BaseAgent):
         return view
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        turn = await self.generate(self.prompt_ids(messages))
+        """The next action; a ``response_prefix`` (e.g. ``<tool_call>{"name": "``) prefills the turn: it is part
+        of the prompt (never trained on) and of the action text the env sees."""
+        prompt = self.prompt_ids(messages)
+        if self.response_prefix:
+            prompt += list(self.tokenizer.encode(self.response_prefix, add_special_tokens=False))
+        turn = await self.generate(prompt)
+        if self.response_prefix:
+            turn.text = self.response_prefix + turn.text
         self.turns.append(turn)
         return turn.text
 

@@ -1,7 +1,7 @@
-"""The arena: env suites, suite evaluation, agent tournaments, Bradley-Terry ratings and reports.
+"""The arena: suite evaluation, agent tournaments, Bradley-Terry ratings and reports.
 
-Modules: ``suite`` (the ``Suite`` model and built-in suites), ``evaluate`` (``rubricgym eval``), ``topology``
-(tournament topologies shared with the tournament trainer), ``ratings`` (Bradley-Terry, Elo, bootstrap),
-``agents`` (agents files), ``matches`` (judged matches and their cache), ``arena`` (``rubricgym arena``),
-``report`` (HTML) and ``curriculum`` (sampling a suite's entries while training).
+Modules: ``evaluate`` (``rubricgym eval``), ``ratings`` (Bradley-Terry, Elo, bootstrap), ``agents`` (agents
+files), ``matches`` (judged matches and their cache), ``arena`` (``rubricgym arena``) and ``report`` (HTML).
+Suites, the curriculum and the tournament topologies live in ``rubricgym.suites`` (shared with the trainer);
+``arena.suite``, ``arena.topology`` and ``arena.curriculum`` re-export them for old imports.
 """

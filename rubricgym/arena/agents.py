@@ -260,9 +260,9 @@ class AgentFactory:
             )
         else:
             model = s.model if isinstance(s, LocalSpec) else str(checkpoint_dir(s.path))
-            from rubricgym.trainers.policy import TrainingPolicy
+            from rubricgym.agents.local import LocalAgent
 
-            built = TrainingPolicy(
+            built = LocalAgent(
                 model,
                 temperature=s.temperature,
                 max_new_tokens=s.max_new_tokens,

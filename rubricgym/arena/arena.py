@@ -25,10 +25,10 @@ from rubricgym.arena.agents import AgentFactory, preflight
 from rubricgym.arena.evaluate import play_entry, rubric_judges
 from rubricgym.arena.matches import VERDICTS, MatchRunner, VerdictCache
 from rubricgym.arena.ratings import bootstrap_bt, bradley_terry, elo, to_elo_scale, win_matrix
-from rubricgym.arena.suite import Suite
-from rubricgym.arena.topology import TOPOLOGIES, run_tournament
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.types import Trajectory
+from rubricgym.suites.suite import Suite
+from rubricgym.suites.topology import run_tournament, topology_spec
 
 ARENA_JSON = "arena.json"
 ARENA_HTML = "arena.html"
@@ -154,8 +154,7 @@ async def run_arena(
     source: str = "agents",
 ) -> dict[str, Any]:
     """Run (or resume, or extend) an arena in ``out``; returns what ``arena.json`` holds."""
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
+    topology_spec(topology)  # an unknown name fails before any agent runs
     await preflight(specs, [e.env for e in suite.entries], source)
     out.mkdir(parents=True, exist_ok=True)
     names = [s.name for s in specs]
@@ -181,7 +180,7 @@ async def run_arena(
         await factory.aclose()
     judges = _judges(suite, judge_mode, judge_url, judge_model, panel, out)
     runner = MatchRunner(names, trajs, judges, VerdictCache(out / VERDICTS), concurrency=8)
-    result = await run_tournament(topology, len(names), runner.compare)  # type: ignore[arg-type]
+    result = await run_tournament(topology, len(names), runner.compare)
     log, n = runner.log, len(names)
     overall = _ratings(n, log.games, resamples)
     elo_r = elo(n, log.games)

@@ -21,7 +21,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _suite(name: str):  # noqa: ANN202
-    from rubricgym.arena.suite import SuiteError, load_suite
+    from rubricgym.suites.suite import SuiteError, load_suite
 
     try:
         return load_suite(name)
@@ -39,8 +39,8 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
 
     @app.command("suites")
     def suites(as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False) -> None:
-        """List the built-in suites (YAML files in rubricgym/arena/suites/)."""
-        from rubricgym.arena.suite import builtin_suites, load_suite
+        """List the built-in suites (YAML files in rubricgym/suites/builtin/)."""
+        from rubricgym.suites.suite import builtin_suites, load_suite
 
         rows: list[dict[str, Any]] = []
         for name in builtin_suites():
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
         agents: Annotated[Path, typer.Option("--agents", help="agents YAML file")],
         out: Annotated[Path, typer.Option("--out", help="output dir (resumed and extended if it exists)")],
         topology: Annotated[
-            str, typer.Option(help="round_robin | swiss | anchor | single_elimination | double_elimination")
+            str, typer.Option(help="a name in rubricgym.suites.topology.TOPOLOGIES: round_robin, swiss, anchor, ...")
         ] = "round_robin",
         judge_mode: Annotated[str, typer.Option(help="rubric (env checks; --judge for judge criteria) | llm")] = (
             "rubric"

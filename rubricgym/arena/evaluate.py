@@ -19,11 +19,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.arena.agents import AgentFactory
-from rubricgym.arena.suite import Suite, SuiteEntry
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
-from rubricgym.trainers.evaluation import bootstrap_ci
+from rubricgym.suites.stats import bootstrap_ci
+from rubricgym.suites.suite import Suite, SuiteEntry
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"

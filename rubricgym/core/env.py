@@ -3,6 +3,11 @@
 A subclass declares its tools, how to run one tool call, and how to label a step with a stage; the base class
 does parsing, malformed-action feedback, truncation at ``max_steps``, observation truncation, the chat history
 and the episode record that becomes a ``Trajectory``.
+
+Tools may be ``async def`` (I/O: sandboxes, browsers, LLMs). ``astep_typed`` awaits them and the synchronous
+``step``/``step_typed`` run them to completion, both on the env's loop (``tool_loop``: ``None`` for the caller's
+loop, or a fresh one under ``step``; an env whose resources live on a loop of their own names it), through the
+one bridge in ``core.aio``. A plain ``def`` tool that returns a coroutine is the env author's bug: a ``TypeError``.
 """
 
 from __future__ import annotations
@@ -10,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import inspect
 import time
 import uuid
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium
 import numpy as np
 
 from rubricgym.core.agent import Agent
+from rubricgym.core.aio import arun_on, run_on
 from rubricgym.core.checks import NamedCheck
 from rubricgym.core.leaves import leaves
 from rubricgym.core.parsing import (
@@ -36,7 +43,7 @@ from rubricgym.core.parsing import (
 from rubricgym.core.record import StepRecord
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.text import UnicodeText, truncate
-from rubricgym.core.tools import ToolError, ToolOutput, check_enums, declared_tools, tool_prompt
+from rubricgym.core.tools import BoundTool, ToolError, ToolOutput, check_enums, declared_tools, tool_prompt
 from rubricgym.core.types import (
     Action,
     Message,
@@ -52,6 +59,7 @@ from rubricgym.core.types import (
 
 # ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
 __all__ = ["RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
+T = TypeVar("T")
 
 
 class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
@@ -129,8 +137,23 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         """Run one validated tool call: by default the ``@tool`` method of that name.
 
         The method gets the call's arguments as keyword arguments and returns a ``ToolOutput`` or plain text; it
-        raises ``ToolError`` for a bad argument value.
+        raises ``ToolError`` for a bad argument value. An ``async def`` tool runs to completion on the env's loop
+        (through ``acall_tool``), so the synchronous Gymnasium ``step`` can call every tool.
         """
+        bound = self._bound(call)
+        if bound.is_async:
+            return self.run_async(self.acall_tool(call))
+        return self._output(call, getattr(self, bound.method)(**call.arguments))
+
+    async def acall_tool(self, call: ToolCall) -> ToolOutput:
+        """``call_tool`` for ``astep_typed``: awaits an ``async def`` tool (on the env's loop). An env that wraps
+        its async tools (a sandbox check, grading after the last step) overrides this; ``call_tool`` runs it."""
+        bound = self._bound(call)
+        if not bound.is_async:
+            return self.call_tool(call)
+        return self._output(call, await getattr(self, bound.method)(**call.arguments))
+
+    def _bound(self, call: ToolCall) -> BoundTool:
         bound = declared_tools(type(self)).get(call.name)
         if bound is None:  # the env advertised a tool it has no code for: its author's mistake, not the agent's
             raise TypeError(
@@ -139,8 +162,38 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         problem = check_enums(bound, call.arguments)
         if problem is not None:
             raise ToolError(problem)
-        result = getattr(self, bound.method)(**call.arguments)
+        return bound
+
+    def _output(self, call: ToolCall, result: Any) -> ToolOutput:
+        if inspect.isawaitable(result):  # a plain def returned a coroutine: nobody would ever run it
+            if inspect.iscoroutine(result):
+                result.close()
+            raise TypeError(
+                f"{type(self).__name__}'s tool {call.name!r} returned an un-awaited {type(result).__name__}: declare "
+                f"the method `async def` (steps await async tools) or await inside it"
+            )
         return result if isinstance(result, ToolOutput) else ToolOutput(text=str(result))
+
+    @property
+    def tool_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the env's async tools and resources live on. ``None`` (default): the caller's loop under
+        ``astep_typed``, a fresh one under ``step``. An env whose resources are bound to a loop running in its
+        own thread (a browser pool's) returns that loop."""
+        return None
+
+    def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion on the env's loop from synchronous code (``begin``, ``close``, ``step``)."""
+        return run_on(self.tool_loop, coro)
+
+    async def arun_async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the env's loop from the caller's loop."""
+        return await arun_on(self.tool_loop, coro)
+
+    @classmethod
+    def is_async(cls) -> bool:
+        """Whether a step awaits I/O (an ``async def`` tool, or an ``astep_typed`` of its own): callers on an event
+        loop (rollouts, the server) should ``await astep_typed`` rather than block in ``step_typed``."""
+        return cls.astep_typed is not RubricEnv.astep_typed or any(t.is_async for t in declared_tools(cls).values())
 
     def begin(self, task: Task) -> None:
         """Prepare episode state for ``task`` (called by ``reset`` before the first observation)."""
@@ -283,20 +336,44 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     def step_typed(self, action: Action | str | Message) -> Observation:
         """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
-        if isinstance(action, Action):
-            rec = self._advance(
-                action.text, call=action.tool_call, parse_error=action.parse_error, structured=action.structured
-            )
-        elif isinstance(action, Message) and action.tool_calls:
-            rec = self._advance(action.content or "", call=action.tool_calls[0], structured=True)
-        else:
-            rec = self._advance(action.content or "" if isinstance(action, Message) else action)
-        return rec.materialise()[0].observation
+        return self._advance(**_action_fields(action)).materialise()[0].observation
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """``step_typed`` that awaits an ``async def`` tool on the env's loop instead of blocking on it."""
+        if type(self).step_typed is not RubricEnv.step_typed:  # an env's own step_typed is the step
+            return self.step_typed(action)
+        pending = self._prepare_step(**_action_fields(action))
+        call = pending.call
+        if call is None:
+            return self._finish_step(pending, None).materialise()[0].observation
+        cls = type(self)
+        bound = declared_tools(cls).get(call.name)
+        own_sync = cls.call_tool is not RubricEnv.call_tool and cls.acall_tool is RubricEnv.acall_tool
+        if bound is None or not bound.is_async or own_sync:  # a sync tool, or a sync call_tool of the env's own
+            return self._finish_step(pending, self._run_tool(call, self.call_tool)).materialise()[0].observation
+        try:
+            out = await self.arun_async(self.acall_tool(call))
+        except ToolError as e:
+            out = _tool_error(call, e)
+        return self._finish_step(pending, out).materialise()[0].observation
 
     def _advance(
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> StepRecord:
-        """The one code path of a step: parse, validate, run the tool, label, truncate, record."""
+        """The one code path of a synchronous step: parse, validate, run the tool, label, truncate, record."""
+        pending = self._prepare_step(text, call=call, parse_error=parse_error, structured=structured)
+        return self._finish_step(pending, self._run_tool(pending.call, self.call_tool) if pending.call else None)
+
+    def _run_tool(self, call: ToolCall, run: Callable[[ToolCall], ToolOutput]) -> ToolOutput:
+        try:
+            return run(call)
+        except ToolError as e:
+            return _tool_error(call, e)
+
+    def _prepare_step(
+        self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    ) -> _Pending:
+        """Parse and validate an action; ``call`` of the result is the tool call to run (``None``: malformed)."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
@@ -317,23 +394,31 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 call = ToolCall(name=parsed[0], arguments=parsed[1])
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
-        if parse_error is not None or call is None:
-            run = None
-            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
-        else:
-            run = call
-            try:
-                out = self.call_tool(call)
-            except ToolError as e:
-                out = ToolOutput(text=f"Error from {call.name}: {e}", error=str(e))
-        stage = self._stage = self.stage_of(run)
+        valid = parse_error is None and call is not None
+        return _Pending(t0, tools, text, call if valid else None, call, parse_error, structured)
+
+    def _finish_step(self, p: _Pending, out: ToolOutput | None) -> StepRecord:
+        """Label, truncate and record a step whose tool call (if valid) gave ``out``."""
+        if out is None:
+            out = ToolOutput(text=format_parse_error(p.parse_error or "no tool call found", p.tools))
+        stage = self._stage = self.stage_of(p.call)
         index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
         reply = truncate(out.text, self.max_observation_chars)
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
         rec = StepRecord(
-            index, stage, text, call, parse_error, structured, out, reply, truncated, time.perf_counter() - t0, tools
+            index,
+            stage,
+            p.text,
+            p.given,
+            p.parse_error,
+            p.structured,
+            out,
+            reply,
+            truncated,
+            time.perf_counter() - p.t0,
+            p.tools,
         )
         self._records.append(rec)
         if out.done or truncated:
@@ -354,10 +439,6 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 summary=self.summary(),
             )
         return self._outcome
-
-    async def astep_typed(self, action: Action | str | Message) -> Observation:
-        """Async ``step_typed``; envs whose tools do I/O (sandboxes, browsers) override this."""
-        return self.step_typed(action)
 
     async def aclose(self) -> None:
         """Async ``close`` (rollouts close the envs they make with it); envs holding async resources override it."""
@@ -400,6 +481,38 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             raise RuntimeError("no episode: call reset() first")
         fields.setdefault("seed", self._seed)
         return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A parsed action waiting for its tool's output: ``call`` is the valid call to run, ``given`` what the
+    agent sent (recorded even when invalid)."""
+
+    t0: float
+    tools: list[ToolSpec]
+    text: str
+    call: ToolCall | None
+    given: ToolCall | None
+    parse_error: str | None
+    structured: bool
+
+
+def _action_fields(action: Action | str | Message) -> dict[str, Any]:
+    """``_advance``'s keyword arguments for an agent output (an ``Action``, a chat ``Message`` or raw text)."""
+    if isinstance(action, Action):
+        return {
+            "text": action.text,
+            "call": action.tool_call,
+            "parse_error": action.parse_error,
+            "structured": action.structured,
+        }
+    if isinstance(action, Message) and action.tool_calls:
+        return {"text": action.content or "", "call": action.tool_calls[0], "structured": True}
+    return {"text": action.content or "" if isinstance(action, Message) else action}
+
+
+def _tool_error(call: ToolCall, e: ToolError) -> ToolOutput:
+    return ToolOutput(text=f"Error from {call.name}: {e}", error=str(e))
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ A rubric file (or an env's ``default_rubric()``, or ``Task.rubric``) looks like:
     version: "1"                    # bump when criteria change; part of the content hash
     description: optional free text
     aggregation:                    # optional; default {"method": "rar"}
-      method: rar | signed | rar_implicit | renorm | swe_trace | carr
+      method: rar | signed | rar_implicit | renorm | swe_trace | carr   (a name in core.aggregation.AGGREGATIONS)
       gamma: 0.7                    # swe_trace: the margin γ in (0.5, 1)
       outcome_check: tests_pass     # swe_trace / renorm / carr: named check (or criterion id) whose met=True
                                     #   means success; default: the env's outcome reward (>= 0.5 is success)
@@ -42,11 +42,12 @@ import hashlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from rubricgym.core.aggregation import aggregation_method
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.types import Wire
 
@@ -54,7 +55,15 @@ LEVEL_WEIGHTS: dict[str, float] = {"essential": 1.0, "important": 0.7, "optional
 """RaR's weights per criterion level (pitfalls are phrased positively, "avoids X", so they weigh +0.9)."""
 
 Level = Literal["essential", "important", "optional", "pitfall"]
-Method = Literal["rar", "signed", "rar_implicit", "renorm", "swe_trace", "carr"]
+
+
+def _known_method(name: str) -> str:
+    aggregation_method(name)
+    return name
+
+
+Method = Annotated[str, AfterValidator(_known_method)]
+"""An aggregation method's name, checked against ``core.aggregation.AGGREGATIONS`` when a rubric loads."""
 
 
 BUILTIN_CONDITIONS = ("answered", "acted", "edited")
@@ -134,8 +143,6 @@ class Aggregation(Wire):
 
     @model_validator(mode="after")
     def _params(self) -> Aggregation:
-        if self.method == "swe_trace" and not 0.5 < self.gamma < 1.0:
-            raise ValueError(f"swe_trace needs gamma in (0.5, 1), got {self.gamma}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
         if self.likert_high <= self.likert_low:
@@ -166,14 +173,9 @@ class Rubric(Wire):
             if c.id in seen:
                 raise ValueError(f"criterion id {c.id!r} appears twice: ids must be unique")
             seen.add(c.id)
-        method = self.aggregation.method
-        if method == "rar" and any(c.resolved_weight < 0 for c in self.criteria):
-            raise ValueError("aggregation 'rar' needs non-negative weights: use method 'signed' for negative ones")
-        if method == "carr" and not self.aggregation.rubric_check and not any(c.entities for c in self.criteria):
-            raise ValueError(
-                "aggregation 'carr' needs criteria with 'entities' (the statement's entity ids) "
-                "or a 'rubric_check' naming the criterion or check that scores the chain"
-            )
+        check = aggregation_method(self.aggregation.method).check
+        if check is not None and (problem := check(self)) is not None:
+            raise ValueError(problem)
         return self
 
     # ---- identity ------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ As verifiers derives tools from typed functions, an env writes each tool once, a
 The JSON schema comes from the signature and type hints (``str``, ``int``, ``float``, ``bool``, ``list[...]``,
 ``dict``, ``Literal[...]`` as an enum, unions as a type list), the description from the docstring's first
 paragraph and each argument's description from its Google-style ``Args:`` entry. A parameter with a default is
-optional. ``RubricEnv`` lists the declared tools in definition order and calls them by name.
+optional. ``RubricEnv`` lists the declared tools in definition order and calls them by name. A tool that does I/O
+(a sandbox, a browser, an LLM) is an ``async def`` method: ``astep_typed`` awaits it and the synchronous ``step``
+runs it to completion on the env's loop (``RubricEnv.tool_loop``).
 """
 
 from __future__ import annotations
@@ -78,11 +80,13 @@ def tool(
 
 @dataclass(frozen=True)
 class BoundTool:
-    """A declared tool of a class: its spec, the method's name and the enum constraints to check on a call."""
+    """A declared tool of a class: its spec, the method's name and the enum constraints to check on a call;
+    ``is_async`` when the method is ``async def`` (a step awaits it)."""
 
     spec: ToolSpec
     method: str
     enums: Mapping[str, tuple[Any, ...]]
+    is_async: bool = False
 
 
 def declared_tools(cls: type) -> dict[str, BoundTool]:
@@ -132,7 +136,8 @@ def _build(fn: Callable[..., Any], attr: str, decl: ToolDecl) -> BoundTool:
     if not description:
         raise TypeError(f"@tool {fn.__qualname__}: give the tool a docstring (its first paragraph describes it)")
     parameters = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-    return BoundTool(ToolSpec(name=decl.name or attr, description=description, parameters=parameters), attr, enums)
+    spec = ToolSpec(name=decl.name or attr, description=description, parameters=parameters)
+    return BoundTool(spec, attr, enums, inspect.iscoroutinefunction(fn))
 
 
 def json_schema(hint: Any, where: str = "") -> dict[str, Any]:

@@ -23,10 +23,12 @@ from typing import Any
 
 from pydantic import Field
 
+from rubricgym.core.aggregation import aggregation_method
 from rubricgym.core.types import Trajectory, Wire
 from rubricgym.rewards import aggregate as agg
 from rubricgym.rewards.applicability import applicability
 from rubricgym.rewards.judges import CheckJudge, Judge
+from rubricgym.rewards.methods import RollUp
 from rubricgym.rewards.rubric import Criterion, Rubric, load_rubric
 from rubricgym.rewards.verdict import Verdict
 
@@ -143,7 +145,7 @@ class ProcessRewardModel:
         """Judge every criterion, roll up, write rewards onto ``trajectory`` and return the breakdown."""
         rubric, method = self.rubric, self.rubric.aggregation.method
         sem = asyncio.Semaphore(self.concurrency)
-        if method == "rar_implicit":
+        if aggregation_method(method).whole_rubric:
             return self._write(trajectory, await self._implicit(trajectory))
         jobs: list[tuple[Criterion, int | None]] = [(c, None) for c in rubric.trajectory_criteria]
         for s in trajectory.steps:
@@ -201,41 +203,10 @@ class ProcessRewardModel:
         process = _mean([p for p in per_step if p is not None])
         by_id = {v.criterion_id: v for v in verdicts if v.step is None}
         signal, signal_error = self._outcome_signal(traj, by_id)
-        n_errors = failed + (signal_error is not None and a.method in ("renorm", "swe_trace", "carr"))
-
-        def rubric_total(exclude: str | None = None) -> float | None:
-            ids = [i for i in per_criterion if i != exclude]
-            if not ids:  # nothing applicable earns nothing; nothing judgeable is unknown
-                return None if failed else 0.0
-            return agg.weighted_mean([per_criterion[i] for i in ids], [crit[i].resolved_weight for i in ids])
-
-        step_rewards: list[float | None] = list(per_step)
-        total: float | None
-        if a.method in ("rar", "signed"):
-            total = rubric_total()
-        elif a.method == "renorm":
-            if signal is None:
-                total, step_rewards = None, [None] * len(per_step)
-            else:
-                step_rewards = list(agg.renorm_step_rewards(per_step, signal))  # None: no process term
-                total = _mean([r for r in step_rewards if r is not None]) if step_rewards else signal - 0.5
-        elif a.method == "swe_trace":
-            s_prm = rubric_total(exclude=a.outcome_check)
-            total = None if signal is None or s_prm is None else agg.swe_trace_margin(s_prm, signal >= 0.5, a.gamma)
-        elif a.rubric_check:  # carr, the chain scored by one env check
-            chain, chain_error = self._named_score(a.rubric_check, traj, by_id, binary=False)
-            n_errors += chain_error is not None
-            total = None if signal is None or chain_error else agg.c_grpo_reward(signal, chain, a.alpha)
-        else:  # carr over per-statement criteria
-            statements = [c for c in rubric.criteria if c.entities]
-            stated = [by_id.get(c.id) for c in statements]
-            if signal is None or any(v is None or not v.ok for v in stated):
-                total = None  # a statement nobody could judge leaves the chain unknown: mask, do not guess
-            else:
-                supported = [bool(v.met) if v.applicable else None for v in stated if v is not None]
-                chain = agg.carr_rubric_reward([c.entities or [] for c in statements], supported, a.answer_entity)
-                per_criterion["__chain__"] = chain
-                total = agg.c_grpo_reward(signal, chain, a.alpha)
+        named = lambda name, binary: self._named_score(name, traj, by_id, binary=binary)  # noqa: E731
+        rolled = RollUp(rubric, traj, per_step, per_criterion, by_id, signal, signal_error, failed, named)
+        result = aggregation_method(a.method).total_fn()(rolled)  # the method's Total (rewards.methods)
+        total, step_rewards, n_errors = result.total, result.step_rewards, failed + result.errors
         return self._breakdown(
             traj,
             total=total,

@@ -74,7 +74,7 @@ OPS: dict[str, Callable[..., Any]] = {
 
 def is_async(env_cls: type[RubricEnv]) -> bool:
     """Whether the env's steps are coroutines (its tools do I/O): awaited on a loop, not run on a thread."""
-    return env_cls.astep_typed is not RubricEnv.astep_typed
+    return env_cls.is_async()
 
 
 class ThreadRunner:

@@ -17,8 +17,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
-from rubricgym.arena.curriculum import CurriculumConfig
-from rubricgym.arena.suite import SuiteError, load_suite
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
 from rubricgym.core.safeio import atomic_write
@@ -27,6 +25,9 @@ from rubricgym.rewards.monitor import MonitorConfig
 from rubricgym.rewards.path import JudgeSettings, llm_criteria
 from rubricgym.rewards.rubric import RubricError, load_rubric
 from rubricgym.rewards.validate import unknown_checks
+from rubricgym.suites.curriculum import CurriculumConfig
+from rubricgym.suites.suite import SuiteError, load_suite
+from rubricgym.suites.topology import Topology
 
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 MAX_SEED = 2**32 - 1
@@ -111,9 +112,7 @@ class AdvantageConfig(_Strict):
     """Which ``trajectory.rewards`` entry is the scalar reward (the process reward model's total)."""
     stage_lambda: list[list[float]] | None = None
     """SS-GRPO's Λ (K x K, upper triangular) over the env's stages; None: RubricEM's generalised default."""
-    topology: Literal["anchor", "round_robin", "single_elimination", "swiss", "double_elimination"] = (
-        "single_elimination"
-    )
+    topology: Topology = "single_elimination"
     anchor_greedy: bool = True
     """ArenaRL: rollout 0 of each group is decoded greedily (the anchor)."""
     path_weight: float = Field(0.5, ge=0.0, le=1.0)

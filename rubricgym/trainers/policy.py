@@ -10,29 +10,15 @@ prompt (never trained on) and of the action text the env sees.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from rubricgym.agents.local import LocalAgent
-from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.core.types import Task
 
 
 class TrainingPolicy(LocalAgent):
-    """A ``LocalAgent`` with a response prefix whose episode views are ``rollouts.Recorder`` episodes."""
+    """A ``LocalAgent`` (response prefix included) whose episode views are ``rollouts.Recorder`` episodes."""
 
     name = "policy"
-
-    def __init__(self, *args: Any, response_prefix: str = "", **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.response_prefix = response_prefix
-
-    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        if not self.response_prefix:
-            return await super().act(messages, tools)
-        prefix_ids = self.tokenizer.encode(self.response_prefix, add_special_tokens=False)
-        turn = await self.generate(self.prompt_ids(messages) + list(prefix_ids))
-        turn.text = self.response_prefix + turn.text
-        self.turns.append(turn)
-        return turn.text
 
     def recording(self, task: Task, seed: int, temperature: float | None) -> TrainingPolicy:
         """The episode view for (``task``, ``seed``), sampling at ``temperature`` (None: the policy's own)."""

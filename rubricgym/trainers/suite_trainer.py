@@ -27,14 +27,14 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rubricgym.arena.curriculum import SuiteSampler, mean_abs_advantage
-from rubricgym.arena.suite import Suite, load_suite
 from rubricgym.core.registry import spec
 from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath
 from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.suites.curriculum import SuiteSampler, mean_abs_advantage
+from rubricgym.suites.suite import Suite, load_suite
 from rubricgym.trainers.advantages import grpo_advantages
 from rubricgym.trainers.backends import LocalBackend
 from rubricgym.trainers.config import ConfigError, TrainConfig

@@ -1,7 +1,7 @@
 """Tournament-ranked advantages (ArenaRL, arXiv 2601.06487): rank a group by pairwise comparisons.
 
 Rollout 0 of a group is the *anchor* (generated greedily). The topologies that rank a group live in
-``rubricgym.arena.topology`` (shared with the arena, which ranks agents the same way); this module maps rank to
+``rubricgym.suites.topology`` (shared with the arena, which ranks agents the same way); this module maps rank to
 advantage with ``r_i = 1 - rank_i/(N-1)``, ``A_i = (r_i - mean r)/(std r + 1e-6)``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rubricgym.arena.topology import (  # noqa: F401  (re-exported: the trainer's tournament API)
+from rubricgym.suites.topology import (  # noqa: F401  (re-exported: the trainer's tournament API)
     TOPOLOGIES,
     Compare,
     MatchResult,

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rubricgym.arena.topology import expected_comparisons
 from rubricgym.cli import app
+from rubricgym.suites.topology import expected_comparisons
 
 runner = CliRunner()
 ORACLE = {"name": "oracle", "kind": "scripted", "agent": "oracle"}

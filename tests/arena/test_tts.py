@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from rubricgym.arena.agents import AgentsFileError, LocalSpec, ScriptedSpec, load_agents, spec_from_cli
 from rubricgym.arena.arena import run_arena
-from rubricgym.arena.suite import load_suite
 from rubricgym.cli import app
+from rubricgym.suites.suite import load_suite
 
 runner = CliRunner()
 TOY = {

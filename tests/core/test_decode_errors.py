@@ -15,7 +15,7 @@ def _clinical(path):
 
 
 def _suite(path):
-    from rubricgym.arena.suite import load_suite
+    from rubricgym.suites.suite import load_suite
 
     return load_suite(path)
 

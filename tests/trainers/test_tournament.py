@@ -1,8 +1,8 @@
-"""ArenaRL's rank -> advantage mapping; the topologies themselves are tested in tests/arena/test_topology.py."""
+"""ArenaRL's rank -> advantage mapping; the topologies themselves are tested in tests/suites/test_topology.py."""
 
 import numpy as np
 
-from rubricgym.arena import topology
+from rubricgym.suites import topology
 from rubricgym.trainers import tournament
 from rubricgym.trainers.tournament import rank_advantages
 

@@ -23,12 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from rubricgym.core.aio import run_sync
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.leaves import leaves
-from rubricgym.core.parsing import parse_action
 from rubricgym.core.tools import tool
-from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.clinical import checks
 from rubricgym.envs.clinical.case import CaseRecord, generate_case
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
@@ -160,7 +158,6 @@ class ClinicalEnv(RubricEnv):
         self._patient: VirtualPatient | None = None
         self._case: CaseRecord | None = None
         self._facts: dict[str, Any] = {}
-        self._pending: dict[tuple[str, str], str] = {}
         self._results_text: dict[str, str] = {}
         self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
 
@@ -265,7 +262,6 @@ class ClinicalEnv(RubricEnv):
         self._abnormal: set[str] = set()
         self._seen: set[str] = set()
         self._impressions: list[str] = []
-        self._pending = {}
         self._results_text = {}
 
     def system_prompt(self) -> str:
@@ -279,7 +275,7 @@ class ClinicalEnv(RubricEnv):
     # ---- tools ------------------------------------------------------------------------------------------
 
     @tool(examples={"question": "Where is the pain, and does it spread anywhere?"})
-    def ask(self, question: str) -> ToolOutput:
+    async def ask(self, question: str) -> ToolOutput:
         """Ask the patient one history question (symptoms, onset, past history, medicines, social, family).
 
         Args:
@@ -291,12 +287,7 @@ class ClinicalEnv(RubricEnv):
         answer, matched = self._patient.answer(question)
         source = "rules"
         if self.patient_llm is not None:
-            key = ("ask", question)
-            answer = (
-                self._pending.pop(key)
-                if key in self._pending
-                else run_sync(ask_patient(self.patient_llm, self._case, self._patient, question))
-            )
+            answer = await ask_patient(self.patient_llm, self._case, self._patient, question)
             source = "llm"
         present = [f for f in matched if self._case.history.get(f, False) is not False]
         return ToolOutput(
@@ -327,7 +318,7 @@ class ClinicalEnv(RubricEnv):
             "reason": "central chest pain with sweating; need to confirm myocardial injury",
         }
     )
-    def order(self, exam: str, impression: str = "", reason: str = "") -> ToolOutput:
+    async def order(self, exam: str, impression: str = "", reason: str = "") -> ToolOutput:
         """Order ONE exam (lab test, panel, imaging, ECG, culture or procedure) and get its result.
 
         Args:
@@ -347,12 +338,7 @@ class ClinicalEnv(RubricEnv):
             abnormal.append(exam_id)  # an abnormal panel member makes the panel abnormal (citable by its name)
         source = "patient"
         if self.world_llm is not None and not repeat:
-            key = ("order", exam_id)
-            text = (
-                self._pending.pop(key)
-                if key in self._pending
-                else run_sync(generate_result(self.world_llm, self._case, self._history_results(), spec.name))
-            )
+            text = await generate_result(self.world_llm, self._case, self._history_results(), spec.name)
             body, abnormal, source = text, [], "world_model"
             self._results_text[exam_id] = text
         elif self.world_llm is not None:
@@ -449,38 +435,6 @@ class ClinicalEnv(RubricEnv):
             for r in self._records
             if r.out.info.get("tool") == "order"
         ]
-
-    # ---- async path for the LLM patient / world model -----------------------------------------------------
-
-    async def astep_typed(self, action: Action | str | Message) -> Observation:
-        """Await the LLM patient or world model (when configured) before recording the step as ``step_typed``."""
-        if (self.patient_llm or self.world_llm) and self._task is not None and not self._done:
-            act = action if isinstance(action, Action) else parse_action(action, self.tools())
-            call = act.tool_call if act.parse_error is None else None
-            if (
-                call is not None
-                and call.name == "ask"
-                and self.patient_llm
-                and isinstance(call.arguments.get("question"), str)
-            ):
-                q = call.arguments["question"]
-                assert self._case is not None and self._patient is not None
-                self._pending[("ask", q)] = await ask_patient(self.patient_llm, self._case, self._patient, q)
-            elif (
-                call is not None
-                and call.name == "order"
-                and self.world_llm
-                and isinstance(call.arguments.get("exam"), str)
-            ):
-                try:
-                    exam_id = resolve_exam(self.kb, call.arguments["exam"])
-                except ToolError:
-                    exam_id = None
-                if exam_id is not None and exam_id not in self._ordered:
-                    self._pending[("order", exam_id)] = await generate_result(
-                        self.world_llm, self._case, self._history_results(), self.kb.exams[exam_id].name
-                    )
-        return self.step_typed(action)
 
     def summary(self) -> dict[str, Any]:
         infos = [r.out.info for r in self._records]

@@ -1,7 +1,8 @@
 """``BrowserEnv``: the part every browser env shares: a session on the pool, the browser tools, observations.
 
-Tools are ``@tool`` methods that run on the pool's loop: the Gymnasium face blocks on them, and
-``astep_typed`` runs the step in a pool worker thread so the caller's event loop keeps serving other episodes.
+Tools are ``async def`` ``@tool`` methods and the env's ``tool_loop`` is the pool's loop, so the env contract runs
+them there: the Gymnasium face blocks on them, and ``astep_typed`` awaits them while the caller's event loop keeps
+serving other episodes.
 A subclass says where the episode's page is (``open_episode``), what a step did (``judge_step``) and what it
 earned (``step_reward``); ``answer`` and ``done`` are its too.
 
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.tools import tool
-from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.gui.pool import BrowserPool
 from rubricgym.envs.gui.scope import in_scope, resolve_url
 from rubricgym.envs.gui.session import ActionFailed, Session, Site
@@ -102,8 +103,13 @@ class BrowserEnv(RubricEnv):
 
     # ---- episode --------------------------------------------------------------------------------------------
 
+    @property
+    def tool_loop(self) -> asyncio.AbstractEventLoop:
+        """The pool's loop: every browser object lives there, so the tools run there."""
+        return self.pool.loop
+
     def begin(self, task: Task) -> None:
-        self.pool.run(self._begin_episode(task))
+        self.run_async(self._begin_episode(task))
 
     async def _begin_episode(self, task: Task) -> None:
         if self.session is None or self.session.pool is not self.pool:
@@ -147,10 +153,6 @@ class BrowserEnv(RubricEnv):
         self.session = None
         super().close()
 
-    async def astep_typed(self, action: Action | str | Message) -> Observation:
-        """``step_typed`` in a worker thread: the browser work runs on the pool loop, this loop stays free."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool.executor, self.step_typed, action)
-
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:
             return self._stage or "navigate"
@@ -159,9 +161,6 @@ class BrowserEnv(RubricEnv):
         return "act" if self._changed_last else "navigate"
 
     # ---- running a tool -------------------------------------------------------------------------------------
-
-    def _browse(self, name: str, **args: Any) -> ToolOutput:
-        return self.pool.run(self._abrowse(name, args))
 
     def episode_scope(self) -> str:
         """The URL prefix this episode's pages must stay under."""
@@ -241,77 +240,77 @@ class BrowserEnv(RubricEnv):
     # ---- tools ---------------------------------------------------------------------------------------------
 
     @tool(examples={"ref": "e12"})
-    def click(self, ref: str) -> ToolOutput:
+    async def click(self, ref: str) -> ToolOutput:
         """Click an element of the page.
 
         Args:
             ref: the element's ref from the page snapshot, e.g. e12 for [ref=e12]
         """
-        return self._browse("click", ref=ref)
+        return await self._abrowse("click", {"ref": ref})
 
     @tool(examples={"ref": "e7", "text": "Groceries"})
-    def fill(self, ref: str, text: str) -> ToolOutput:
+    async def fill(self, ref: str, text: str) -> ToolOutput:
         """Replace the text of an input field or text area.
 
         Args:
             ref: the field's ref from the page snapshot
             text: the new content of the field
         """
-        return self._browse("fill", ref=ref, text=text)
+        return await self._abrowse("fill", {"ref": ref, "text": text})
 
     @tool(examples={"text": "hello"})
-    def type(self, text: str) -> ToolOutput:
+    async def type(self, text: str) -> ToolOutput:
         """Type text with the keyboard into the focused element.
 
         Args:
             text: the characters to type
         """
-        return self._browse("type", text=text)
+        return await self._abrowse("type", {"text": text})
 
     @tool(examples={"key": "Enter"})
-    def press(self, key: str) -> ToolOutput:
+    async def press(self, key: str) -> ToolOutput:
         """Press a key or chord on the focused element (Enter, Tab, Escape, ArrowDown, Control+A, ...).
 
         Args:
             key: a Playwright key name
         """
-        return self._browse("press", key=key)
+        return await self._abrowse("press", {"key": key})
 
     @tool(examples={"ref": "e9", "option": "Work"})
-    def select(self, ref: str, option: str) -> ToolOutput:
+    async def select(self, ref: str, option: str) -> ToolOutput:
         """Choose an option of a drop-down (combobox) by its label.
 
         Args:
             ref: the combobox's ref
             option: the option's label as shown in the snapshot
         """
-        return self._browse("select", ref=ref, option=option)
+        return await self._abrowse("select", {"ref": ref, "option": option})
 
     @tool(examples={"direction": "down"})
-    def scroll(self, direction: Literal["up", "down", "left", "right"]) -> ToolOutput:
+    async def scroll(self, direction: Literal["up", "down", "left", "right"]) -> ToolOutput:
         """Scroll the page.
 
         Args:
             direction: up, down, left or right
         """
-        return self._browse("scroll", direction=direction)
+        return await self._abrowse("scroll", {"direction": direction})
 
     @tool(examples={"ref": "e4"})
-    def hover(self, ref: str) -> ToolOutput:
+    async def hover(self, ref: str) -> ToolOutput:
         """Move the mouse over an element.
 
         Args:
             ref: the element's ref
         """
-        return self._browse("hover", ref=ref)
+        return await self._abrowse("hover", {"ref": ref})
 
     @tool
-    def go_back(self) -> ToolOutput:
+    async def go_back(self) -> ToolOutput:
         """Go back to the previous page (the browser's back button)."""
-        return self._browse("go_back")
+        return await self._abrowse("go_back", {})
 
     @tool(examples={"url": "#/inbox"})
-    def navigate(self, url: str) -> ToolOutput:
+    async def navigate(self, url: str) -> ToolOutput:
         """Open a URL of this app (other sites are blocked); relative URLs resolve against the current page.
 
         Args:
@@ -326,10 +325,10 @@ class BrowserEnv(RubricEnv):
         target = resolve_url(url, here if in_scope(here, scope) else scope)
         if target is None or not in_scope(target, scope):
             raise ToolError(f"only pages under {scope} can be opened; {url!r} resolves to {target or 'no such page'}")
-        return self._browse("navigate", url=target)
+        return await self._abrowse("navigate", {"url": target})
 
     @tool(examples={"fields": {"phone": "+1 555 123 4567"}})
-    def answer(self, fields: dict) -> ToolOutput:
+    async def answer(self, fields: dict) -> ToolOutput:
         """Write the information the task asks for on the answer sheet (final: a field cannot be changed later).
 
         Args:
@@ -341,12 +340,12 @@ class BrowserEnv(RubricEnv):
         changed = sorted(k for k, v in sheet.items() if self.answer_sheet.get(k, v) != v)
         if changed:
             raise ToolError(f"answers are final: {changed} already hold another value on the answer sheet")
-        return self._browse("answer", fields=sheet)
+        return await self._abrowse("answer", {"fields": sheet})
 
     @tool
-    def done(self) -> ToolOutput:
+    async def done(self) -> ToolOutput:
         """Declare the task complete; this ends the episode."""
-        return self._browse("done")
+        return await self._abrowse("done", {})
 
 
 def _restorer(env: BrowserEnv) -> Callable[[Session], Awaitable[None]]:

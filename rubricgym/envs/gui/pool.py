@@ -113,8 +113,6 @@ class BrowserPool:
         self._thread = threading.Thread(target=self._loop.run_forever, name="rubricgym-browser", daemon=True)
         self._thread.start()
         self._closed = False
-        # threads that run whole env steps for async callers (each blocks on this loop, so many may wait at once)
-        self.executor = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="rubricgym-step")
 
     @classmethod
     def shared(cls) -> BrowserPool:
@@ -125,6 +123,13 @@ class BrowserPool:
             return cls._shared
 
     # ---- running coroutines on the pool's loop ---------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The pool's event loop (every browser object lives on it): a GUI env's ``tool_loop``."""
+        if self._closed:
+            raise RuntimeError("the browser pool is closed: make a new env (or pass it a new BrowserPool)")
+        return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._closed:
@@ -268,4 +273,3 @@ class BrowserPool:
             self._closed = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
-            self.executor.shutdown(wait=False)

@@ -5,8 +5,8 @@ own sandboxed copy of the repository; ``submit`` grades the repository with the 
 PASS_TO_PASS tests (the env reward is the graded score). Steps are labelled ``reproduce`` (tests before any
 edit), ``localize`` (reading before any edit), ``edit`` and ``verify`` (tests after an edit, submit).
 
-Tools run sandbox commands, so the env is async at heart: ``astep_typed`` awaits them (rollouts use it) and the
-synchronous ``step``/``step_typed`` run the same coroutine on a private event loop.
+Tools run sandbox commands, so they are ``async def``: ``astep_typed`` awaits them (rollouts use it) and the
+synchronous ``step``/``step_typed`` run them to completion through the env contract's one bridge (``core.aio``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from rubricgym.core.aio import run_sync
-from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, truncate
-from rubricgym.core.parsing import call_error, clean_call, parse_call
+from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import declared_tools, tool
-from rubricgym.core.types import Action, Message, Observation, Task, ToolCall
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.swe import checks
 from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
@@ -85,7 +83,6 @@ class SweEnv(SweTools, RubricEnv):
         self._instance: SweInstance | None = None
         self._edited = False
         self._last_info: dict[str, Any] = {}
-        self._pending: tuple[ToolCall, ToolOutput | ToolError] | None = None
 
     # ---- tasks ------------------------------------------------------------------------------------------
 
@@ -123,9 +120,8 @@ class SweEnv(SweTools, RubricEnv):
         self._instance = SweInstance.from_task(task)
         self._edited = False
         self._last_info = {}
-        self._pending = None
         deps = Path(self._instance.deps) if self._instance.deps else None
-        run_sync(self._open(Path(self._instance.snapshot), deps))
+        self.run_async(self._open(Path(self._instance.snapshot), deps))
 
     async def _open(self, snapshot: Path, deps: Path | None = None) -> None:
         await self._close()
@@ -138,7 +134,7 @@ class SweEnv(SweTools, RubricEnv):
             await sandbox.destroy()
 
     def close(self) -> None:
-        run_sync(self._close())
+        self.run_async(self._close())
         super().close()
 
     async def aclose(self) -> None:
@@ -161,57 +157,22 @@ class SweEnv(SweTools, RubricEnv):
             raise ToolError("the sandbox is closed: call reset() to start an episode")
         return await grade(self.sandbox, self._instance, timeout=self.test_timeout)
 
-    async def _acall(self, call: ToolCall) -> ToolOutput:
-        if self.sandbox is None or self._instance is None:
-            raise ToolError("the sandbox is closed: call reset() to start an episode")
-        final = len(self._records) + 1 >= self.max_steps
-        bound = declared_tools(type(self))[call.name]
-        out = await self.run_tool(bound.method, dict(call.arguments))
-        if final and not out.done:  # the step limit ends the episode after this step: grade what is there
-            g = await self._grade()
-            out.reward, out.info = g.score, {**out.info, "grading": g.to_info()}
-        return out
-
-    async def _acall_safe(self, call: ToolCall) -> ToolOutput | ToolError:
+    async def acall_tool(self, call: ToolCall) -> ToolOutput:
+        """Run the tool in the sandbox; on the episode's last step grade what is there. Records what the tool did
+        for ``stage_of``."""
         try:
-            return await self._acall(call)
-        except ToolError as e:
-            return e
-
-    def call_tool(self, call: ToolCall) -> ToolOutput:
-        pending, self._pending = self._pending, None
-        result = pending[1] if pending is not None and pending[0] == call else run_sync(self._acall_safe(call))
-        if isinstance(result, ToolError):
+            if self.sandbox is None or self._instance is None:
+                raise ToolError("the sandbox is closed: call reset() to start an episode")
+            final = len(self._records) + 1 >= self.max_steps
+            out = await self.run_tool(declared_tools(type(self))[call.name].method, dict(call.arguments))
+            if final and not out.done:  # the step limit ends the episode after this step: grade what is there
+                g = await self._grade()
+                out.reward, out.info = g.score, {**out.info, "grading": g.to_info()}
+        except ToolError:
             self._last_info = {"tool": call.name}
-            raise result
-        self._last_info = result.info
-        return result
-
-    async def astep_typed(self, action: Action | str | Message) -> Observation:
-        """Run the tool call with ``await`` (no private loop), then record the step as ``step_typed`` does."""
-        if self._task is not None and not self._done:
-            call = self._peek_call(action)
-            call = clean_call(call) if call is not None else None
-            if call is not None:
-                self._pending = (call, await self._acall_safe(call))
-        return self.step_typed(action)
-
-    def _peek_call(self, action: Action | str | Message) -> ToolCall | None:
-        """The valid tool call ``step_typed`` will make for ``action`` (same parsing rules), or ``None``."""
-        if isinstance(action, Action):
-            text, call, error = action.text, action.tool_call, action.parse_error
-        elif isinstance(action, Message) and action.tool_calls:
-            text, call, error = action.content or "", action.tool_calls[0], None
-        else:
-            text, call, error = (action.content or "") if isinstance(action, Message) else action, None, None
-        if not isinstance(text, str) or error is not None:
-            return None
-        if call is None:
-            parsed = parse_call(truncate(text, self.max_action_chars))
-            if isinstance(parsed, str):
-                return None
-            call = ToolCall(name=parsed[0], arguments=parsed[1])
-        return call if call_error(call.name, call.arguments, self.tools()) is None else None
+            raise
+        self._last_info = out.info
+        return out
 
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:

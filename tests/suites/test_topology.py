@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rubricgym.arena.topology import bracket_order, expected_comparisons, run_tournament
+from rubricgym.suites.topology import bracket_order, expected_comparisons, run_tournament
 from rubricgym.trainers.tournament import rank_advantages
 
 STRENGTH = [0.5, 0.9, 0.1, 0.7, 0.3]  # rollout 0 is the anchor

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rubricgym.arena.curriculum import CurriculumConfig, SuiteSampler, mean_abs_advantage
+from rubricgym.suites.curriculum import CurriculumConfig, SuiteSampler, mean_abs_advantage
 
 
 def test_td0_update_and_boltzmann_probabilities():

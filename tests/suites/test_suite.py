@@ -6,8 +6,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rubricgym.arena.suite import SuiteError, builtin_suites, load_suite
 from rubricgym.cli import app
+from rubricgym.suites.suite import SuiteError, builtin_suites, load_suite
 
 runner = CliRunner()
 
