@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rubricgym.core.registry import EnvSpec, register
-from rubricgym.core.types import Task
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.judge import (
@@ -217,6 +217,12 @@ class WebTaskEnv(BrowserEnv):
         assert self._task is not None, "restore_page() runs inside an episode"
         seed = int(self._task.params.get("page_seed", 0))
         await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        """``finish`` for the step on which the page ended its episode (a submission is a claim to be done)."""
+        if call is not None and self._over and self.escaped is None:
+            return "finish"
+        return super().stage_of(call)
 
     async def episode_prompt(self, task: Task) -> str:
         return f"Task: {self._instruction}\n{task.prompt} Call done() when it is complete."

@@ -45,6 +45,17 @@ RESET_JS = f"""async seed => {{
 """Seed the page, start its episode with a stretched clock, wait until it is ready, hide the score panel (its
 countdown would make observations depend on the wall clock)."""
 
+STATE_JS = """() => {
+  const w = document.getElementById('wrap') || document.body;
+  let dom = 0;
+  for (let i = 0; i < w.innerHTML.length; i++) dom = (Math.imul(dom, 31) + w.innerHTML.charCodeAt(i)) | 0;
+  const fields = [...w.querySelectorAll('input, textarea, select')]
+    .map(e => e.type === 'checkbox' || e.type === 'radio' ? e.checked : e.value);
+  return {dom, fields};
+}"""
+"""What the page shows (a digest of its task area and its fields' values): a step that changes it did work (the
+``act`` stage, the ``worked`` check); every change is expected, since the page's own reward judges the outcome."""
+
 EXCLUDED: dict[str, str] = {
     # real time: the reward depends on timing or on targets that move while the agent thinks
     "chase-circle": "real time: keep the mouse inside a moving circle",
@@ -160,6 +171,7 @@ def page_spec(page: str, root: Path | None = None) -> WebTaskSpec:
         instruction_field="utterance",
         reward="() => WOB_REWARD_GLOBAL",
         done="() => WOB_DONE_GLOBAL",
+        state=STATE_JS,
         success="() => WOB_RAW_REWARD_GLOBAL > 0",
         max_steps=15,
         seeds=1000,
