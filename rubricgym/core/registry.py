@@ -62,6 +62,7 @@ class _Registry:
         self.lock = threading.RLock()  # threads wait for discovery to finish instead of seeing half of it
         self.url_spec: str | None = None
         self.prefixes: dict[str, str] = {}
+        self.hints: dict[str, str] = {}
 
 
 def register_url_handler(target: str) -> None:
@@ -81,6 +82,12 @@ def register_id_prefix(prefix: str, target: str) -> None:
     if not prefix.endswith(":") or "/" in prefix:
         raise ValueError(f"an id prefix is a word ending in ':' (e.g. 'web:'), got {prefix!r}")
     _REGISTRY.prefixes[prefix] = target
+
+
+def register_id_hint(prefix: str, hint: str) -> None:
+    """Say ``hint`` when an unknown id starts with ``prefix`` (a family whose optional package is missing:
+    ``miniwob-`` ids without ``pip install 'rubricgym[miniwob]'``)."""
+    _REGISTRY.hints[prefix] = hint
 
 
 def _call(target: str, id: str) -> EnvSpec:
@@ -189,6 +196,7 @@ def spec(id: str) -> EnvSpec:
     except KeyError:
         close = difflib.get_close_matches(id, list(_REGISTRY.specs), n=3, cutoff=0.4)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        hint += "".join(f" {h}" for p, h in _REGISTRY.hints.items() if id.startswith(p))
         raise KeyError(f"unknown env id {id!r}.{hint} Run `rubricgym envs` to list registered envs.") from None
 
 

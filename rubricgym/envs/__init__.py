@@ -6,7 +6,7 @@ Registering by string keeps ``import rubricgym`` light (no search index, no sand
 
 import importlib.util
 
-from rubricgym.core.registry import register, register_id_prefix
+from rubricgym.core.registry import register, register_id_hint, register_id_prefix
 
 register(
     "toy-calculator-v0",
@@ -61,3 +61,5 @@ if importlib.util.find_spec("miniwob") is not None:  # pip install 'rubricgym[mi
     from rubricgym.envs.gui.miniwob import register_miniwob
 
     register_miniwob()
+else:
+    register_id_hint("miniwob-", "The MiniWoB++ envs need the miniwob package: pip install 'rubricgym[miniwob]'.")
