@@ -145,7 +145,7 @@ def run(
     from rubricgym.core.tasks import TaskFileError, TaskSet
 
     try:
-        spec(env_id)
+        env_id = spec(env_id).id  # the id every later command resolves (web:spec.yaml -> web:/abs/spec.yaml)
     except KeyError as e:
         fail(str(e.args[0]))
     env_kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)

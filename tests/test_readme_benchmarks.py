@@ -6,10 +6,12 @@ import shlex
 import shutil
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rubricgym.cli import app
 from rubricgym.core.store import TrajectoryStore
+from rubricgym.envs.gui import miniwob
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 SAMPLES = Path(__file__).parent / "envs" / "clinical" / "data"
@@ -33,3 +35,24 @@ def test_clinical_osce_import_commands_run_as_written(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     trajs = TrajectoryStore(Path("runs/osce-oracle")).load()
     assert len(trajs) == 3 and all(t.outcome.reward == 1.0 for t in trajs)
+
+
+WEB_FIXTURE = Path(__file__).parent / "envs" / "gui" / "web_fixture"
+
+
+@pytest.mark.slow
+def test_miniwob_and_web_spec_commands_run_as_written(tmp_path, monkeypatch):
+    if miniwob.html_root() is None:
+        pytest.skip(f"the miniwob package is not installed ({miniwob.INSTALL})")
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(WEB_FIXTURE, "my_site")
+    runner = CliRunner()
+    lines = commands("### MiniWoB++ and your own web tasks")
+    assert [c[0] for c in lines] == ["run", "show", "run", "score", "show"]
+    for line in lines:
+        result = runner.invoke(app, line)
+        assert result.exit_code == 0, (line, result.output)
+    link = TrajectoryStore(Path("runs/miniwob-link")).load()
+    assert len(link) == 2 and all(t.outcome.reward == 1.0 and t.task.env_id == "miniwob-click-link-v0" for t in link)
+    mine = TrajectoryStore(Path("runs/my-site")).load()
+    assert len(mine) == 2 and {t.task.env_id for t in mine} == {f"web:{(tmp_path / 'my_site' / 'spec.yaml').resolve()}"}

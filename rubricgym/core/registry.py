@@ -61,6 +61,8 @@ class _Registry:
         self.discovering = False  # this thread is loading plugins (a plugin that looks an env up must not recurse)
         self.lock = threading.RLock()  # threads wait for discovery to finish instead of seeing half of it
         self.url_spec: str | None = None
+        self.prefixes: dict[str, str] = {}
+        self.hints: dict[str, str] = {}
 
 
 def register_url_handler(target: str) -> None:
@@ -69,6 +71,28 @@ def register_url_handler(target: str) -> None:
     if ":" not in target:
         raise ValueError(f"the URL handler must be 'module:function', got {target!r}")
     _REGISTRY.url_spec = target
+
+
+def register_id_prefix(prefix: str, target: str) -> None:
+    """Make ``spec``/``make`` resolve ids starting with ``prefix`` (e.g. ``web:``) through ``target``
+    (``"module:function"`` taking the whole id and returning an ``EnvSpec``, imported on first use). Such ids need
+    no registration: a run records the id, and every later command resolves it again."""
+    if ":" not in target:
+        raise ValueError(f"the id prefix handler must be 'module:function', got {target!r}")
+    if not prefix.endswith(":") or "/" in prefix:
+        raise ValueError(f"an id prefix is a word ending in ':' (e.g. 'web:'), got {prefix!r}")
+    _REGISTRY.prefixes[prefix] = target
+
+
+def register_id_hint(prefix: str, hint: str) -> None:
+    """Say ``hint`` when an unknown id starts with ``prefix`` (a family whose optional package is missing:
+    ``miniwob-`` ids without ``pip install 'rubricgym[miniwob]'``)."""
+    _REGISTRY.hints[prefix] = hint
+
+
+def _call(target: str, id: str) -> EnvSpec:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)(id)
 
 
 _REGISTRY = _Registry()
@@ -157,19 +181,22 @@ def _load_plugin(ep: importlib.metadata.EntryPoint) -> None:
 
 
 def spec(id: str) -> EnvSpec:
-    """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL); an unknown id raises
-    ``KeyError`` listing close matches."""
+    """The ``EnvSpec`` of ``id`` (or of the env served at a ``ws://``/``http://`` URL, or of a ``prefix:`` id such
+    as ``web:spec.yaml``); an unknown id raises ``KeyError`` listing close matches."""
+    prefix = next((p for p in _REGISTRY.prefixes if id.startswith(p)), None)
+    if prefix is not None:
+        return _call(_REGISTRY.prefixes[prefix], id)
     if "://" in id:
         if _REGISTRY.url_spec is None:
             raise KeyError(f"{id!r} is a URL but no URL handler is registered (import rubricgym registers one)")
-        module, _, attr = _REGISTRY.url_spec.partition(":")
-        return getattr(importlib.import_module(module), attr)(id)
+        return _call(_REGISTRY.url_spec, id)
     _discover()
     try:
         return _REGISTRY.specs[id]
     except KeyError:
         close = difflib.get_close_matches(id, list(_REGISTRY.specs), n=3, cutoff=0.4)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        hint += "".join(f" {h}" for p, h in _REGISTRY.hints.items() if id.startswith(p))
         raise KeyError(f"unknown env id {id!r}.{hint} Run `rubricgym envs` to list registered envs.") from None
 
 

@@ -4,7 +4,9 @@ Registering by string keeps ``import rubricgym`` light (no search index, no sand
 ``rubricgym.make`` and ``gymnasium.make("rubricgym/<Name>-v0")`` work at once.
 """
 
-from rubricgym.core.registry import register
+import importlib.util
+
+from rubricgym.core.registry import register, register_id_hint, register_id_prefix
 
 register(
     "toy-calculator-v0",
@@ -53,3 +55,11 @@ register(
     "JavaScript, turned into an env by rubricgym/envs/gui/byo_example/spec.yaml.",
     replace=True,
 )
+register_id_prefix("web:", "rubricgym.envs.gui.byo:web_env_spec")  # web:my_site/spec.yaml runs a spec, unregistered
+
+if importlib.util.find_spec("miniwob") is not None:  # pip install 'rubricgym[miniwob]': its pages become envs
+    from rubricgym.envs.gui.miniwob import register_miniwob
+
+    register_miniwob()
+else:
+    register_id_hint("miniwob-", "The MiniWoB++ envs need the miniwob package: pip install 'rubricgym[miniwob]'.")

@@ -2,7 +2,7 @@ import gymnasium
 import pytest
 
 import rubricgym
-from rubricgym.core.registry import register, unregister
+from rubricgym.core.registry import EnvSpec, register, unregister
 from rubricgym.envs.toy.calculator import CalculatorEnv
 
 
@@ -108,3 +108,19 @@ def test_threads_looking_up_envs_during_plugin_discovery_wait_for_it(plugin):
     for t in threads:
         t.join(10)
     assert found == ["slow-plugin-calc-v0"] * 4
+
+
+def test_prefix_ids_resolve_through_their_handler_and_missing_families_say_what_to_install(monkeypatch):
+    from rubricgym.core import registry
+
+    monkeypatch.setattr(registry._REGISTRY, "prefixes", {"toy:": "tests.core.test_registry:_toy_spec"})
+    monkeypatch.setattr(registry._REGISTRY, "hints", {"extra-": "Install the extra: pip install 'x[extra]'."})
+    assert registry.spec("toy:anything").id == "toy:anything"
+    with pytest.raises(KeyError, match=r"pip install 'x\[extra\]'"):
+        registry.spec("extra-page-v0")
+    with pytest.raises(ValueError, match="ending in ':'"):
+        registry.register_id_prefix("toy", "m:f")
+
+
+def _toy_spec(env_id: str) -> EnvSpec:
+    return EnvSpec(id=env_id, entry_point="rubricgym.envs.toy.calculator:CalculatorEnv")

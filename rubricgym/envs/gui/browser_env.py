@@ -35,6 +35,7 @@ STAGES = ("navigate", "act", "finish")
 
 
 MAX_URL_CHARS = 2048
+MAX_TEXT_CHARS = 500
 
 
 class BrowserEnv(RubricEnv):
@@ -248,6 +249,21 @@ class BrowserEnv(RubricEnv):
         """
         return await self._abrowse("click", {"ref": ref})
 
+    @tool(examples={"text": "ipsum"})
+    async def click_text(self, text: str, index: int = 0) -> ToolOutput:
+        """Click the element that shows exactly this text: for text the snapshot shows without a ref (a link-like
+        word inside a paragraph).
+
+        Args:
+            text: the element's whole visible text, as the page snapshot shows it
+            index: which of several elements showing this text, in page order (0: the first)
+        """
+        if not text.strip() or len(text) > MAX_TEXT_CHARS or "\0" in text:
+            raise ToolError(f"text must be the visible text of an element: 1 to {MAX_TEXT_CHARS} characters, no NUL")
+        if not 0 <= index < 1000:
+            raise ToolError(f"index must be 0 (the first element showing the text) or more, below 1000; got {index}")
+        return await self._abrowse("click_text", {"text": text, "index": index})
+
     @tool(examples={"ref": "e7", "text": "Groceries"})
     async def fill(self, ref: str, text: str) -> ToolOutput:
         """Replace the text of an input field or text area.
@@ -363,6 +379,7 @@ def _restorer(env: BrowserEnv) -> Callable[[Session], Awaitable[None]]:
 def _did(name: str, args: dict[str, Any]) -> str:
     detail = {
         "click": "Clicked {ref}.",
+        "click_text": "Clicked the element showing {text!r}.",
         "fill": "Filled {ref}.",
         "type": "Typed the text.",
         "press": "Pressed {key}.",

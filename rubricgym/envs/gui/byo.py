@@ -11,6 +11,9 @@ a failure, and a page that ends the episode unsuccessfully is a false completion
 
     spec = WebTaskSpec.load("my_tasks/spec.yaml")
     register_web_tasks(spec)          # registers web-<name>-v0: rubricgym run web-<name>-v0 --agent random ...
+
+or, with no registration at all, the id ``web:my_tasks/spec.yaml`` (``rubricgym run web:my_tasks/spec.yaml``): runs
+record it with the spec's absolute path, and ``score``, ``show``, ``eval`` and ``arena`` resolve it again from there.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import numpy as np
 import yaml
@@ -25,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import EnvSpec, register
-from rubricgym.core.types import Task
+from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.gui import checks
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.judge import (
@@ -42,6 +46,7 @@ from rubricgym.envs.gui.session import ActionFailed, Session, Site
 EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
 FAKE_ORIGIN = "http://{name}.web.rubricgym.test"
 RANDOM_AGENT = "rubricgym.envs.gui.agents:RandomClicker"
+WEB_PREFIX = "web:"
 
 
 class WebTaskSpec(BaseModel):
@@ -50,10 +55,18 @@ class WebTaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     url: str
-    """A path under ``root`` (served on a private origin), or an absolute loopback URL (``http://127.0.0.1:...``)."""
+    """A path under ``root`` (served on a private origin), or an absolute loopback URL (``http://127.0.0.1:...``);
+    either may carry a query string (``index.html?mode=test``)."""
     root: Path | None = None
+    scope: str = "/"
+    """Where the episode's pages must stay, as a path on the site: a folder ending in ``/`` (default: the whole
+    site) or one page (``/miniwob/click-button.html``, with any query or fragment). A page outside it ends the
+    episode as a failed escape."""
     reset: str = "seed => {}"
     instruction: str = "() => document.title"
+    """A JS function returning the instruction: a string, or an object whose ``instruction_field`` is the string
+    (its other fields, which may hold the answers, are never shown)."""
+    instruction_field: str = "text"
     reward: str = "() => 0"
     done: str = "() => false"
     state: str | None = None
@@ -74,6 +87,8 @@ class WebTaskSpec(BaseModel):
             raise ValueError("give `root` (a folder to serve) or a loopback `url` (http://127.0.0.1:PORT/...)")
         if self.goals and self.state is None:
             raise ValueError("`goals` are predicates over the page state: give a `state` JS function too")
+        if not self.scope.startswith("/") or "?" in self.scope or "#" in self.scope:
+            raise ValueError(f"`scope` is a path on the site starting with '/' (no ? or #), got {self.scope!r}")
         return self
 
     @classmethod
@@ -89,7 +104,7 @@ class WebTaskSpec(BaseModel):
             raise ValueError(f"web task spec {path} is invalid:\n{e}") from None
         if spec.root is not None and not spec.root.is_absolute():
             spec.root = (path.parent / spec.root).resolve()
-        if spec.root is not None and not (spec.root / spec.url).is_file():
+        if spec.root is not None and not (spec.root / urlsplit(spec.url).path).is_file():
             raise ValueError(f"web task spec {path}: url {spec.url!r} is not a file under root {spec.root}")
         return spec
 
@@ -102,9 +117,38 @@ class WebTaskSpec(BaseModel):
     def start_url(self) -> str:
         return f"{self.site().origin}/{self.url.lstrip('/')}" if self.root is not None else self.url
 
+    def scope_url(self) -> str:
+        """The absolute URL (a folder ending in ``/`` or one page) the episode's pages must stay in."""
+        return self.site().origin + self.scope
+
+    def instruction_text(self, value: Any) -> str:
+        """The instruction from what the ``instruction`` function returned (a string, or an object's field)."""
+        if isinstance(value, dict):
+            if not isinstance(value.get(self.instruction_field), str):
+                raise ValueError(
+                    f"web task {self.name!r}: `instruction` returned an object without a string field "
+                    f"{self.instruction_field!r} (it has {sorted(value)}); set `instruction_field` to the field "
+                    "holding the instruction, or return a string"
+                )
+            return value[self.instruction_field]
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return str(value)
+        raise ValueError(
+            f"web task {self.name!r}: `instruction` returned {type(value).__name__}; return a string, or an object "
+            f"with the string field {self.instruction_field!r}"
+        )
+
 
 class WebTaskEnv(BrowserEnv):
-    """Tasks of one ``WebTaskSpec`` (a spec, a dict or a YAML path); the env id is ``web-<name>-v0``."""
+    """Tasks of one ``WebTaskSpec`` (a spec, a dict or a YAML path).
+
+    The env id its tasks carry: the class's own (a registered spec, ``web-example-v0``) when it runs its default
+    spec, else ``web:<absolute path>`` for a spec file (any later command resolves that again), else
+    ``web-<name>-v0`` (what ``register_web_tasks`` registers).
+    """
+
+    env_id = "web-example-v0"  # the worked example's, when it runs its default spec
+    default_spec: ClassVar[WebTaskSpec | Path] = EXAMPLE_SPEC
 
     check_set = checks.ALL
     rubric_file = Path(__file__).with_name("rubric.yaml")
@@ -113,12 +157,18 @@ class WebTaskEnv(BrowserEnv):
         "oracle": "rubricgym.envs.gui.agents:FlightOracle",  # the worked example's (web-example-v0) only
     }
 
-    def __init__(self, spec: WebTaskSpec | dict[str, Any] | str | Path = EXAMPLE_SPEC, **kwargs: Any):
+    def __init__(self, spec: WebTaskSpec | dict[str, Any] | str | Path | None = None, **kwargs: Any):
         super().__init__(**kwargs)
-        if isinstance(spec, str | Path):
-            spec = WebTaskSpec.load(spec)
+        own = spec is None
+        spec = self.default_spec if spec is None else spec
+        path = Path(spec).resolve() if isinstance(spec, str | Path) else None
+        if path is not None:
+            spec = WebTaskSpec.load(path)
         self.web_spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.model_validate(spec)
-        self.env_id = f"web-{self.web_spec.name}-v0"
+        if own and type(self).env_id:
+            self.env_id = type(self).env_id
+        else:
+            self.env_id = f"{WEB_PREFIX}{path}" if path is not None else f"web-{self.web_spec.name}-v0"
         self._site = self.web_spec.site()
         self._instruction = ""
         self._reward = 0.0
@@ -151,10 +201,10 @@ class WebTaskEnv(BrowserEnv):
         super().begin(task)
 
     async def open_episode(self, session: Session, task: Task) -> None:
-        self.scope = self._site.origin + "/"
+        self.scope = self.web_spec.scope_url()
         await session.open(self.web_spec.start_url())
         await self._reset_page(session, task)
-        self._instruction = str(await session.evaluate(f"({self.web_spec.instruction})()"))
+        self._instruction = self.web_spec.instruction_text(await session.evaluate(f"({self.web_spec.instruction})()"))
         self._reward, self._over, self._succeeded = 0.0, False, False
         self._initial = self._last = await self._state(session)
         self._progress = self._goal_progress(self._initial)
@@ -168,6 +218,12 @@ class WebTaskEnv(BrowserEnv):
         assert self._task is not None, "restore_page() runs inside an episode"
         seed = int(self._task.params.get("page_seed", 0))
         await session.page.evaluate(f"seed => ({self.web_spec.reset})(seed)", seed)
+
+    def stage_of(self, call: ToolCall | None) -> str:
+        """``finish`` for the step on which the page ended its episode (a submission is a claim to be done)."""
+        if call is not None and self._over and self.escaped is None:
+            return "finish"
+        return super().stage_of(call)
 
     async def episode_prompt(self, task: Task) -> str:
         return f"Task: {self._instruction}\n{task.prompt} Call done() when it is complete."
@@ -254,15 +310,48 @@ def register_web_tasks(
     holds to a total of 0.9); the worked example's flight oracle is not one of them.
     """
     spec = spec if isinstance(spec, WebTaskSpec) else WebTaskSpec.load(spec)
-    cls = type(
-        f"WebTasks_{spec.name.replace('-', '_')}",
-        (WebTaskEnv,),
-        {"__module__": __name__, "scripted_agents": {"random": RANDOM_AGENT, **(agents or {})}},
-    )
+    env_id = f"web-{spec.name}-v0"
     return register(
-        f"web-{spec.name}-v0",
-        cls,
-        kwargs={"spec": spec},
+        env_id,
+        web_task_class(spec, env_id, agents),
         replace=replace,
         description=f"Web tasks of the page {spec.url} (bring-your-own spec {spec.name!r}).",
+    )
+
+
+def web_task_class(spec: WebTaskSpec, env_id: str, agents: Mapping[str, str] | None = None) -> type[WebTaskEnv]:
+    """A ``WebTaskEnv`` subclass that runs ``spec`` by default under ``env_id``, with its own scripted agents."""
+    return type(
+        f"WebTasks_{spec.name.replace('-', '_')}",
+        (WebTaskEnv,),
+        {
+            "__module__": __name__,
+            "env_id": env_id,
+            "default_spec": spec,
+            "scripted_agents": {"random": RANDOM_AGENT, **(agents or {})},
+        },
+    )
+
+
+class SpecFileWebTaskEnv(WebTaskEnv):
+    """The env of a ``web:<spec file>`` id: the spec's tasks with the random agent (the example's oracle is not
+    its oracle); its tasks carry the ``web:`` id."""
+
+    env_id = ""
+    scripted_agents: ClassVar[Mapping[str, str]] = {"random": RANDOM_AGENT}
+
+
+def web_env_spec(env_id: str) -> EnvSpec:
+    """The registry's spec of ``web:<path to a spec YAML>``: the spec file's tasks, no registration needed
+    (``rubricgym run web:my_site/spec.yaml``); a relative path is made absolute, which is the id runs record."""
+    path = Path(env_id.removeprefix(WEB_PREFIX)).expanduser().resolve()
+    try:
+        spec = WebTaskSpec.load(path)
+    except ValueError as e:
+        raise KeyError(f"{env_id!r} names no usable web task spec: {e}") from None
+    return EnvSpec(
+        id=f"{WEB_PREFIX}{path}",
+        entry_point=SpecFileWebTaskEnv,
+        kwargs={"spec": str(path)},
+        description=f"Web tasks of the page {spec.url} (spec file {path}).",
     )

@@ -61,8 +61,14 @@ def remove_dot_segments(path: str) -> str:
 
 
 def in_scope(url: str, scope: str) -> bool:
-    """Whether ``url`` (absolute) is at or under ``scope`` (an ``http(s)://host/prefix/`` URL) once resolved."""
-    if not scope.endswith("/"):
-        raise ValueError(f"a scope is a URL prefix ending in '/', got {scope!r}")
+    """Whether ``url`` (absolute) is in ``scope`` once resolved: at or under a folder scope (an
+    ``http(s)://host/prefix/`` URL ending in ``/``), or on a document scope (``http(s)://host/path/page.html``, that
+    page with any query or fragment: one MiniWoB++ page of a folder holding a hundred others)."""
+    if urlsplit(scope).query or urlsplit(scope).fragment:
+        raise ValueError(f"a scope is a folder URL ending in '/' or a page URL without ? or #, got {scope!r}")
     resolved = resolve_url(url, scope)
-    return resolved is not None and (resolved + "/").startswith(scope)
+    if resolved is None:
+        return False
+    if scope.endswith("/"):
+        return (resolved + "/").startswith(scope)
+    return urlunsplit(urlsplit(resolved)._replace(query="", fragment="")) == scope

@@ -318,8 +318,21 @@ class Session:
             raise ActionFailed(f"ref {ref} is not in the current snapshot")
         return loc
 
+    async def locate_text(self, text: str, index: int = 0) -> Any:
+        """The ``index``-th visible element (page order) whose own text is exactly ``text`` (spaces collapsed),
+        for text the snapshot shows without a ref, such as a link-like span inside a paragraph."""
+        loc = self.page.get_by_text(text, exact=True).filter(visible=True)
+        count = await self.guarded("locate", lambda p: loc.count())
+        if count == 0:
+            raise ActionFailed(
+                f"no visible element shows exactly the text {text!r}; copy a whole text as the page snapshot shows it"
+            )
+        if index >= count:
+            raise ActionFailed(f"{count} visible element(s) show {text!r}: index must be 0 to {count - 1}")
+        return loc.nth(index)
+
     async def act(self, name: str, **args: Any) -> None:
-        """Do one browser action (click, fill, type, press, select, scroll, hover, go_back, navigate)."""
+        """Do one browser action (click, click_text, fill, type, press, select, scroll, hover, go_back, navigate)."""
         ms = self.action_timeout * 1000
         if name in ("click", "fill", "select", "hover"):
             loc = await self.locate(args["ref"])
@@ -329,6 +342,9 @@ class Session:
                 "select": lambda p: loc.select_option(label=args["option"], timeout=ms),
                 "hover": lambda p: loc.hover(timeout=ms),
             }[name]
+        elif name == "click_text":
+            target = await self.locate_text(args["text"], args.get("index", 0))
+            run = lambda p: target.click(timeout=ms)  # noqa: E731
         elif name == "type":
             run = lambda p: p.keyboard.type(args["text"])  # noqa: E731
         elif name == "press":
