@@ -78,23 +78,7 @@ def _overlay_line(path: Path) -> Any:
 def merge_kb(base: KnowledgeBase, exams: list[Exam], conditions: list[Condition], source: Path) -> KnowledgeBase:
     """``base`` with an overlay's exams and conditions added (an id the base has is replaced by the overlay's);
     every clash is listed in the result's ``notes``: a replaced id, or a name or alias the base already uses."""
-    notes: list[str] = []
-    names = {fold(n): e.id for e in base.exams.values() for n in (e.name, *e.aliases)}
-    for e in exams:
-        if e.id in base.exams:
-            notes.append(f"{source}: exam {e.id!r} replaces the bundled exam of that id")
-        for n in (e.name, *e.aliases):
-            other = names.get(fold(n))
-            if other is not None and other != e.id:
-                notes.append(f"{source}: exam {e.id!r}: name {n!r} is already the bundled exam {other!r}'s")
-    cnames = {fold(n): c.id for c in base.conditions.values() for n in (c.name, *c.aliases)}
-    for c in conditions:
-        if c.id in base.conditions:
-            notes.append(f"{source}: condition {c.id!r} replaces the bundled condition of that id")
-        for n in (c.name, *c.aliases):
-            other = cnames.get(fold(n))
-            if other is not None and other != c.id:
-                notes.append(f"{source}: condition {c.id!r}: name {n!r} is already bundled condition {other!r}'s")
+    notes = _clashes("exam", base.exams, exams, source) + _clashes("condition", base.conditions, conditions, source)
     all_exams = list({**base.exams, **{e.id: e for e in exams}}.values())
     all_conditions = list({**base.conditions, **{c.id: c for c in conditions}}.values())
     where: dict[str, Path] = {"exams": source, **{c: base.folder for c in base.conditions}}
@@ -103,6 +87,20 @@ def merge_kb(base: KnowledgeBase, exams: list[Exam], conditions: list[Condition]
     kb = KnowledgeBase(all_conditions, all_exams, base.folder)
     kb.notes = notes
     return kb
+
+
+def _clashes(kind: str, bundled: dict[str, Any], added: list[Any], source: Path) -> list[str]:
+    """What adding ``added`` over ``bundled`` (exams or conditions) changes: replaced ids, names used twice."""
+    names = {fold(n): r.id for r in bundled.values() for n in (r.name, *r.aliases)}
+    notes = []
+    for r in added:
+        if r.id in bundled:
+            notes.append(f"{source}: {kind} {r.id!r} replaces the bundled {kind} of that id")
+        for n in (r.name, *r.aliases):
+            other = names.get(fold(n))
+            if other is not None and other != r.id:
+                notes.append(f"{source}: {kind} {r.id!r}: name {n!r} is already the bundled {kind} {other!r}'s")
+    return notes
 
 
 def kb_with_overlay(folder: str | Path | None, overlay: str | Path | None) -> KnowledgeBase:
