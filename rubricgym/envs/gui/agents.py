@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -136,8 +137,9 @@ class _Probe(TaskAgent):
         super().__init__(seed, task)
         self.calls: list[str] | None = None
 
+    @abstractmethod
     def plan(self, task: Task, page: str) -> list[str]:
-        raise NotImplementedError
+        """The probe's calls, planned from the task and its first page."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         if self.calls is None:

@@ -9,6 +9,7 @@ instruction wording) gets ``done()``: a failure, never a guess.
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 from rubricgym.core.agent import BaseAgent, last_observation, tool_call
@@ -38,8 +39,9 @@ class MiniWobOracle(BaseAgent):
     def episode(self, task: Task, seed: int | None) -> MiniWobOracle:
         return type(self)(seed)
 
+    @abstractmethod
     def plan(self, found: re.Match[str]) -> list[Step]:
-        raise NotImplementedError
+        """The steps that do the task the instruction (matched by ``pattern``) asks for."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         page = last_observation(messages)
