@@ -25,10 +25,10 @@ from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.cache import JudgeCache
-from rubricgym.rewards.judges import CheckJudge, Judge
-from rubricgym.rewards.llm_judge import LLMJudge
+from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.panel import PanelJudge
-from rubricgym.rewards.path import RewardPath, choose_rubric
+from rubricgym.rewards.path import Endpoint, JudgeSettings, RewardPath, choose_rubric
+from rubricgym.rewards.path import build_judges as judges_of
 from rubricgym.rewards.prm import Breakdown
 from rubricgym.rewards.rubric import Rubric, RubricError
 
@@ -68,34 +68,29 @@ def build_judges(
     max_retries: int = 3,
     concurrency: int = 8,
 ) -> list[Judge]:
-    """``CheckJudge`` first, then an ``LLMJudge`` (``--judge``) or a ``PanelJudge`` of them (``--panel``)."""
-    judges: list[Judge] = [CheckJudge()]
-
-    def llm(url: str, model: str) -> LLMJudge:
-        return LLMJudge(
-            base_url=url,
-            model=model,
-            cache=cache,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            concurrency=concurrency,
-        )
-
+    """``CheckJudge`` first, then an ``LLMJudge`` (``--judge``) or a ``PanelJudge`` of them (``--panel``): the
+    command-line face of ``rewards.path.build_judges``, which training configs use too."""
     members = []
     for item in panel:
         url, sep, model = item.rpartition("=")
         if not sep or not url or not model:
             raise typer.BadParameter(f"--panel takes URL=MODEL, got {item!r}")
-        members.append(llm(url, model))
-    if judge_url:
-        if not judge_model:
-            raise typer.BadParameter("--judge needs --judge-model (the model name the server serves)")
-        members.insert(0, llm(judge_url, judge_model))
-    if len(members) == 1:
-        judges.append(members[0])
-    elif members:
-        judges.append(PanelJudge(members, method=panel_method))  # type: ignore[arg-type]
-    return judges
+        members.append(Endpoint(base_url=url, model=model))
+    if judge_url and not judge_model:
+        raise typer.BadParameter("--judge needs --judge-model (the model name the server serves)")
+    if panel_method not in ("mean", "majority"):
+        raise typer.BadParameter(f"--panel-method takes majority or mean, got {panel_method!r}")
+    settings = JudgeSettings(
+        base_url=judge_url,
+        model=judge_model if judge_url else None,
+        panel=members,
+        panel_method=panel_method,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        concurrency=concurrency,
+        cache=None,
+    )
+    return judges_of(settings, cache=cache)
 
 
 async def score_run(

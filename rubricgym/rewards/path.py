@@ -89,8 +89,11 @@ class JudgeSettings(BaseModel):
             raise ValueError("judge: give both base_url and model (the model name the server serves), or neither")
 
 
-def build_judges(settings: JudgeSettings | None, run_dir: Path | None = None) -> list[Judge]:
-    """``CheckJudge`` first, then one ``LLMJudge`` or a ``PanelJudge`` of several, sharing one verdict cache."""
+def build_judges(
+    settings: JudgeSettings | None, run_dir: Path | None = None, cache: JudgeCache | None = None
+) -> list[Judge]:
+    """``CheckJudge`` first, then one ``LLMJudge`` or a ``PanelJudge`` of several, sharing one verdict cache
+    (``cache``, else ``settings.cache`` under ``run_dir``)."""
     judges: list[Judge] = [CheckJudge()]
     if settings is None:
         return judges
@@ -98,8 +101,7 @@ def build_judges(settings: JudgeSettings | None, run_dir: Path | None = None) ->
     endpoints = settings.endpoints()
     if not endpoints:
         return judges
-    cache = None
-    if settings.cache:
+    if cache is None and settings.cache:
         path = Path(settings.cache)
         cache = JudgeCache(path if path.is_absolute() or run_dir is None else run_dir / path)
     members = [
