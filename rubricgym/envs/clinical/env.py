@@ -14,9 +14,6 @@ generate exam results (``llm.py``).
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
-from rubricgym.core.leaves import leaves
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.clinical import checks
@@ -38,7 +34,6 @@ from rubricgym.envs.clinical.diagnosis import (
     match_diagnosis,
 )
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
-from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.overlay import kb_with_overlay
 from rubricgym.envs.clinical.patient import (
     SYSTEMS,
@@ -49,6 +44,7 @@ from rubricgym.envs.clinical.patient import (
 )
 from rubricgym.envs.clinical.rewards import diaggym_reward
 from rubricgym.envs.clinical.schema import KnowledgeBase
+from rubricgym.envs.clinical.visibility import SECRET_CASE_FIELDS, article, case_secrets, has_overlay, opaque_id
 
 ENV_ID = "clinical-v0"
 GUIDE = """
@@ -62,33 +58,6 @@ REASONING_JUDGE = (
     "contradicts the diagnosis, or gives no reasoning."
 )
 STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
-SECRET_CASE_FIELDS = frozenset({"id", "diagnosis", "condition", "key_exams", "differential", "cant_miss", "rubric"})
-"""Fields of a case record that say the answer: they travel in ``Task.hidden``, never in ``params`` (which a
-remote client can read) or the id."""
-
-
-@functools.lru_cache(maxsize=16)
-def _exam_names(kb: str | None, overlay: str | None) -> str:
-    """Every exam name and alias of the catalogue, folded, space-separated and padded (for substring tests)."""
-    names = [n for e in kb_with_overlay(kb, overlay).exams.values() for n in (e.name, *e.aliases)]
-    return " " + " | ".join(fold(n) for n in names) + " "
-
-
-def _has_overlay(cases: str) -> bool:
-    """Whether a cases file carries a ``kb_overlay`` line (read before its cases, so they can use its exams)."""
-    path = Path(cases).expanduser()
-    return path.is_file() and b'"kb_overlay"' in path.read_bytes()
-
-
-def _article(number: int) -> str:
-    """ "An" before a number said with a vowel first (8, 11, 18, 80-89), else "A"."""
-    return "An" if str(number).startswith("8") or number in (11, 18) else "A"
-
-
-def opaque_id(case_id: str) -> str:
-    """A task id that names the case without saying anything about it (a case's own id often names the
-    diagnosis): deterministic, and distinct for distinct case ids."""
-    return "case-" + hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16]
 
 
 class ClinicalEnv(RubricEnv):
@@ -135,7 +104,7 @@ class ClinicalEnv(RubricEnv):
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         self.kb_path = str(Path(kb).expanduser().resolve()) if kb else None
-        overlay = kb_overlay or (cases if cases and _has_overlay(cases) else None)
+        overlay = kb_overlay or (cases if cases and has_overlay(cases) else None)
         self.overlay_path = str(Path(overlay).expanduser().resolve()) if overlay else None
         self.kb: KnowledgeBase = kb_with_overlay(self.kb_path, self.overlay_path)
         for note in self.kb.notes:
@@ -166,13 +135,7 @@ class ClinicalEnv(RubricEnv):
         """The diagnosis (name, aliases, ICD-10 code, KB condition), the case's own id, the key exams and the
         can't-miss conditions; the rubric's wording and the rule-out lists are derived from these. A name that the
         exam catalogue or the case's own findings use ("family history of diabetes") is public, not a secret."""
-        h = task.hidden
-        keep = ("diagnosis", "condition", "case_id", "key_exams", "key_analytes")
-        out = [(p, v) for p, v in leaves({k: h[k] for k in keep if k in h})]
-        out += [(p, v) for p, v in leaves({"cant_miss": h.get("cant_miss", [])}) if ".key_exams" not in p]
-        catalogue = _exam_names(task.params.get("kb"), task.params.get("kb_overlay"))
-        public = catalogue + " | " + fold(json.dumps(task.params.get("case", {})))
-        return [(p, v) for p, v in out if p.startswith("key_") or f" {fold(str(v))} " not in public]
+        return case_secrets(task)
 
     @classmethod
     def llm_rubric(cls) -> dict[str, Any]:
@@ -212,7 +175,7 @@ class ClinicalEnv(RubricEnv):
         """The task of one case (synthetic or real)."""
         p = case.profile
         prompt = (
-            f"{_article(p.age)} {p.describe()} presents with {case.complaint}. You have at most {self.max_steps} "
+            f"{article(p.age)} {p.describe()} presents with {case.complaint}. You have at most {self.max_steps} "
             "turns; commit to a diagnosis with the diagnose tool before they run out."
         )
         record = case.model_dump(exclude_defaults=True)
