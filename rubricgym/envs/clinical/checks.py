@@ -255,8 +255,11 @@ def order_justified(traj: Trajectory, step: int | None = None) -> CheckResult:
         return CheckResult.of(False, "not a valid order", [s.index])
     fits = s.info.get("fits_impression", len(s.info.get("impression", "")) >= 3)
     ok = bool(fits) and len(s.info.get("reason", "").split()) >= 2
-    why = "follows from the working diagnosis, with a reason" if ok else "no working diagnosis that calls for it"
-    return CheckResult.of(ok, why if fits else "the impression names no condition this exam bears on", [s.index])
+    if not fits:
+        why = "the impression names no condition this exam bears on"
+    else:
+        why = "follows from the working diagnosis, with a reason" if ok else "no reason given (two words or more)"
+    return CheckResult.of(ok, why, [s.index])
 
 
 @check(scope="step", description="This order does not repeat an exam already resulted.")
