@@ -275,6 +275,12 @@ class Evidence(Wire):
     citations: list[str] = Field(default_factory=list)
 
 
+APPLIES_IF_JUDGE = "applies_if"
+"""The ``judge`` of a verdict decided by a criterion's ``applies_if`` condition (N/A, or its error)."""
+PROGRAMMATIC_JUDGES = frozenset({"check", APPLIES_IF_JUDGE})
+"""Judge ids whose verdicts come from code, not from a model."""
+
+
 class Verdict(Wire):
     """A judge's decision on one criterion: met, unmet, not applicable (N/A) or failed. ``step`` is set for
     step-scope criteria.
@@ -320,6 +326,11 @@ class Verdict(Wire):
     def scored(self) -> bool:
         """Met or unmet: the verdicts that enter an aggregate (not failed, not N/A)."""
         return self.error is None and self.applicable
+
+    @property
+    def by_model(self) -> bool:
+        """Decided by a model judge (an LLM or a panel), not by a check or an ``applies_if`` condition."""
+        return bool(self.judge) and self.judge not in PROGRAMMATIC_JUDGES
 
     @property
     def status(self) -> Literal["met", "unmet", "n/a", "error"]:

@@ -30,7 +30,7 @@ from rubricgym.rewards.applicability import applicability
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.methods import RollUp
 from rubricgym.rewards.rubric import Criterion, Rubric, load_rubric
-from rubricgym.rewards.verdict import Verdict
+from rubricgym.rewards.verdict import APPLIES_IF_JUDGE, Verdict
 
 
 class Breakdown(Wire):
@@ -103,9 +103,9 @@ class ProcessRewardModel:
         if c.applies_if:
             app = applicability(c.applies_if, traj, step, self._check_judge.run_check)
             if app.error is not None:
-                return Verdict.failed(c.id, app.error, step=step, judge="applies_if")
+                return Verdict.failed(c.id, app.error, step=step, judge=APPLIES_IF_JUDGE)
             if not app.applies:
-                return Verdict.not_applicable(c.id, app.reason, step=step, judge="applies_if")
+                return Verdict.not_applicable(c.id, app.reason, step=step, judge=APPLIES_IF_JUDGE)
         judge = self.judge_for(c)
         if judge is None:
             need = "a CheckJudge" if c.check else "an LLM judge (e.g. `rubricgym score --judge URL --judge-model M`)"

@@ -337,7 +337,7 @@ class Trainer:
 
 def judge_stats(breakdowns: Sequence[Any]) -> dict[str, float]:
     """A step's LLM verdicts: how many, how many failed (masked rollouts), served from the cache, mean latency."""
-    llm = [v for b in breakdowns for v in b.verdicts if v.judge and v.judge != "check"]
+    llm = [v for b in breakdowns for v in b.verdicts if v.by_model]
     if not llm:
         return {}
     fresh = [v.latency_s for v in llm if not v.cached]

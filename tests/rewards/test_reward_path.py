@@ -84,6 +84,7 @@ def test_judge_stats_count_llm_verdicts_errors_and_cache_hits():
     stats = judge_stats(
         [
             B([v("check", score=1.0, met=True), v("llm:m", score=1.0, met=True, latency_s=0.4)]),
+            B([Verdict.not_applicable("c", "never came near", judge="applies_if")]),  # decided by a condition
             B([v("llm:m", error="timeout", latency_s=0.2), v("llm:m", score=0.0, met=False, cached=True)]),
         ]
     )
@@ -94,4 +95,5 @@ def test_judge_stats_count_llm_verdicts_errors_and_cache_hits():
         "judge/latency_s": pytest.approx(0.3),
     }
     assert judge_stats([B([v("check", score=1.0, met=True)])]) == {}
+    assert judge_stats([B([Verdict.failed("c", "unknown check 'x'", judge="applies_if")])]) == {}
     json.dumps(stats)

@@ -27,9 +27,12 @@ def test_training_scores_an_llm_criterion_with_the_configured_judge(tiny_config,
     part = tiny_config(tmp_path / "part", steps=1, **over)
     Trainer(part).run()
     Trainer(part.with_overrides(steps=2)).run(resume=True)
-    resumed = _records(part.run_dir)[-1]
-    assert resumed["step"] == 2 and resumed["judge/cache_hits"] >= 1  # the same rollouts, judged once
-    assert resumed["reward_mean"] == rows[-1]["reward_mean"]
+    resumed, last = _records(part.run_dir)[-1], rows[-1]
+    assert resumed["step"] == 2 and resumed["judge/verdicts"] == last["judge/verdicts"]  # the same rollouts
+    # every verdict the uninterrupted run got is served from the cache; only its failures (never cached) are retried
+    assert resumed["judge/cache_hits"] == last["judge/verdicts"] - last["judge/errors"]
+    if last["judge/errors"] == 0 == resumed["judge/errors"]:  # a retried failure may now parse (vLLM batches vary)
+        assert resumed["reward_mean"] == last["reward_mean"]
 
 
 @pytest.fixture
