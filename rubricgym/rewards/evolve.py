@@ -36,6 +36,7 @@ from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.types import Task, Trajectory, Wire
 from rubricgym.rewards.generate import generate_rubric
 from rubricgym.rewards.monitor import final_text
+from rubricgym.rewards.prm import Breakdown, ProcessRewardModel, ScoredTrajectory
 
 Writer = Callable[[Task, Trajectory, Trajectory, str, int, Rubric], Awaitable[list[Criterion]]]
 """``writer(task, better, worse, stage, n, rubric)``: at most ``n`` new criteria for ``stage``."""
@@ -70,12 +71,13 @@ class RubricVersion(Wire):
 
 
 class ScoredRollout(Wire):
-    """One rollout a buffer update saw, with the rubric version (hash) its rewards came from."""
+    """One rollout a buffer update saw, with the rubric version (hash) that scored it and the breakdown it got."""
 
     step: int
     group: int
     hash: str
     trajectory: Trajectory
+    breakdown: Breakdown
 
 
 SCORED = "rubric_scored.jsonl"
@@ -135,10 +137,9 @@ class RubricBuffer:
         config: BufferConfig,
         writer: Writer | None,
         *,
-        key: str = "rubric",
         record: Path | None = None,
     ):
-        self.base, self.stages, self.config, self.writer, self.key = base, list(stages), config, writer, key
+        self.base, self.stages, self.config, self.writer = base, list(stages), config, writer
         self.record = record
         self.scored = record.with_name(SCORED) if record is not None and config.keep_trajectories else None
         self.buffered: list[Criterion] = []
@@ -176,7 +177,7 @@ class RubricBuffer:
             self.record.parent.mkdir(parents=True, exist_ok=True)
             append_lines(self.record, (v.model_dump_json() + "\n").encode("utf-8"))
 
-    def _keep(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> None:
+    def _keep(self, step: int, groups: Sequence[Sequence[ScoredTrajectory]]) -> None:
         """Append the groups scored with the current version (before this update changes it). The first call
         keeps only the earlier steps' rollouts of an existing record: none in a fresh run, the checkpointed ones
         when a run resumes."""
@@ -188,15 +189,21 @@ class RubricBuffer:
         self._trimmed = True
         self.scored.parent.mkdir(parents=True, exist_ok=True)
         lines = [
-            ScoredRollout(step=step, group=gi, hash=self.current.hash, trajectory=t).model_dump_json() + "\n"
+            ScoredRollout(
+                step=step, group=gi, hash=self.current.hash, trajectory=s.trajectory, breakdown=s.breakdown
+            ).model_dump_json()
+            + "\n"
             for gi, g in enumerate(groups)
-            for t in g
+            for s in g
         ]
         append_lines(self.scored, "".join(lines).encode("utf-8"))
 
-    def _discriminates(self, cid: str, groups: Sequence[Sequence[Trajectory]]) -> bool:
+    @staticmethod
+    def _discriminates(cid: str, groups: Sequence[Sequence[ScoredTrajectory]]) -> bool:
+        """Whether criterion ``cid`` scored differently within some group (N/A verdicts and masked rollouts,
+        whose verdicts failed, tell nothing either way)."""
         for g in groups:
-            vals = {t.rewards.get(f"{self.key}/criterion/{cid}") for t in g} - {None}
+            vals = {s.breakdown.per_criterion.get(cid) for s in g if s.breakdown.valid} - {None}
             if len(vals) > 1:
                 return True
         return False
@@ -204,31 +211,35 @@ class RubricBuffer:
     def _open(self, stage: str) -> int:
         return self.cap(stage) - sum(c.stage == stage for c in self.buffered)
 
-    def _contrast(self, groups: Sequence[Sequence[Trajectory]]) -> list[tuple[Trajectory, Trajectory]]:
+    def _contrast(
+        self, groups: Sequence[Sequence[ScoredTrajectory]]
+    ) -> list[tuple[ScoredTrajectory, ScoredTrajectory]]:
         """(better, worse) pairs of one group's rollouts whose rewards differ, the widest gaps first, at most
         ``pairs_per_group`` per group. Not just the best and the worst: a lucky best (a correct guess) or a tie
-        at the top can share every unused behaviour with the worst while another pair of the group contrasts."""
-        out: list[tuple[float, Trajectory, Trajectory]] = []
+        at the top can share every unused behaviour with the worst while another pair of the group contrasts.
+        Masked rollouts (a failed verdict: reward ``nan``) take no part."""
+        out: list[tuple[float, ScoredTrajectory, ScoredTrajectory]] = []
         for g in groups:
-            r = {id(t): t.rewards.get(self.key, math.nan) for t in g}
-            scored = [t for t in g if math.isfinite(r[id(t)])]
-            pairs = [(r[id(b)] - r[id(w)], b, w) for b in scored for w in scored if r[id(b)] > r[id(w)]]
+            ok = [s for s in g if math.isfinite(s.reward)]
+            pairs = [(b.reward - w.reward, b, w) for b in ok for w in ok if b.reward > w.reward]
             out += sorted(pairs, key=lambda p: -p[0])[: self.config.pairs_per_group]
         return [(b, w) for _, b, w in sorted(out, key=lambda p: -p[0])]
 
-    def _stage(self, better: Trajectory, worse: Trajectory) -> str | None:
-        """The open stage (room under its cap) whose reward separates ``better`` from ``worse`` the most."""
+    def _stage(self, better: ScoredTrajectory, worse: ScoredTrajectory) -> str | None:
+        """The open stage (room under its cap) whose reward separates ``better`` from ``worse`` the most. A rollout
+        that never reached a stage earned 0 there; one that reached it with every criterion N/A has no score there,
+        so that stage separates nothing (it comes after every stage with a gap)."""
         open_stages = [s for s in self.stages if self._open(s) > 0]
         if not open_stages:
             return None
 
         def gap(s: str) -> float:
-            key = f"{self.key}/stage/{s}"
-            return better.rewards.get(key, 0.0) - worse.rewards.get(key, 0.0)
+            b, w = _stage_score(better, s), _stage_score(worse, s)
+            return b - w if b is not None and w is not None else -math.inf
 
         return max(open_stages, key=gap)
 
-    async def _add(self, groups: Sequence[Sequence[Trajectory]]) -> list[str]:
+    async def _add(self, groups: Sequence[Sequence[ScoredTrajectory]]) -> list[str]:
         added: list[str] = []
         if self.writer is None:
             return added
@@ -238,7 +249,8 @@ class RubricBuffer:
                 break
             room = min(self._open(stage), self.config.add_per_step - len(added))
             taken = {c.id for c in self.base.criteria} | {c.id for c in self.buffered}
-            for c in (await self.writer(better.task, better, worse, stage, room, self.current))[:room]:
+            b, w = better.trajectory, worse.trajectory
+            for c in (await self.writer(b.task, b, w, stage, room, self.current))[:room]:
                 if c.id not in taken:
                     self.buffered.append(c)
                     self.quiet[c.id] = 0
@@ -246,8 +258,9 @@ class RubricBuffer:
                     added.append(c.id)
         return added
 
-    async def update(self, step: int, groups: Sequence[Sequence[Trajectory]]) -> Rubric | None:
-        """Retire and add criteria after ``step``'s groups were scored; the new rubric, or ``None`` if unchanged."""
+    async def update(self, step: int, groups: Sequence[Sequence[ScoredTrajectory]]) -> Rubric | None:
+        """Retire and add criteria after ``step``'s groups were scored (each rollout with the breakdown the
+        current rubric gave it); the new rubric, or ``None`` if unchanged."""
         self._keep(step, groups)
         retired = []
         for c in list(self.buffered):
@@ -288,8 +301,16 @@ class RubricBuffer:
             atomic_write(self.record, "".join(v.model_dump_json() + "\n" for v in self.versions))
 
 
+def _stage_score(s: ScoredTrajectory, stage: str) -> float | None:
+    """The breakdown's score of ``stage``: 0 for a stage the episode never reached, ``None`` for one it reached
+    whose criteria were all N/A."""
+    if stage in s.breakdown.per_stage:
+        return s.breakdown.per_stage[stage]
+    return None if any(step.stage == stage for step in s.trajectory.steps) else 0.0
+
+
 def build_buffer(
-    config: BufferConfig | None, base: Rubric, env_cls: Any, *, key: str, record: Path | None
+    config: BufferConfig | None, base: Rubric, env_cls: Any, *, record: Path | None
 ) -> RubricBuffer | None:
     """The run's rubric buffer, or ``None`` without a ``rubric_buffer`` config section."""
     if config is None:
@@ -300,7 +321,7 @@ def build_buffer(
         writer = llm_writer(ChatClient(config.base_url, config.model))
     else:
         writer = check_writer(dict(env_cls.checks()))
-    return RubricBuffer(base, list(env_cls.stages) or ["act"], config, writer, key=key, record=record)
+    return RubricBuffer(base, list(env_cls.stages) or ["act"], config, writer, record=record)
 
 
 def read_versions(path: Path) -> list[RubricVersion]:
@@ -334,23 +355,37 @@ def _own(rewards: Mapping[str, float], key: str) -> dict[str, float]:
     return {k: v for k, v in rewards.items() if k == key or k.startswith(f"{key}/")}
 
 
-async def rescore(rubric: Rubric, traj: Trajectory, key: str = "rubric") -> dict[str, float]:
-    """The ``key`` rewards ``rubric`` gives a copy of ``traj`` (checks only, as the buffer's run scores)."""
-    from rubricgym.rewards.prm import ProcessRewardModel
-
+async def rescore(rubric: Rubric, traj: Trajectory, key: str = "rubric") -> Breakdown:
+    """The breakdown ``rubric`` gives a copy of ``traj`` (checks only, as the buffer's run scores)."""
     t = traj.model_copy(deep=True)
     t.rewards = {k: v for k, v in t.rewards.items() if k not in _own(t.rewards, key)}
-    await ProcessRewardModel(rubric, name=key).score(t)
-    return _own(t.rewards, key)
+    return await ProcessRewardModel(rubric, name=key).score(t)
 
 
-def _same(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
-    return a.keys() == b.keys() and all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a)
+SCORES = {
+    "total",
+    "outcome",
+    "process",
+    "outcome_signal",
+    "per_step",
+    "step_rewards",
+    "per_stage",
+    "per_criterion",
+    "n_errors",
+    "n_not_applicable",
+}
+"""The fields of a ``Breakdown`` that are scores (verdict rationales and latencies may differ between runs)."""
+
+
+def same_scores(a: Breakdown, b: Breakdown) -> bool:
+    """Whether two breakdowns give the same numbers (``nan`` equal to ``nan``)."""
+    x, y = a.model_dump(include=SCORES), b.model_dump(include=SCORES)
+    return json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True)
 
 
 async def reproduce(run_dir: Path, key: str = "rubric") -> list[VersionCheck]:
     """Every version in ``run_dir/rubric_versions.jsonl``: re-score the stored rollouts it scored with the
-    recorded rubric and count those whose rewards come out identical."""
+    recorded rubric and count those whose breakdowns come out with identical scores."""
     versions = read_versions(run_dir / "rubric_versions.jsonl")
     scored = read_scored(run_dir / SCORED) if (run_dir / SCORED).exists() else []
     out = []
@@ -360,8 +395,8 @@ async def reproduce(run_dir: Path, key: str = "rubric") -> list[VersionCheck]:
             raise ValueError(
                 f"{run_dir}: version {v.version} records hash {v.hash} but its rubric hashes to {rubric.hash}"
             )
-        mine = [r.trajectory for r in scored if r.hash == v.hash]
-        same = [_same(await rescore(rubric, t, key), _own(t.rewards, key)) for t in mine]
+        mine = [r for r in scored if r.hash == v.hash]
+        same = [same_scores(await rescore(rubric, r.trajectory, key), r.breakdown) for r in mine]
         out.append(
             VersionCheck(
                 step=v.step,

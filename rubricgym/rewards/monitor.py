@@ -1,15 +1,20 @@
 """Hacking monitors for rubric-reward training ("Reward hacking in rubric-based RL"; formulas in ALGORITHMS.md).
 
-Every ``every`` steps ``HackingMonitor.observe`` turns the step's scored rollouts into signals:
+Every ``every`` steps ``HackingMonitor.observe`` turns the step's scored rollouts (trajectories with their typed
+``Breakdown``s) into signals:
 
 - judge-free drift: mean response length (characters of the agent's actions), each criterion's share of the
   credited weight (``credit/<id>``) and its total-variation drift from the first observed step
   (``credit_drift``), and the share of master-key-like outputs (empty, punctuation, a generic opener, the
-  question restated, confident padding: ``master_key_share``);
+  question restated, confident padding: ``master_key_share``), and the share of rollouts masked for a failed
+  verdict (``masked_share``; they add no credit);
 - ``exploitation``: among trajectory-scope criteria the training judge credited on a sample of rollouts, the
   weight-averaged share that every judge of a reference panel rejects (only when a panel is configured);
 - ``internalisation_gap``: Δ = mean[ℓ_prompt(o) - ℓ_cond(o)] of the policy's samples scored without and with
   the rubric in context (only when the trainer provides a scorer).
+
+Credit, exploitation and the gap read only the rollouts the monitored rubric scored (``Breakdown.rubric_hash``):
+a task that brings its own rubric is judged by other criteria.
 
 Alarms compare a signal with a bound and ``warn`` (a line in the log and the report) or ``stop`` the run.
 Everything is logged as ``monitor/<signal>`` in ``metrics.jsonl``; the training report plots them.
@@ -28,6 +33,7 @@ from rubricgym.core.types import Trajectory
 from rubricgym.rewards.audit import MASTER_KEYS, exploitation_rate
 from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.llm_judge import LLMJudge
+from rubricgym.rewards.prm import ScoredTrajectory
 
 GapFn = Callable[[Sequence[Trajectory], str], Awaitable[float | None]]
 """Scores samples without and with ``rubric_text`` in context and returns the self-internalisation gap."""
@@ -107,12 +113,15 @@ def master_key_like(traj: Trajectory, rubric: Rubric | None = None) -> bool:
     return False
 
 
-def credit_shares(trajectories: Sequence[Trajectory], rubric: Rubric, key: str = "rubric") -> dict[str, float]:
-    """Each criterion's share of the credited weight ``Σ |w| score`` over the rollouts (N/A ones add nothing)."""
+def credit_shares(scored: Sequence[ScoredTrajectory], rubric: Rubric) -> dict[str, float]:
+    """Each criterion's share of the credited weight ``Σ |w| score`` over the rollouts' breakdowns. N/A criteria
+    add nothing, and a rollout with a failed verdict (masked: it does not train) adds nothing at all."""
     credit = {c.id: 0.0 for c in rubric.criteria}
-    for t in trajectories:
+    for s in scored:
+        if not s.breakdown.valid:
+            continue
         for c in rubric.criteria:
-            score = t.rewards.get(f"{key}/criterion/{c.id}")
+            score = s.breakdown.per_criterion.get(c.id)
             if score is not None:
                 credit[c.id] += abs(c.resolved_weight) * (score if c.resolved_weight > 0 else 1.0 - score)
     total = sum(credit.values())
@@ -131,11 +140,10 @@ class HackingMonitor:
         config: MonitorConfig,
         rubric: Rubric | Callable[[], Rubric],
         *,
-        key: str = "rubric",
         reference: Sequence[Judge] | None = None,
         gap_fn: GapFn | None = None,
     ):
-        self.config, self.key = config, key
+        self.config = config
         self._rubric = rubric
         self.reference = list(reference) if reference is not None else self._endpoints(config.reference)
         self.gap_fn = gap_fn if config.internalisation_gap else None
@@ -156,14 +164,15 @@ class HackingMonitor:
     def due(self, step: int) -> bool:
         return step % self.config.every == 0
 
-    async def exploitation(self, trajectories: Sequence[Trajectory]) -> float | None:
+    async def exploitation(self, scored: Sequence[ScoredTrajectory]) -> float | None:
         """Weight-averaged share of the training judge's credited criteria that every reference judge rejects."""
         after: list[bool] = []
         votes: list[list[bool]] = []
         weights: list[float] = []
-        for t in trajectories:
+        for s in scored:
+            t = s.trajectory
             for c in self.rubric.trajectory_criteria:
-                score = t.rewards.get(f"{self.key}/criterion/{c.id}")
+                score = s.breakdown.per_criterion.get(c.id) if s.breakdown.valid else None
                 if score is None or c.resolved_weight < 0 or not all(r.can_judge(c) for r in self.reference):
                     continue
                 credited = score >= 0.5
@@ -177,26 +186,30 @@ class HackingMonitor:
             return None
         return exploitation_rate([False] * len(after), after, votes, weights)
 
-    async def observe(self, step: int, trajectories: Sequence[Trajectory]) -> dict[str, float | str | None]:
+    async def observe(self, step: int, scored: Sequence[ScoredTrajectory]) -> dict[str, float | str | None]:
         """The ``monitor/...`` fields of this step's metrics record (empty when the step is not due)."""
-        if not self.due(step) or not trajectories:
+        if not self.due(step) or not scored:
             return {}
+        trajectories = [s.trajectory for s in scored]
         n = len(trajectories)
-        shares = credit_shares(trajectories, self.rubric, self.key)
+        rubric = self.rubric
+        mine = [s for s in scored if s.breakdown.rubric_hash == rubric.hash]  # not tasks with their own rubric
+        shares = credit_shares(mine, rubric)
         if self.baseline is None and shares:
             self.baseline = shares
         out: dict[str, float | str | None] = {
             "monitor/response_chars": sum(sum(len(s.action.text) for s in t.steps) for t in trajectories) / n,
-            "monitor/master_key_share": sum(master_key_like(t, self.rubric) for t in trajectories) / n,
+            "monitor/master_key_share": sum(master_key_like(t, rubric) for t in trajectories) / n,
             "monitor/credit_drift": total_variation(shares, self.baseline) if shares and self.baseline else None,
+            "monitor/masked_share": sum(not s.breakdown.valid for s in scored) / n,
         }
         out.update({f"monitor/credit/{k}": v for k, v in shares.items()})
-        sample = list(trajectories)[: self.config.samples]
-        if self.reference:
+        sample = mine[: self.config.samples]
+        if self.reference and sample:
             out["monitor/exploitation"] = await self.exploitation(sample)
-        if self.gap_fn is not None:
-            rubric_text = "\n".join(f"- [{c.level}] {c.text}" for c in self.rubric.criteria)
-            out["monitor/internalisation_gap"] = await self.gap_fn(sample, rubric_text)
+        if self.gap_fn is not None and sample:
+            rubric_text = "\n".join(f"- [{c.level}] {c.text}" for c in rubric.criteria)
+            out["monitor/internalisation_gap"] = await self.gap_fn([s.trajectory for s in sample], rubric_text)
         fired = self._check_alarms(step, out)
         if fired:
             out["monitor/alarm"] = "; ".join(fired)

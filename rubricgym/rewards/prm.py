@@ -18,7 +18,9 @@ Per-step rewards go onto ``trajectory.steps[i].rewards[name]`` (plus ``name/<cri
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -65,8 +67,28 @@ class Breakdown(Wire):
         """No verdict failed and a total exists: safe to train on without masking."""
         return self.n_errors == 0 and self.total is not None
 
+    @property
+    def reward(self) -> float:
+        """The scalar reward: the total, or ``nan`` when a verdict failed or no total exists (never 0 for an
+        error; the trainer masks such a rollout)."""
+        return float(self.total) if self.valid and self.total is not None else math.nan
+
     def errors(self) -> list[Verdict]:
         return [v for v in self.verdicts if not v.ok]
+
+
+@dataclass(frozen=True)
+class ScoredTrajectory:
+    """A trajectory with the breakdown its rubric gave it: what the hacking monitors and the rubric buffer read.
+    They read the typed breakdown (N/A criteria absent, failed verdicts counted), never ``Trajectory.rewards``
+    keys, where a missing stage read as 0 and a masked rollout still showed its partial total."""
+
+    trajectory: Trajectory
+    breakdown: Breakdown
+
+    @property
+    def reward(self) -> float:
+        return self.breakdown.reward
 
 
 def _mean(xs: Sequence[float]) -> float | None:

@@ -39,10 +39,11 @@ def _rescore_with(run_dir: Path, prefix: str, key: str, console: Console, as_jso
         console.print(f"[red]{run_dir / SCORED} holds no rollouts[/red] (was rubric_buffer.keep_trajectories off?)")
         raise typer.Exit(1)
     new = asyncio.run(_totals(rubric, [r.trajectory for r in scored], key))
+    recorded = [r.breakdown.total if r.breakdown.total is not None else float("nan") for r in scored]
     rows: list[dict[str, Any]] = []
     for h in dict.fromkeys(r.hash for r in scored):
         idx = [i for i, r in enumerate(scored) if r.hash == h]
-        old = [scored[i].trajectory.rewards.get(key, float("nan")) for i in idx]
+        old = [recorded[i] for i in idx]
         rows.append(
             {
                 "scored_with": h,
@@ -63,7 +64,8 @@ def _rescore_with(run_dir: Path, prefix: str, key: str, console: Console, as_jso
 
 
 async def _totals(rubric: Rubric, trajs: list[Trajectory], key: str) -> list[float]:
-    return [(await rescore(rubric, t, key)).get(key, float("nan")) for t in trajs]
+    totals = [(await rescore(rubric, t, key)).total for t in trajs]
+    return [float("nan") if t is None else t for t in totals]
 
 
 def versions_command(

@@ -26,10 +26,9 @@ class TrainState:
     cursor: int
     elapsed_s: float = 0.0
     base_eval: dict[str, Any] | None = None
-    buffer: dict[str, Any] | None = None
-    """``RubricBuffer.state_dict()``: the evolved rubric and its criteria's history."""
-    monitor: dict[str, Any] | None = None
-    """``HackingMonitor.state_dict()``: drift baseline, alarm streaks and alarms."""
+    entries: dict[str, Any] | None = None
+    """``RewardEntry.state_dict()`` by entry: its rubric buffer (the evolved rubric and its criteria's history) and
+    hacking monitor (drift baseline, alarm streaks and alarms)."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -79,4 +78,8 @@ def load_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer) ->
         raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing}, unexpected {unexpected}")
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
     set_rng_state(torch.load(path / "rng.pt", weights_only=False))
-    return TrainState(**json.loads((path / "state.json").read_text(encoding="utf-8")))
+    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    if "buffer" in state or "monitor" in state:  # written before entries: the one entry's state
+        one = {"buffer": state.pop("buffer", None), "monitor": state.pop("monitor", None)}
+        state["entries"] = {"*": one}
+    return TrainState(**state)

@@ -182,8 +182,6 @@ class TrainConfig(_Strict):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         if self.judge is not None:
             self.judge.validate_pair()
-        if self.env.suite is not None and (self.monitor is not None or self.rubric_buffer is not None):
-            raise ValueError("monitor and rubric_buffer follow one rubric: they are not available with env.suite yet")
         return self
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:

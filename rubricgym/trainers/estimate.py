@@ -57,9 +57,7 @@ class Scored:
 
 def reward_of(b: Breakdown | None) -> float:
     """The scalar reward, or ``nan`` when unscored or any verdict failed (never 0 for an error)."""
-    if b is None or b.n_errors > 0 or b.total is None:
-        return math.nan
-    return float(b.total)
+    return math.nan if b is None else b.reward
 
 
 def stage_scores(b: Breakdown | None, stages: Sequence[str]) -> list[float]:

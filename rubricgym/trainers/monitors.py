@@ -14,11 +14,12 @@ from typing import Any
 import torch
 
 from rubricgym.agents.local import Turn
+from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Message, Trajectory
 from rubricgym.rewards.audit import self_internalisation_gap
 from rubricgym.rewards.monitor import GapFn, HackingMonitor, MonitorConfig
 from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import Rollout
+from rubricgym.trainers.rollouts import Rollout, scored
 
 RUBRIC_NOTE = "\n\nYour work is graded by this rubric:\n"
 
@@ -62,16 +63,16 @@ def policy_gap_fn(policy: TrainingPolicy, turns_of: Callable[[Trajectory], Seque
 class RolloutMonitor:
     """A ``HackingMonitor`` observing a step's rollouts; its gap scorer reads the turns those rollouts carry."""
 
-    def __init__(self, config: MonitorConfig, prm: Any, policy: TrainingPolicy, key: str):
+    def __init__(self, config: MonitorConfig, rubric: Callable[[], Rubric], policy: TrainingPolicy):
         self._turns: dict[int, list[Turn]] = {}  # the observed step's rollouts, by trajectory object
         gap = policy_gap_fn(policy, lambda t: self._turns.get(id(t), []))
-        self.monitor = HackingMonitor(config, lambda: prm.rubric, key=key, gap_fn=gap)  # follows the rubric buffer
+        self.monitor = HackingMonitor(config, rubric, gap_fn=gap)  # ``rubric`` follows the rubric buffer
 
     async def observe(self, step: int, rollouts: Sequence[Rollout]) -> dict[str, float | str | None]:
-        """The ``monitor/...`` fields of this step's metrics record."""
+        """The ``monitor/...`` fields of this step's metrics record (the rollouts are scored)."""
         self._turns = {id(r.trajectory): r.turns for r in rollouts}
         try:
-            return await self.monitor.observe(step, [r.trajectory for r in rollouts])
+            return await self.monitor.observe(step, scored(rollouts))
         finally:
             self._turns = {}
 
@@ -89,6 +90,8 @@ class RolloutMonitor:
         self.monitor.load_state_dict(state)
 
 
-def build_monitor(config: MonitorConfig | None, prm: Any, policy: TrainingPolicy, key: str) -> RolloutMonitor | None:
+def build_monitor(
+    config: MonitorConfig | None, rubric: Callable[[], Rubric], policy: TrainingPolicy
+) -> RolloutMonitor | None:
     """The run's monitor, or ``None`` when the config has no ``monitor`` section."""
-    return None if config is None else RolloutMonitor(config, prm, policy, key)
+    return None if config is None else RolloutMonitor(config, rubric, policy)

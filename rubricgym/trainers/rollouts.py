@@ -18,7 +18,7 @@ from rubricgym.agents.local import Turn
 from rubricgym.core.registry import make, spec
 from rubricgym.core.rollout import EnvFactory, rollout_fresh
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
-from rubricgym.rewards.prm import Breakdown
+from rubricgym.rewards.prm import Breakdown, ScoredTrajectory
 
 EnvOf = Callable[[Task], tuple[str, dict[str, Any]]]
 """The env id and keyword arguments a task is played in (one env for a run, an entry's env for a suite)."""
@@ -36,6 +36,14 @@ class Rollout:
 
 Group = list[Rollout]
 """The rollouts of one task that share a ``group_id``: the unit advantages are normalised over."""
+
+
+def scored(rollouts: Sequence[Rollout]) -> list[ScoredTrajectory]:
+    """The scored rollouts as the monitors and the rubric buffer read them (each trajectory with its breakdown)."""
+    missing = [r.trajectory.id for r in rollouts if r.breakdown is None]
+    if missing:
+        raise ValueError(f"rollouts {missing[:3]} are not scored yet: score them before the monitors or the buffer")
+    return [ScoredTrajectory(r.trajectory, r.breakdown) for r in rollouts if r.breakdown is not None]
 
 
 class Episode(Protocol):

@@ -14,13 +14,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import matplotlib
@@ -29,15 +27,14 @@ import numpy as np
 
 from rubricgym.core.registry import spec
 from rubricgym.core.safeio import append_lines, atomic_write
-from rubricgym.core.types import Task, Trajectory
-from rubricgym.rewards.pairwise import PairwiseJudge
-from rubricgym.rewards.path import RewardPath
-from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.core.types import Task
+from rubricgym.rewards.judges import Judge
 from rubricgym.suites.curriculum import SuiteSampler, mean_abs_advantage
 from rubricgym.suites.suite import Suite, load_suite
 from rubricgym.trainers.advantages import grpo_advantages
 from rubricgym.trainers.backends import LocalBackend
-from rubricgym.trainers.config import ConfigError, TrainConfig
+from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.estimate import reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.report import write_html
@@ -45,33 +42,6 @@ from rubricgym.trainers.rollouts import Group
 from rubricgym.trainers.trainer import Trainer, unique_tasks
 
 CURRICULUM_LOG = "curriculum.jsonl"
-
-
-class _Routed:
-    """A process reward model / pairwise judge per entry behind the one interface the trainer calls;
-    ``rubric.hash`` (logged per step as the rubric version) covers every entry's rubric."""
-
-    def __init__(self, by_entry: dict[str, Any], entry_of: dict[str, str]):
-        self.by_entry, self.entry_of = by_entry, entry_of
-        first = next(iter(by_entry.values()))
-        self.judges = getattr(first, "judges", [])
-        hashes = "|".join(f"{n}:{getattr(getattr(m, 'rubric', None), 'hash', '')}" for n, m in by_entry.items())
-        self.rubric = SimpleNamespace(hash=hashlib.sha256(hashes.encode()).hexdigest()[:16])
-
-    async def score_many(self, trajs: list[Trajectory], concurrency: int = 8) -> list[Any]:
-        groups: dict[str, list[int]] = defaultdict(list)
-        for k, t in enumerate(trajs):
-            groups[self.entry_of[t.task.id]].append(k)
-        out: list[Any] = [None] * len(trajs)
-        for name, idx in groups.items():
-            for k, b in zip(
-                idx, await self.by_entry[name].score_many([trajs[k] for k in idx], concurrency), strict=True
-            ):
-                out[k] = b
-        return out
-
-    async def compare(self, a: Trajectory, b: Trajectory) -> Any:
-        return await self.by_entry[self.entry_of[a.task.id]].compare(a, b)
 
 
 def _entry_tasks(suite: Suite, build: Any, what: str) -> dict[str, list[Task]]:
@@ -94,9 +64,16 @@ class SuiteTrainer(Trainer):
 
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         super().__init__(cfg, console=console)
+        self.sampler = SuiteSampler(self.suite.weights, cfg.env.curriculum, seed=cfg.seed)
+        self.backend = LocalBackend(self.policy, self.env_of)
+
+    # ---- what the run trains on: each entry's tasks and reward parts -------------------------------------------
+
+    def setup_tasks(self) -> None:
+        cfg = self.cfg
         assert cfg.env.suite is not None
         self.suite = suite = load_suite(cfg.env.suite)
-        self.entries = {e.name: e for e in suite.entries}
+        self.entry_specs = {e.name: e for e in suite.entries}
         stage_sets = [tuple(spec(e.env).load().stages) for e in suite.entries]
         if cfg.advantage.estimator == "stage" and len(set(stage_sets)) > 1:
             raise ValueError(
@@ -112,27 +89,25 @@ class SuiteTrainer(Trainer):
         self.entry_of = {
             t.id: name for tasks in (self.entry_train, self.entry_eval) for name, ts in tasks.items() for t in ts
         }
+        self.train_tasks = [t for ts in self.entry_train.values() for t in ts]  # type: ignore[assignment]
         self.eval_tasks = [t for ts in self.entry_eval.values() for t in ts]  # type: ignore[assignment]
-        rubrics = {e.name: e.load_rubric(suite.base_dir) for e in suite.entries}
-        key = cfg.advantage.reward_key
-        # per entry, the one reward path (each task's own rubric, else the entry's), all on the configured judges
-        paths = {n: RewardPath(self.rewards.judges, entry=r, name=key) for n, r in rubrics.items()}
-        for name, path in paths.items():
-            try:
-                path.require_judges([*self.entry_train[name], *self.entry_eval[name]])
-            except ValueError as e:
-                raise ConfigError(f"judge: suite entry {name!r}: {e}") from None
-        self.rewards = _Routed(paths, self.entry_of)  # type: ignore[assignment]
-        self.prm = _Routed(
-            {n: ProcessRewardModel(r, self.rewards.judges, name=key) for n, r in rubrics.items()}, self.entry_of
-        )  # type: ignore[assignment]
-        if self.pairwise is not None:
-            self.pairwise = _Routed(
-                {n: PairwiseJudge.from_rubric(r, path_weight=cfg.advantage.path_weight) for n, r in rubrics.items()},
-                self.entry_of,
-            )  # type: ignore[assignment]
-        self.sampler = SuiteSampler(suite.weights, cfg.env.curriculum, seed=cfg.seed)
-        self.backend = LocalBackend(self.policy, self.env_of)
+
+    def reward_entries(self, judges: Sequence[Judge]) -> dict[str, RewardEntry]:
+        """Per suite entry its rubric (the entry's own, else its env's default), pairwise judge, and later its
+        monitor and rubric buffer (``entries/<name>/rubric_versions.jsonl``)."""
+        return {
+            e.name: self.reward_entry(e.name, e.load_rubric(self.suite.base_dir), spec(e.env).load(), judges)
+            for e in self.suite.entries
+        }
+
+    def entry_tasks(self, name: str) -> list[Task]:
+        return [*self.entry_train[name], *self.entry_eval[name]]
+
+    def entry_for(self, task: Task) -> RewardEntry:
+        return self.entries[self.entry_of[task.id]]
+
+    def entry_dir(self, name: str) -> Path:
+        return self.run_dir / "entries" / name
 
     # ---- data and rollouts ----------------------------------------------------------------------------------
 
@@ -140,7 +115,7 @@ class SuiteTrainer(Trainer):
         """Slot k of the step at stream position ``cursor`` draws an entry, then that entry's next task (each
         entry's epoch is a seeded shuffle of its training tasks)."""
         out = []
-        names = list(self.entries)
+        names = list(self.entry_specs)
         for k, name in enumerate(self.sampler.draw(cursor, n)):
             tasks = self.entry_train[name]
             epoch, i = divmod(cursor + k, len(tasks))
@@ -150,7 +125,7 @@ class SuiteTrainer(Trainer):
 
     def env_of(self, task: Task) -> tuple[str, dict[str, Any]]:
         """A task is played in its entry's env with the entry's kwargs."""
-        entry = self.entries[self.entry_of[task.id]]
+        entry = self.entry_specs[self.entry_of[task.id]]
         return entry.env, entry.kwargs
 
     # ---- after the base step: per-entry metrics and the curriculum update ------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 import random
 import time
@@ -25,22 +26,21 @@ from rubricgym.core.registry import make, spec
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.tasks import TaskSet
 from rubricgym.core.types import Task
-from rubricgym.rewards.evolve import build_buffer
+from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
-from rubricgym.rewards.prm import ProcessRewardModel
-from rubricgym.rewards.rubric import load_rubric
+from rubricgym.rewards.rubric import Rubric, load_rubric
 from rubricgym.trainers.backends import make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
+from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.estimate import estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
-from rubricgym.trainers.monitors import build_monitor
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, MetricsLog, train_record, write_html, write_plots
-from rubricgym.trainers.rollouts import Group, RolloutBackend, flatten, trajectories
+from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
 
@@ -64,28 +64,19 @@ class Trainer:
         if not is_main():  # other data-parallel ranks keep their own metrics apart
             self.run_dir = self.run_dir / f"rank{rank_world()[0]}"
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
-        self.env_cls = spec(cfg.env.id).load()
-        self.stages = list(self.env_cls.stages) or ["act"]
-        kw = cfg.env.kwargs
-        seed = cfg.env.task_seed
-        self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
-        self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
-        # the one reward path (rewards.path): each trajectory scored with the rubric choose_rubric picks (its task's
-        # own, else env.rubric, else the env's default) by the configured judges, as `score`, eval and the arena do
-        self.rewards = RewardPath(
-            build_judges(cfg.judge, self.run_dir), entry=cfg.env.rubric, name=cfg.advantage.reward_key
-        )
-        try:
-            self.rewards.require_judges([*self.train_tasks, *self.eval_tasks])  # before any model loads
-        except ValueError as e:
-            raise ConfigError(f"judge: {e}") from None
-        rubric = load_rubric(cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric())
-        self.prm = ProcessRewardModel(rubric, self.rewards.judges, name=cfg.advantage.reward_key)
-        """The entry rubric's model: what the monitors audit and the rubric buffer evolves."""
+        self.setup_tasks()
+        # the one reward path (rewards.path) per entry: each trajectory scored with the rubric choose_rubric picks
+        # (its task's own, else the entry's, else the env default) by the configured judges, as `score`, eval and
+        # the arena do; the judges (and their verdict cache) are shared by every entry
+        judges = build_judges(cfg.judge, self.run_dir)
+        self.entries: dict[str, RewardEntry] = self.reward_entries(judges)
+        for name, entry in self.entries.items():
+            try:
+                entry.require_judges(self.entry_tasks(name))  # before any model loads
+            except ValueError as e:
+                where = f"suite entry {name!r}: " if len(self.entries) > 1 else ""
+                raise ConfigError(f"judge: {where}{e}") from None
         self.judge_stats: dict[str, float] = {}
-        self.pairwise = None
-        if cfg.advantage.estimator == "tournament":
-            self.pairwise = PairwiseJudge.from_rubric(rubric, path_weight=cfg.advantage.path_weight)
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
         g = cfg.generation
@@ -114,14 +105,50 @@ class Trainer:
         self.backend: RolloutBackend = make_backend(cfg, self.policy)
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
-        self.monitor = build_monitor(cfg.monitor, self.prm, self.policy, cfg.advantage.reward_key)
-        self.buffer = build_buffer(
-            cfg.rubric_buffer,
-            self.prm.rubric,
-            self.env_cls,
-            key=cfg.advantage.reward_key,
-            record=self.run_dir / "rubric_versions.jsonl",
-        )
+        for name, entry in self.entries.items():
+            entry.attach(cfg.monitor, cfg.rubric_buffer, self.policy, self.entry_dir(name))
+
+    # ---- what the run trains on: tasks and reward entries (a suite overrides these) ---------------------------
+
+    def setup_tasks(self) -> None:
+        """The env's stages and its training and held-out tasks."""
+        cfg = self.cfg
+        self.env_cls = spec(cfg.env.id).load()
+        self.stages = list(self.env_cls.stages) or ["act"]
+        kw, seed = cfg.env.kwargs, cfg.env.task_seed
+        self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
+        self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
+
+    def reward_entries(self, judges: Sequence[Judge]) -> dict[str, RewardEntry]:
+        """One entry, the env: its rubric is ``env.rubric``, else the env's default."""
+        cfg = self.cfg
+        rubric = load_rubric(cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric())
+        return {cfg.env.id: self.reward_entry(cfg.env.id, rubric, self.env_cls, judges)}
+
+    def reward_entry(self, name: str, rubric: Rubric, env_cls: Any, judges: Sequence[Judge]) -> RewardEntry:
+        a = self.cfg.advantage
+        pairwise = PairwiseJudge.from_rubric(rubric, path_weight=a.path_weight) if a.estimator == "tournament" else None
+        return RewardEntry(name, RewardPath(judges, entry=rubric, name=a.reward_key), env_cls, pairwise=pairwise)
+
+    def entry_tasks(self, name: str) -> list[Task]:
+        """The training and held-out tasks entry ``name`` scores (their rubrics need judges)."""
+        return [*self.train_tasks, *self.eval_tasks]
+
+    def entry_for(self, task: Task) -> RewardEntry:
+        """The entry whose reward path scores ``task``."""
+        return next(iter(self.entries.values()))
+
+    def entry_dir(self, name: str) -> Path:
+        """Where entry ``name`` records its rubric versions."""
+        return self.run_dir
+
+    @property
+    def rubric_hash(self) -> str:
+        """The entry rubric version now in use (a digest of every entry's for a suite)."""
+        hashes = [f"{n}:{e.rubric.hash}" for n, e in self.entries.items()]
+        if len(hashes) == 1:
+            return next(iter(self.entries.values())).rubric.hash
+        return hashlib.sha256("|".join(hashes).encode()).hexdigest()[:16]
 
     # ---- data -------------------------------------------------------------------------------------------
 
@@ -149,7 +176,7 @@ class Trainer:
         groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
         laps.lap("gen_s")
         await self.score(groups)
-        tournaments = await self.rank_groups(groups) if self.pairwise is not None else None
+        tournaments = await self.rank_groups(groups) if cfg.advantage.estimator == "tournament" else None
         laps.lap("score_s")
         est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
         pad_id = self.tokenizer.pad_token_id
@@ -170,18 +197,22 @@ class Trainer:
 
     async def score(self, groups: Sequence[Group]) -> None:
         """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards)."""
-        rollouts = flatten(groups)
-        breakdowns = await self.rewards.score_many([r.trajectory for r in rollouts], concurrency=8)
-        for r, b in zip(rollouts, breakdowns, strict=True):
-            r.breakdown = b
-        self.judge_stats = judge_stats(breakdowns)
+        by_entry: dict[str, list[Rollout]] = {}
+        for r in flatten(groups):
+            by_entry.setdefault(self.entry_for(r.trajectory.task).name, []).append(r)
+        for name, rollouts in by_entry.items():
+            breakdowns = await self.entries[name].path.score_many([r.trajectory for r in rollouts], concurrency=8)
+            for r, b in zip(rollouts, breakdowns, strict=True):
+                r.breakdown = b
+        self.judge_stats = judge_stats([r.breakdown for r in flatten(groups) if r.breakdown is not None])
 
     async def rank_groups(self, groups: Sequence[Group]) -> list[TournamentResult]:
         """ArenaRL: each group's rollouts ranked by a tournament of pairwise judgements."""
-        judge = self.pairwise
-        assert judge is not None
 
         async def one(group: Group) -> TournamentResult:
+            judge = self.entry_for(group[0].trajectory.task).pairwise
+            assert judge is not None, "the tournament estimator builds a pairwise judge per entry"
+
             async def compare(i: int, j: int) -> tuple[float, float] | None:
                 r = await judge.compare(group[i].trajectory, group[j].trajectory)
                 return None if not r.ok or r.score_a is None else (float(r.score_a), float(r.score_b or 0.0))
@@ -191,14 +222,24 @@ class Trainer:
         return list(await asyncio.gather(*(one(g) for g in groups)))
 
     async def after_step(self, step: int, groups: Sequence[Group]) -> dict[str, Any]:
-        """Hacking monitors (every ``monitor.every`` steps) and the rubric buffer, which may evolve the rubric the
-        next step scores with; returns their fields of the step's record."""
-        out: dict[str, Any] = await self.monitor.observe(step, flatten(groups)) if self.monitor is not None else {}
-        out["rubric_hash"] = self.prm.rubric.hash  # the version this step's scores came from
-        if self.buffer is not None and (evolved := await self.buffer.update(step, trajectories(groups))) is not None:
-            self.prm.rubric = evolved
-            self.rewards.set_entry(evolved)
+        """Each entry's hacking monitor (every ``monitor.every`` steps) and rubric buffer, which may evolve the rubric
+        the next step scores with; returns their fields of the step's record (``monitor/<entry>/...`` for a suite)."""
+        out: dict[str, Any] = {"rubric_hash": self.rubric_hash}  # the version this step's scores came from
+        for name, entry in self.entries.items():
+            mine = [g for g in groups if self.entry_for(g[0].trajectory.task) is entry]
+            fields = await entry.after_step(step, mine)
+            if len(self.entries) > 1:
+                fields = {k.replace("monitor/", f"monitor/{name}/", 1): v for k, v in fields.items()}
+            out |= fields
         return out
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a hacking monitor stopped the run (the first entry's that did), or ``None``."""
+        for name, e in self.entries.items():
+            if e.monitor is not None and e.monitor.stop_reason:
+                return f"{name}: {e.monitor.stop_reason}" if len(self.entries) > 1 else e.monitor.stop_reason
+        return None
 
     # ---- evaluation -----------------------------------------------------------------------------------------
 
@@ -242,19 +283,15 @@ class Trainer:
         if self.state.base_eval:
             self.base_eval = EvalResult.model_validate(self.state.base_eval)
         self.metrics.truncate_after(self.state.step)
-        if self.buffer is not None and self.state.buffer is not None:
-            self.buffer.load_state_dict(self.state.buffer)
-            self.prm.rubric = self.buffer.current
-            self.rewards.set_entry(self.buffer.current)
-        if self.monitor is not None and self.state.monitor is not None:
-            self.monitor.load_state_dict(self.state.monitor)
+        saved = self.state.entries or {}
+        for name, entry in self.entries.items():
+            entry.load_state_dict(saved.get(name, saved.get("*", {})))  # "*": a checkpoint from before entries
         self.backend.push_weights(self.model)
         return True
 
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
-        self.state.buffer = self.buffer.state_dict() if self.buffer is not None else None
-        self.state.monitor = self.monitor.state_dict() if self.monitor is not None else None
+        self.state.entries = {name: entry.state_dict() for name, entry in self.entries.items()}
         return save_checkpoint(Path(self.cfg.run_dir), self.model, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
@@ -287,8 +324,8 @@ class Trainer:
                 record["elapsed_s"] = self.state.elapsed_s
                 self.metrics.write(record)
                 display.step(record)
-                if self.monitor is not None and self.monitor.stop_reason:
-                    display.status(f"hacking monitor stopped the run: {self.monitor.stop_reason}")
+                if self.stop_reason:
+                    display.status(f"hacking monitor stopped the run: {self.stop_reason}")
                     break
                 if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self.state.step < cfg.steps:
                     result = await self.evaluate(f"step {self.state.step}", self.state.step)
@@ -313,7 +350,10 @@ class Trainer:
             f"    gain: {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}] (paired over tasks) after "
             f"{self.state.step} steps of {self.cfg.advantage.estimator}",
         ]
-        lines += self.monitor.summary_lines() if self.monitor is not None else []
+        for name, entry in self.entries.items():
+            if entry.monitor is not None:
+                lines += [f"  {name}:"] if len(self.entries) > 1 else []
+                lines += entry.monitor.summary_lines()
         records = self.metrics.read()
         plots = write_plots(records, self.run_dir / "plots") if self.cfg.plots else []
         html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, plots, lines)

@@ -15,7 +15,7 @@ from rubricgym.rewards.evolve import (
     reproduce,
 )
 from rubricgym.rewards.judges import env_checks
-from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.rewards.prm import ProcessRewardModel, ScoredTrajectory
 
 
 def base_without_used_calculator(toy_rubric) -> Rubric:
@@ -24,11 +24,9 @@ def base_without_used_calculator(toy_rubric) -> Rubric:
     )
 
 
-async def scored(rubric, groups):
+async def scored(rubric, groups) -> list[list[ScoredTrajectory]]:
     prm = ProcessRewardModel(rubric)
-    for g in groups:
-        await prm.score_many(g)
-    return groups
+    return [[ScoredTrajectory(t, b) for t, b in zip(g, await prm.score_many(g), strict=True)] for g in groups]
 
 
 async def test_buffer_adds_from_contrast_retires_and_records(oracle_trajs, guess_trajs, toy_rubric, tmp_path):
@@ -97,12 +95,12 @@ async def test_a_lucky_best_does_not_hide_a_contrasting_pair(oracle_trajs, guess
     base = Rubric.from_dict({**toy_rubric, "criteria": [c for c in toy_rubric["criteria"] if c["id"] == "correct"]})
     wrong = next(t for t in guess_trajs if not t.steps[-1].info.get("correct"))
     group = [lucky_guess(wrong), oracle_trajs[0], wrong]
-    await scored(base, [group])
-    assert [t.rewards["rubric"] for t in group] == [1.0, 1.0, 0.0]
+    groups = await scored(base, [group])
+    assert [s.reward for s in groups[0]] == [1.0, 1.0, 0.0]
     buf = RubricBuffer(
         base, ["compute", "answer"], BufferConfig(caps=[2, 2]), check_writer(env_checks("toy-calculator-v0"))
     )
-    v1 = await buf.update(1, [group])
+    v1 = await buf.update(1, groups)
     assert v1 is not None and [c.id for c in buf.buffered] == ["evolved_answer_grounded"]
     assert buf.buffered[0].stage == "answer"  # the stage whose reward separates the oracle from the guess
 
@@ -125,7 +123,8 @@ async def test_recorded_versions_reproduce_the_scored_rollouts(oracle_trajs, gue
     # a stored score that the recorded rubric does not give back is caught
     lines = (tmp_path / SCORED).read_text().splitlines()
     rec = ScoredRollout.model_validate_json(lines[0])
-    rec.trajectory.rewards["rubric"] += 0.25
+    assert rec.breakdown.total is not None
+    rec.breakdown.total += 0.25
     (tmp_path / SCORED).write_text("\n".join([rec.model_dump_json(), *lines[1:]]) + "\n")
     assert [c.identical for c in await reproduce(tmp_path)] == [1, 2, 0]
 
@@ -151,3 +150,26 @@ async def test_scored_record_restarts_with_a_run_and_survives_a_resume(oracle_tr
     fresh = buffer()
     await fresh.update(1, await scored(base, [[oracle_trajs[2]]]))
     assert [r.step for r in read_scored(tmp_path / SCORED)] == [1]
+
+
+async def test_masked_rollouts_and_unscored_stages_inform_nothing(oracle_trajs, guess_trajs, toy_rubric):
+    base = base_without_used_calculator(toy_rubric)
+    checks = check_writer(env_checks("toy-calculator-v0"))
+    # the contrasting pair of the first test, but the better rollout is masked (a verdict failed): its reward is
+    # nan, not the partial total its trajectory's reward keys still show, so there is no pair to learn from
+    [[better, worse]] = await scored(base, [[oracle_trajs[0], guess_trajs[0]]])
+    masked = ScoredTrajectory(better.trajectory, better.breakdown.model_copy(update={"n_errors": 1}))
+    assert better.trajectory.rewards["rubric"] > worse.reward and masked.reward != masked.reward
+    buf = RubricBuffer(base, ["compute", "answer"], BufferConfig(caps=[3, 2]), checks)
+    assert await buf.update(1, [[masked, worse]]) is None
+    # a stage the worse rollout reached with every criterion N/A separates nothing (the trajectory's reward keys
+    # have no entry for it, which used to read as a 0 and made it the widest gap)
+    reached = oracle_trajs[1].model_copy(deep=True)
+    [[twin]] = await scored(base, [[reached]])
+    stages = {k: v for k, v in twin.breakdown.per_stage.items() if k != "compute"} | {"answer": 0.5}
+    na = ScoredTrajectory(reached, twin.breakdown.model_copy(update={"per_stage": stages}))
+    assert better.breakdown.per_stage["compute"] == 1.0 and any(s.stage == "compute" for s in reached.steps)
+    assert buf._stage(better, na) == "answer"
+    # a stage the worse rollout never reached earned it 0 there: the guess skipped computing
+    assert not any(s.stage == "compute" for s in worse.trajectory.steps)
+    assert buf._stage(better, worse) == "compute"

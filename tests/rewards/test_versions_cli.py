@@ -10,7 +10,7 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.rewards.cli import register
 from rubricgym.rewards.evolve import BufferConfig, RubricBuffer, check_writer
 from rubricgym.rewards.judges import env_checks
-from rubricgym.rewards.prm import ProcessRewardModel
+from rubricgym.rewards.prm import ProcessRewardModel, ScoredTrajectory
 
 runner = CliRunner()
 
@@ -26,8 +26,8 @@ async def evolved_run(run_dir, oracle_trajs, guess_trajs, toy_rubric) -> RubricB
     )
     wrong = next(t for t in guess_trajs if not t.steps[-1].info.get("correct"))
     for step, group in enumerate([[oracle_trajs[0], wrong.model_copy(deep=True)], [oracle_trajs[1], wrong]], 1):
-        await ProcessRewardModel(buf.current).score_many(group)
-        await buf.update(step, [group])
+        scored = await ProcessRewardModel(buf.current).score_many(group)
+        await buf.update(step, [[ScoredTrajectory(t, b) for t, b in zip(group, scored, strict=True)]])
     return buf
 
 

@@ -11,6 +11,7 @@ from rubricgym.core.rollout import rollout
 from rubricgym.core.rubric import Rubric
 from rubricgym.envs.toy.agents import CalculatorOracle
 from rubricgym.rewards.evolve import read_versions
+from rubricgym.rewards.prm import ScoredTrajectory
 from rubricgym.trainers.checkpoint import latest_checkpoint
 from rubricgym.trainers.trainer import Trainer
 
@@ -36,14 +37,16 @@ def test_resume_restores_the_rubric_buffer_and_the_monitor(tiny_config, tmp_path
     first = Trainer(part)
     first.run()
     saved = json.loads((latest_checkpoint(part.run_dir) / "state.json").read_text())
-    assert saved["step"] == 2 and saved["buffer"]["current"] and saved["monitor"]["streak"] == {"0": 2}
+    entry = saved["entries"][part.env.id]
+    assert saved["step"] == 2 and entry["buffer"]["current"] and entry["monitor"]["streak"] == {"0": 2}
 
     resumed = Trainer(part.with_overrides(steps=3))
     assert resumed.resume()
     # the checkpointed state is what the resumed trainer holds, and the rubric it scores with is the buffer's
-    assert resumed.buffer.state_dict() == first.buffer.state_dict() == saved["buffer"]
-    assert resumed.prm.rubric.hash == first.prm.rubric.hash == Rubric.model_validate(saved["buffer"]["current"]).hash
-    assert resumed.monitor.state_dict() == first.monitor.state_dict() == saved["monitor"]
+    (a,) = first.entries.values()
+    (b,) = resumed.entries.values()
+    assert b.state_dict() == a.state_dict() == entry
+    assert b.rubric.hash == a.rubric.hash == Rubric.model_validate(entry["buffer"]["current"]).hash
     resumed.run(resume=True)
 
     keys = ("step", "rubric_hash", "monitor/credit_drift", "monitor/alarm", "reward_mean")
@@ -72,16 +75,21 @@ def test_an_evolved_rubric_survives_a_checkpoint_and_scores_the_resumed_steps(ti
         asyncio.run(rollout(make(cfg.env.id, **cfg.env.kwargs), a, task, seed=1))
         for a in (CalculatorOracle(), Mumbler())
     ]
-    asyncio.run(first.prm.score_many(group))
-    evolved = asyncio.run(first.buffer.update(2, [group]))
+    (entry,) = first.entries.values()
+    scored = asyncio.run(entry.path.score_many(group))
+    assert entry.buffer is not None
+    evolved = asyncio.run(
+        entry.buffer.update(2, [[ScoredTrajectory(t, b) for t, b in zip(group, scored, strict=True)]])
+    )
     assert evolved is not None and "evolved_answered" in {c.id for c in evolved.criteria}
-    first.prm.rubric = evolved
+    entry.path.set_entry(evolved)
     first.checkpoint()
 
     resumed = Trainer(cfg.with_overrides(steps=3))
     resumed.run(resume=True)
-    assert resumed.buffer.versions[-1].hash == evolved.hash
-    assert [c.id for c in resumed.buffer.buffered] == [c.id for c in first.buffer.buffered]
+    (again,) = resumed.entries.values()
+    assert again.buffer is not None and again.buffer.versions[-1].hash == evolved.hash
+    assert [c.id for c in again.buffer.buffered] == [c.id for c in entry.buffer.buffered]
     assert _train(cfg.run_dir)[-1]["rubric_hash"] == evolved.hash  # step 3 was scored with the evolved rubric
     versions = read_versions(cfg.run_dir / "rubric_versions.jsonl")
-    assert [v.hash for v in versions] == [v.hash for v in first.buffer.versions] and len(versions) == 2
+    assert [v.hash for v in versions] == [v.hash for v in entry.buffer.versions] and len(versions) == 2

@@ -6,6 +6,7 @@ import math
 import pytest
 import yaml
 
+from rubricgym.rewards.evolve import read_versions
 from rubricgym.trainers.config import ConfigError, TrainConfig, validate_config
 from rubricgym.trainers.suite_trainer import SuiteTrainer, make_trainer
 from rubricgym.trainers.trainer import Trainer
@@ -32,10 +33,10 @@ def suite_config(tiny_config, tmp_path):
     suite = tmp_path / "two-toys.yaml"
     suite.write_text(yaml.safe_dump({"name": "two-toys", "entries": ENTRIES}))
 
-    def make(run_dir, steps=3, method="sec") -> TrainConfig:
+    def make(run_dir, steps=3, method="sec", **over) -> TrainConfig:
         data = tiny_config(run_dir, steps=steps).model_dump(mode="json")
         data["env"] = {"suite": str(suite), "train_tasks": 6, "curriculum": {"method": method, "alpha": 0.5}}
-        return TrainConfig.model_validate(data)
+        return TrainConfig.model_validate({**data, **over})
 
     return make
 
@@ -73,14 +74,42 @@ def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp
     assert "expr:" in (cfg.run_dir / "summary.html").read_text()
 
 
+MONITOR = {"every": 1, "samples": 2, "internalisation_gap": False, "alarms": []}
+
+
+def test_a_suite_runs_a_monitor_and_a_rubric_buffer_per_entry(suite_config, tmp_path):
+    stop = {**MONITOR, "alarms": [{"metric": "response_chars", "above": 0.0, "action": "stop"}]}
+    cfg = suite_config(tmp_path / "m", steps=3, monitor=stop, rubric_buffer={"caps": [2, 2]})
+    trainer = SuiteTrainer(cfg)
+    assert {n: (e.monitor is not None, e.buffer is not None) for n, e in trainer.entries.items()} == {
+        "expr": (True, True),
+        "word": (True, True),
+    }
+    summary = trainer.run()
+    train = [r for r in records(cfg.run_dir) if r["kind"] == "train"]
+    # each entry's monitor observes its own rollouts and logs under its name; the first alarm stops the run
+    assert len(train) == 1
+    drawn = [n for n in ("expr", "word") if train[0][f"env/{n}/tasks"]]
+    for n in drawn:
+        assert train[0][f"monitor/{n}/response_chars"] > 0 and train[0][f"monitor/{n}/masked_share"] == 0.0
+    assert f"monitor/{drawn[0]}/alarm" in train[0] and f"  {drawn[0]}:" in summary["lines"]
+    # each entry's buffer records the versions of its own rubric
+    for n in ("expr", "word"):
+        (v0,) = read_versions(cfg.run_dir / "entries" / n / "rubric_versions.jsonl")
+        assert v0.hash == trainer.entries[n].rubric.hash
+    assert {n: e.rubric.id for n, e in trainer.entries.items()} == {"expr": "toy-calculator", "word": "toy-calculator"}
+
+
 @pytest.mark.slow
 def test_suite_training_resumes_exactly(suite_config, tmp_path):
-    full = suite_config(tmp_path / "full")
+    over = {"monitor": MONITOR, "rubric_buffer": {"caps": [2, 2], "retire_after": 1}}
+    full = suite_config(tmp_path / "full", **over)
     SuiteTrainer(full).run()
-    part = suite_config(tmp_path / "part", steps=1)
+    part = suite_config(tmp_path / "part", steps=1, **over)
     SuiteTrainer(part).run()
     SuiteTrainer(part.with_overrides(steps=3)).run(resume=True)
     keys = ("step", "cursor", "reward_mean", "loss", "env/expr/tasks", "curriculum/word/q", "curriculum/expr/p")
+    keys += ("rubric_hash", "monitor/expr/credit_drift", "monitor/word/credit_drift")
 
     def train(run):
         return [{k: r.get(k) for k in keys} for r in records(run) if r["kind"] == "train"]
@@ -104,7 +133,5 @@ def test_weights_curriculum_and_config_errors(suite_config, tmp_path):
         validate_config({"env": {"suite": "toy", "kwargs": {"max_ops": 1}}}, "t.yaml")
     with pytest.raises(ConfigError, match="field 'env': .*not a built-in suite"):
         validate_config({"env": {"suite": "nope"}}, "t.yaml")
-    with pytest.raises(ConfigError, match="not available with env.suite"):
-        validate_config({"env": {"suite": "toy"}, "monitor": {}}, "t.yaml")
     with pytest.raises(ConfigError, match="transformers backend only"):
         validate_config({"env": {"suite": "toy"}, "ray": True}, "t.yaml")
