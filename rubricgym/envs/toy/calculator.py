@@ -17,6 +17,7 @@ from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.toy import checks
 from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, format_number, word_problem
+from rubricgym.envs.toy.records import RECORDS, Answer, Calculation
 
 
 def parse_number(value: Any) -> float:
@@ -43,6 +44,7 @@ class CalculatorEnv(RubricEnv):
     default_max_steps = 8
     max_observation_chars = 2000
     check_set = checks.ALL
+    step_records = RECORDS
     rubric_file = Path(__file__).with_name("rubric.yaml")
     public_info_keys = frozenset({"value"})
     """The number a calculator call computed (or the answer given); whether an answer is right stays private."""
@@ -103,7 +105,7 @@ class CalculatorEnv(RubricEnv):
             value = evaluate(expression)
         except CalculatorError as e:
             raise ToolError(str(e)) from None
-        return ToolOutput(text=format_number(value), info={"value": value})
+        return ToolOutput(text=format_number(value), info=Calculation(value=value).info())
 
     @tool(examples={"value": 387})
     def answer(self, value: float | str) -> ToolOutput:
@@ -120,7 +122,7 @@ class CalculatorEnv(RubricEnv):
             done=True,
             answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
-            info={"value": number, "correct": correct},
+            info=Answer(value=number, correct=correct).info(),
         )
 
     def stage_of(self, call: ToolCall | None) -> str:
@@ -135,8 +137,9 @@ class CalculatorEnv(RubricEnv):
 
     def summary(self) -> dict[str, Any]:
         steps = self.steps
+        answer = RECORDS.get(steps[-1], Answer) if steps else None
         return {
             "calculator_calls": sum(1 for s in steps if s.action.tool_call and s.action.tool_call.name == "calculator"),
             "invalid_steps": sum(1 for s in steps if s.action.parse_error or s.tool_error),
-            "correct": bool(steps and steps[-1].info.get("correct")),
+            "correct": bool(answer and answer.correct),
         }

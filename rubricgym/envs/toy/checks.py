@@ -1,19 +1,18 @@
-"""The calculator env's named checks (its default rubric is ``rubric.yaml`` beside this file)."""
+"""The calculator env's named checks (its default rubric is ``rubric.yaml`` beside this file).
+
+They read each step's typed record (``records.py``), never ``Step.info`` keys: a renamed key raises."""
 
 from __future__ import annotations
 
 from rubricgym.core.checks import check, check_set
 from rubricgym.core.types import CheckResult, Step, Trajectory
 from rubricgym.envs.toy.arith import evaluate
+from rubricgym.envs.toy.records import RECORDS, Answer, Calculation
 
 
 def _calc_values(traj: Trajectory, before: int | None = None) -> list[float]:
     steps = traj.steps if before is None else traj.steps[:before]
-    return [
-        float(s.info["value"])
-        for s in steps
-        if s.action.tool_call and s.action.tool_call.name == "calculator" and "value" in s.info
-    ]
+    return [float(r.value) for _, r in RECORDS.each(steps, Calculation)]
 
 
 def _valid(step: Step) -> bool:
@@ -23,7 +22,8 @@ def _valid(step: Step) -> bool:
 @check(description="The final answer equals the true answer.")
 def final_answer_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
     last = traj.steps[-1] if traj.steps else None
-    ok = bool(last and last.info.get("correct"))
+    answer = RECORDS.get(last, Answer) if last else None
+    ok = bool(answer and answer.correct)
     return CheckResult.of(
         ok,
         f"answered {traj.outcome.answer!r}, expected {traj.task.hidden.get('answer')!r}",
@@ -57,10 +57,11 @@ def no_invalid_actions(traj: Trajectory, step: int | None = None) -> CheckResult
 @check(description="The answered value was computed with the calculator before answering.")
 def answer_grounded(traj: Trajectory, step: int | None = None) -> CheckResult:
     last = traj.steps[-1] if traj.steps else None
-    if last is None or "value" not in last.info or not last.action.tool_call or last.action.tool_call.name != "answer":
+    answer = RECORDS.get(last, Answer) if last else None
+    if last is None or answer is None:
         return CheckResult.of(False, "no answer given")
     seen = _calc_values(traj, before=last.index)
-    ok = any(abs(v - float(last.info["value"])) < 1e-6 for v in seen)
+    ok = any(abs(v - answer.value) < 1e-6 for v in seen)
     return CheckResult.of(
         ok, "answer appears among calculator results" if ok else "answer was never computed", [last.index]
     )
@@ -79,19 +80,15 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
 )
 def step_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = traj.steps[step or 0]
-    if s.info.get("correct"):
+    record = RECORDS.of(s)
+    if isinstance(record, Answer) and record.correct:
         return CheckResult.of(True, "correct answer", [s.index])
     hidden = traj.task.hidden
     targets: set[float] = set()
     for expr in hidden.get("steps", []):
         targets.add(float(evaluate(expr)))
-    value = s.info.get("value")
-    ok = (
-        value is not None
-        and s.action.tool_call is not None
-        and s.action.tool_call.name == "calculator"
-        and any(abs(float(value) - t) < 1e-6 for t in targets)
-    )
+    value = record.value if isinstance(record, Calculation | Answer) else None
+    ok = isinstance(record, Calculation) and any(abs(float(record.value) - t) < 1e-6 for t in targets)
     return CheckResult.of(ok, f"computed {value}" if value is not None else "no value computed", [s.index])
 
 
