@@ -2,7 +2,7 @@
 
 Following CaRR (arXiv 2601.06021): the references section is stripped; inline citations ``[n](url)`` name up to
 20 cited pages; the content of a cited page is only what the agent actually saw of it (search snippets, opened
-windows, find matches, recorded in each ``Step.info["seen"]``); a statement counts when all its entities are
+windows, find matches, the ``seen`` of each step's record, ``records.py``); a statement counts when all its entities are
 identified in the answer and cited content fully supports it; the rubric reward is the share of statements
 reachable from the answer entity over supported statements (``rewards.aggregate.carr_rubric_reward``).
 
@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rubricgym.core.types import Step
+from rubricgym.envs.deepsearch.records import Observed, observed
 from rubricgym.rewards.aggregate import c_grpo_reward, carr_rubric_reward
 
 MAX_CITED = 20
@@ -188,13 +189,12 @@ def _body(text: str) -> str:
     return CITATION.sub(lambda m: f"[{m.group(1)}]", strip_references(text))
 
 
-def seen_by_url(steps: Iterable[Step | dict[str, Any]]) -> dict[str, str]:
-    """Everything the agent saw of each page in ``steps`` (or their ``info`` dicts): snippets, windows, matches."""
+def seen_by_url(steps: Iterable[Step | Observed]) -> dict[str, str]:
+    """Everything the agent saw of each page in ``steps`` (or their records): snippets, windows, matches."""
     out: dict[str, list[str]] = {}
-    for s in steps:
-        info = s.info if isinstance(s, Step) else s
-        for item in info.get("seen", []):
-            out.setdefault(str(item.get("url", "")), []).append(str(item.get("text", "")))
+    for record in observed(steps):
+        for item in record.seen:
+            out.setdefault(item.url, []).append(item.text)
     return {url: "\n".join(parts) for url, parts in out.items()}
 
 
@@ -296,11 +296,11 @@ def derived_statements(
 
 
 def score(
-    hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | dict[str, Any]], alpha: float = ALPHA
+    hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | Observed], alpha: float = ALPHA
 ) -> dict[str, Any]:
     """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details.
 
-    ``steps`` are ``Step``s or their ``info`` dicts (the env scores its answer from the infos it recorded).
+    ``steps`` are ``Step``s or their records (the env scores its answer from the records it wrote).
     """
     names = [hidden.get("answer", ""), *hidden.get("aliases", [])]
     text = answer_text or ""

@@ -1,7 +1,7 @@
 """The deep search env's named checks, its default rubric and per-task CaRR rubrics.
 
-Every check is a pure function of a finished trajectory: it reads the task's hidden chain and what each step
-recorded in ``Step.info`` (search results, opened windows, find matches), never a live env.
+Every check is a pure function of a finished trajectory: it reads the task's hidden chain and each step's typed
+record (``records.py``: search results, opened windows, find matches), never a live env or a raw info key.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import yaml
 from rubricgym.core.checks import NamedCheck, check
 from rubricgym.core.types import CheckResult, Step, Trajectory
 from rubricgym.envs.deepsearch import carr
+from rubricgym.envs.deepsearch.records import RECORDS, Open, Search
 
 MAX_STATEMENTS = 24
 
@@ -34,9 +35,12 @@ def parts(traj: Trajectory) -> dict[str, Any]:
     return carr.score(traj.task.hidden, text, traj.steps[:at])
 
 
-def _calls(traj: Trajectory, tool: str, before: int | None = None) -> list[Step]:
-    steps = traj.steps if before is None else traj.steps[:before]
-    return [s for s in steps if s.info.get("tool") == tool and s.tool_error is None]
+def _searches(traj: Trajectory, before: int | None = None) -> list[tuple[Step, Search]]:
+    return RECORDS.each(traj.steps if before is None else traj.steps[:before], Search)
+
+
+def _opened(traj: Trajectory, before: int | None = None) -> set[str]:
+    return {r.url for _, r in RECORDS.each(traj.steps if before is None else traj.steps[:before], Open)}
 
 
 @check("outcome_correct", description="The stated answer matches the gold answer or an alias.")
@@ -98,21 +102,21 @@ def answered(traj: Trajectory, step: int | None = None) -> CheckResult:
 )
 def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     _, at = answer_of(traj)
-    searches = _calls(traj, "search", at)
+    searches = _searches(traj, at)
     ents = {k: v for k, v in traj.task.hidden.get("entities", {}).items() if k != "E0"}
     if not ents:
         return _question_terms_searched(traj, searches)
-    opened = {s.info.get("url") for s in _calls(traj, "open", at)}
+    opened = _opened(traj, at)
     missing, evidence = [], set()
     for eid, e in sorted(ents.items()):
         names = [n for n in [e.get("name"), *e.get("aliases", [])] if n]
         url = e.get("url")
         hit = [
             s.index
-            for s in searches
-            if any(carr.mentions(str(s.info.get("query", "")), n) for n in names)
+            for s, search in searches
+            if any(carr.mentions(search.query, n) for n in names)
             or url in opened
-            and any(r.get("url") == url for r in s.info.get("results", []) if url)
+            and any(r.url == url for r in search.results if url)
         ]
         if hit:
             evidence.add(hit[0])
@@ -127,7 +131,7 @@ def hops_searched(traj: Trajectory, step: int | None = None) -> CheckResult:
     )
 
 
-def _question_terms_searched(traj: Trajectory, searches: list[Step]) -> CheckResult:
+def _question_terms_searched(traj: Trajectory, searches: list[tuple[Step, Search]]) -> CheckResult:
     """A question whose chain names no entity but the answer: the share of its key words the searches used."""
     question = traj.task.hidden.get("question") or traj.task.prompt
     answer = carr.normalize(" ".join([traj.task.hidden.get("answer", ""), *traj.task.hidden.get("aliases", [])]))
@@ -136,8 +140,8 @@ def _question_terms_searched(traj: Trajectory, searches: list[Step]) -> CheckRes
         return CheckResult.of(bool(searches), f"{len(searches)} search(es); the question has no key words")
     used: set[str] = set()
     evidence = []
-    for s in searches:
-        new = carr.content_words(str(s.info.get("query", ""))) & terms - used
+    for s, search in searches:
+        new = carr.content_words(search.query) & terms - used
         if new:
             used |= new
             evidence.append(s.index)
@@ -157,7 +161,7 @@ def cited_pages_opened(traj: Trajectory, step: int | None = None) -> CheckResult
     cited = carr.cited_urls(text or "")
     if not cited:
         return CheckResult.of(False, "no citations")
-    opened = {s.info.get("url") for s in _calls(traj, "open", at)}
+    opened = _opened(traj, at)
     missing = [u for u in cited if u not in opened]
     return CheckResult(
         score=1 - len(missing) / len(cited),
@@ -179,11 +183,11 @@ def no_unseen_citations(traj: Trajectory, step: int | None = None) -> CheckResul
 
 @check("no_repeated_searches", description="No identical search was repeated.")
 def no_repeated_searches(traj: Trajectory, step: int | None = None) -> CheckResult:
-    searches = _calls(traj, "search")
+    searches = _searches(traj)
     seen: set[tuple[str, int]] = set()
     repeats = []
-    for s in searches:
-        key = (" ".join(str(s.info.get("query", "")).casefold().split()), int(s.info.get("k", 5)))
+    for s, search in searches:
+        key = (" ".join(search.query.casefold().split()), search.k)
         if key in seen:
             repeats.append(s.index)
         seen.add(key)

@@ -28,6 +28,7 @@ from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
 from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
 from rubricgym.envs.deepsearch.real import load_questions, resolve_gold
+from rubricgym.envs.deepsearch.records import RECORDS, Answer, Find, Observed, Open, Plan, Search
 from rubricgym.envs.deepsearch.render import render_world
 from rubricgym.envs.deepsearch.world import World, generate_world
 
@@ -67,6 +68,7 @@ class DeepSearchEnv(RubricEnv):
     default_max_steps = 40
     max_observation_chars = 6000
     check_set = ALL
+    step_records = RECORDS
     rubric_file = RUBRIC_FILE
     discoverable = {
         field: frozenset({"search", "open", "find"}) for field in ("answer", "aliases", "entities", "gold_docs")
@@ -119,7 +121,7 @@ class DeepSearchEnv(RubricEnv):
             resolve_gold(self.questions, self._corpus, str(questions))
         self._opened: set[str] = set()
         self._reopened = False
-        self._infos: list[dict[str, Any]] = []
+        self._observed: list[Observed] = []
 
     # ---- resources --------------------------------------------------------------------------------------
 
@@ -203,13 +205,16 @@ class DeepSearchEnv(RubricEnv):
             self._corpus, self._index = self._resources(params)
         self._opened = set()
         self._reopened = False
-        self._infos = []
+        self._observed = []
 
     def call_tool(self, call: ToolCall) -> ToolOutput:
         self._reopened = False
-        out = super().call_tool(call)
-        self._infos.append(out.info)
-        return out
+        return super().call_tool(call)
+
+    def _record(self, record: Observed) -> dict[str, Any]:
+        """Keep a call's record (the answer is scored from what the calls showed) and return it as its info."""
+        self._observed.append(record)
+        return record.info()
 
     # ---- tools ------------------------------------------------------------------------------------------
 
@@ -221,7 +226,7 @@ class DeepSearchEnv(RubricEnv):
             text: your plan
         """
         return ToolOutput(
-            text="Plan noted. Now search for the first entity you need.", info={"tool": "plan", "seen": []}
+            text="Plan noted. Now search for the first entity you need.", info=self._record(Plan(tool="plan", seen=[]))
         )
 
     @tool(examples={"query": "harbour town Dunmere road"})
@@ -234,16 +239,16 @@ class DeepSearchEnv(RubricEnv):
             k: number of results, 1-10 (default 5)
         """
         text, seen, results = tools.search(self._index, query, k)
-        return ToolOutput(
-            text=text,
-            info={
+        record = Search.model_validate(
+            {
                 "tool": "search",
                 "query": " ".join(str(query).split()),
                 "k": tools.as_int(k, 5),
                 "results": results,
                 "seen": seen,
-            },
+            }
         )
+        return ToolOutput(text=text, info=self._record(record))
 
     @tool(examples={"doc": "https://fictopedia.test/wiki/Brook"})
     def open(self, doc: str, offset: int = 0) -> ToolOutput:
@@ -256,7 +261,7 @@ class DeepSearchEnv(RubricEnv):
         text, seen, url = tools.open_page(self._corpus, doc, offset, self.window_chars)
         self._reopened = url in self._opened
         self._opened.add(url)
-        return ToolOutput(text=text, info={"tool": "open", "url": url, "seen": seen})
+        return ToolOutput(text=text, info=self._record(Open.model_validate({"tool": "open", "url": url, "seen": seen})))
 
     @tool(examples={"doc": "https://fictopedia.test/wiki/Brook", "pattern": "founded in"})
     def find(self, doc: str, pattern: str) -> ToolOutput:
@@ -267,7 +272,8 @@ class DeepSearchEnv(RubricEnv):
             pattern: the phrase to look for
         """
         text, seen, url = tools.find(self._corpus, doc, pattern)
-        return ToolOutput(text=text, info={"tool": "find", "url": url, "pattern": str(pattern), "seen": seen})
+        record = Find.model_validate({"tool": "find", "url": url, "pattern": str(pattern), "seen": seen})
+        return ToolOutput(text=text, info=self._record(record))
 
     @tool(
         examples={"text": "Answer: Ada Vell\n- Ada Vell was born in Brook [1](https://fictopedia.test/wiki/Ada_Vell)"}
@@ -282,14 +288,18 @@ class DeepSearchEnv(RubricEnv):
         if not str(text).strip():
             raise ToolError("the answer is empty; write 'Answer: <name>' and the cited facts")
         assert self._task is not None
-        parts = carr.score(self._task.hidden, str(text), self._infos, self.alpha)
+        parts = carr.score(self._task.hidden, str(text), self._observed, self.alpha)
         reward = parts["c_grpo"] if self.reward == "c_grpo" else parts["outcome"]
-        info = {
-            "tool": "answer",
-            "seen": [],
-            **{k: parts[k] for k in ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")},
-        }
-        return ToolOutput(text="Answer recorded.", done=True, answer=str(text), reward=float(reward), info=info)
+        record = Answer.model_validate(
+            {
+                "tool": "answer",
+                "seen": [],
+                **{k: parts[k] for k in ("answer", "correct", "outcome", "rubric", "c_grpo", "cited")},
+            }
+        )
+        return ToolOutput(
+            text="Answer recorded.", done=True, answer=str(text), reward=float(reward), info=self._record(record)
+        )
 
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:
@@ -309,14 +319,15 @@ class DeepSearchEnv(RubricEnv):
         ) + list(leaves({"entities": ents}))
 
     def summary(self) -> dict[str, Any]:
-        used = [i.get("tool") for i in self._infos]
-        last = self._infos[-1] if self._infos else {}
+        used = [r.tool for r in self._observed]
+        last = self._observed[-1] if self._observed else None
+        answer = last if isinstance(last, Answer) else None
         return {
             "searches": used.count("search"),
             "opened": len(self._opened),
             "finds": used.count("find"),
             "answered": "answer" in used,
-            "correct": bool(last.get("correct")),
-            "rubric": float(last.get("rubric", 0.0)),
-            "c_grpo": float(last.get("c_grpo", 0.0)),
+            "correct": bool(answer and answer.correct),
+            "rubric": answer.rubric if answer else 0.0,
+            "c_grpo": answer.c_grpo if answer else 0.0,
         }

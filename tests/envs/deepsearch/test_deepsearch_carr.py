@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubricgym.core.types import Action, Observation, Step
+from rubricgym.core.types import Action, Observation, Step, ToolCall
 from rubricgym.envs.deepsearch import carr
 
 
 def _step(i: int, seen: list[tuple[str, str]]) -> Step:
+    """A search step that showed ``seen`` (CaRR reads it from the step's typed record)."""
     return Step(
         index=i,
         stage="gather",
-        action=Action(text=""),
+        action=Action(text="", tool_call=ToolCall(name="search", arguments={"query": "q"})),
         observation=Observation(messages=[]),
-        info={"seen": [{"url": u, "text": t} for u, t in seen]},
+        info={"tool": "search", "query": "q", "k": 5, "results": [], "seen": [{"url": u, "text": t} for u, t in seen]},
     )
 
 
