@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,19 +32,44 @@ from rubricgym.rewards.panel import PanelJudge
 from rubricgym.rewards.path import Endpoint, JudgeSettings, RewardPath, choose_rubric
 from rubricgym.rewards.path import build_judges as judges_of
 from rubricgym.rewards.prm import Breakdown
-from rubricgym.rewards.rubric import Rubric, RubricError
+from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
 
 SCORES = "scores.jsonl"
 SUMMARY = "scores_summary.json"
 CACHE = "judge_cache.sqlite"
 
 
-def rubric_for(traj: Trajectory, override: Rubric | None) -> Rubric:
-    """``override``, else the task's own rubric, else the env's default rubric (``rewards.path.choose_rubric``)."""
-    return choose_rubric(traj.task, override=override)
+def rubric_for(traj: Trajectory, override: Rubric | None, entries: Mapping[str, Rubric] | None = None) -> Rubric:
+    """``override``, else the task's own rubric, else the run's rubric for its env (``entries``: what a training
+    run recorded), else the env's default rubric (``rewards.path.choose_rubric``)."""
+    return choose_rubric(traj.task, entry=(entries or {}).get(traj.task.env_id), override=override)
 
 
-def check_names(trajs: list[Trajectory], override: Rubric | None) -> list[str]:
+def run_rubrics(meta: Mapping[str, Any]) -> dict[str, Rubric]:
+    """The rubric per env id a training run scored its rollouts with (``run.json``'s ``rubrics``)."""
+    return {env_id: load_rubric(r) for env_id, r in (meta.get("rubrics") or {}).items()}
+
+
+def trained_totals(trajs: Sequence[Trajectory], key: str = "rubric") -> list[float | None]:
+    """The total the trainer gave each trajectory it trained on (``metrics.train_step``; ``rewards[key]``), else
+    ``None``. Read them before scoring: scoring writes the new totals onto the trajectories."""
+    return [t.rewards.get(key) if "train_step" in t.metrics else None for t in trajs]
+
+
+def reproduced(trained: Sequence[float | None], breakdowns: Sequence[Breakdown]) -> dict[str, Any]:
+    """How many trained rollouts get the same total now: the check that what ``score`` reports is what training
+    optimised."""
+    diffs = [
+        abs(a - b.total) if b.total is not None else math.inf
+        for a, b in zip(trained, breakdowns, strict=True)
+        if a is not None
+    ]
+    return {"trained": len(diffs), "identical": sum(d < 1e-9 for d in diffs), "max_abs_diff": max(diffs, default=0.0)}
+
+
+def check_names(
+    trajs: list[Trajectory], override: Rubric | None, entries: Mapping[str, Rubric] | None = None
+) -> list[str]:
     """Every check name a rubric used for ``trajs`` gives that its env does not have (empty when all exist)."""
     from rubricgym.core.registry import spec
     from rubricgym.rewards.validate import unknown_checks
@@ -50,7 +77,7 @@ def check_names(trajs: list[Trajectory], override: Rubric | None) -> list[str]:
     seen: set[tuple[str, str]] = set()
     problems: list[str] = []
     for t in trajs:
-        rubric = rubric_for(t, override)
+        rubric = rubric_for(t, override, entries)
         if (t.task.env_id, rubric.hash) in seen:
             continue
         seen.add((t.task.env_id, rubric.hash))
@@ -94,14 +121,27 @@ def build_judges(
 
 
 async def score_run(
-    trajs: list[Trajectory], rubric: Rubric | None, judges: list[Judge], concurrency: int = 8
+    trajs: list[Trajectory],
+    rubric: Rubric | None,
+    judges: list[Judge],
+    concurrency: int = 8,
+    entries: Mapping[str, Rubric] | None = None,
 ) -> list[Breakdown]:
-    """Score ``trajs`` (each with the rubric ``choose_rubric`` picks) and return breakdowns in input order."""
-    path = RewardPath(judges, override=rubric, concurrency=concurrency)
+    """Score ``trajs`` (each with the rubric ``choose_rubric`` picks, ``entries`` giving an env's run rubric) and
+    return breakdowns in input order."""
+    entries = entries or {}
+    by_env: dict[str, list[int]] = {}
+    for i, t in enumerate(trajs):
+        by_env.setdefault(t.task.env_id, []).append(i)
+    out: dict[int, Breakdown] = {}
     try:
-        return await path.score_many(trajs)
+        for env_id, idx in by_env.items():
+            path = RewardPath(judges, entry=entries.get(env_id), override=rubric, concurrency=concurrency)
+            for i, b in zip(idx, await path.score_many([trajs[i] for i in idx]), strict=True):
+                out[i] = b
     finally:
-        await path.aclose()
+        await RewardPath(judges).aclose()  # the judges every env's path shared, closed once
+    return [out[i] for i in range(len(trajs))]
 
 
 def summarise(breakdowns: list[Breakdown], rubrics: dict[str, Rubric]) -> dict[str, Any]:
@@ -223,7 +263,8 @@ def score_command(
         console.print(f"[red]{e}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     try:
-        problems = check_names(trajs, override)
+        entries = run_rubrics(store.meta())
+        problems = check_names(trajs, override, entries)
     except RubricError as e:
         problems = [str(e)]
     if problems:  # before anything is scored or scores.jsonl is touched
@@ -231,10 +272,11 @@ def score_command(
         raise typer.Exit(2)
     judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / CACHE)
     judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
-    breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency))
+    trained = trained_totals(trajs, store.meta().get("reward_key", "rubric"))
+    breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency, entries))
     rubrics = {}
     for t in trajs:
-        r = rubric_for(t, override)
+        r = rubric_for(t, override, entries)
         rubrics[r.hash] = r
     _write_atomic(Path(run_dir) / SCORES, "".join(b.model_dump_json() + "\n" for b in breakdowns))
     summary = summarise(breakdowns, rubrics)
@@ -247,14 +289,33 @@ def score_command(
     for j in judges:
         if isinstance(j, PanelJudge):
             summary["panel_agreement"] = j.agreement().__dict__
+    again = reproduced(trained, breakdowns)
+    if again["trained"]:
+        summary["training_totals"] = again
     _write_atomic(Path(run_dir) / SUMMARY, json.dumps(summary, indent=2))
-    console.print(criterion_table(summary, f"{run_dir}: {len(trajs)} trajectories"))
+    _report(console, run_dir, summary, breakdowns, override is not None)
+
+
+def _report(
+    console: Console, run_dir: Path, summary: dict[str, Any], breakdowns: list[Breakdown], overridden: bool
+) -> None:
+    """Print what ``score`` found: the criterion table, mean totals per agent, whether training-time totals came
+    out the same, failed verdicts."""
+    console.print(criterion_table(summary, f"{run_dir}: {summary['trajectories']} trajectories"))
     by_agent: dict[str, list[float]] = defaultdict(list)
     for b in breakdowns:
         if b.total is not None:
             by_agent[b.agent].append(b.total)
     for agent, totals in sorted(by_agent.items()):
         console.print(f"agent [bold]{agent}[/bold]: mean total {sum(totals) / len(totals):.3f} over {len(totals)}")
+    again = summary.get("training_totals")
+    if again:
+        same = again["identical"] == again["trained"]
+        console.print(
+            f"training-time totals reproduced: [{'green' if same else 'yellow'}]{again['identical']} of "
+            f"{again['trained']}[/] trained rollouts (largest difference {again['max_abs_diff']:.3g})"
+            + ("" if same or not overridden else "; --rubric replaces the rubric they were trained on")
+        )
     if summary["errors"]:
         console.print(
             f"[yellow]{summary['errors']} verdict(s) failed[/yellow]: they are left out of the totals "

@@ -154,6 +154,10 @@ class TrainConfig(_Strict):
     """Stop starting new steps once this much wall time has passed (the final eval still runs)."""
     live: bool = True
     plots: bool = True
+    keep_rollouts: bool = True
+    """Append each step's scored training rollouts to ``trajectories.jsonl`` in the run directory (tagged
+    ``metrics.train_step``), so ``rubricgym score RUN_DIR`` re-scores them and shows it reproduces the totals the
+    trainer optimised; ``run.json`` records the rubric each env was scored with."""
     ray: bool = False
     ray_address: str | None = None
     ray_workers: int = Field(2, ge=1)

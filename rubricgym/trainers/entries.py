@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubricgym.core.registry import spec
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Task
 from rubricgym.rewards.evolve import BufferConfig, RubricBuffer, build_buffer
@@ -33,8 +34,8 @@ class RewardEntry:
     """One entry's reward path, pairwise judge, rubric buffer and hacking monitor (see the module docstring)."""
 
     name: str
+    env_id: str
     path: RewardPath
-    env_cls: Any
     pairwise: PairwiseJudge | None = None
     buffer: RubricBuffer | None = None
     monitor: RolloutMonitor | None = None
@@ -54,7 +55,8 @@ class RewardEntry:
         """Build the monitor (it scores the policy's own samples) and the rubric buffer (its versions recorded in
         ``record_dir``) once the policy has loaded."""
         self.monitor = build_monitor(monitor, lambda: self.rubric, policy)
-        self.buffer = build_buffer(buffer, self.rubric, self.env_cls, record=record_dir / "rubric_versions.jsonl")
+        env_cls = spec(self.env_id).load()
+        self.buffer = build_buffer(buffer, self.rubric, env_cls, record=record_dir / "rubric_versions.jsonl")
 
     def own(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
         """The rollouts the entry rubric scored (not those of tasks with a rubric of their own)."""

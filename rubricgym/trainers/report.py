@@ -17,6 +17,8 @@ import numpy as np
 
 from rubricgym.core.fmt import fmt_number
 from rubricgym.core.safeio import append_lines, atomic_write
+from rubricgym.core.store import TrajectoryStore
+from rubricgym.core.types import Trajectory
 from rubricgym.trainers.estimate import Estimate
 from rubricgym.trainers.rollouts import Group, flatten
 
@@ -99,6 +101,36 @@ class MetricsLog:
             if r.get("step", 0) <= step and not (r.get("kind") == "eval" and r.get("step", 0) > step)
         ]
         atomic_write(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+
+class RolloutLog:
+    """The run's scored training rollouts in ``trajectories.jsonl`` (a ``TrajectoryStore``), each tagged with the
+    step that trained on it (``metrics.train_step``), so ``rubricgym score``, ``show`` and ``export`` read them."""
+
+    def __init__(self, run_dir: Path):
+        self.store = TrajectoryStore(run_dir)
+
+    def write(self, step: int, trajectories: Sequence[Trajectory]) -> None:
+        for t in trajectories:
+            t.metrics["train_step"] = float(step)
+        self.store.extend(list(trajectories))
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the rollouts of steps after ``step`` (a resumed run plays them again); a fresh run (``step`` 0)
+        starts an empty file."""
+        path = self.store.path
+        if not path.exists():
+            return
+        kept = [
+            line
+            for line in path.read_bytes().splitlines(keepends=True)
+            if line.strip() and step > 0 and _train_step(line) <= step
+        ]
+        atomic_write(path, b"".join(kept).decode("utf-8"))
+
+
+def _train_step(line: bytes) -> float:
+    return float(json.loads(line).get("metrics", {}).get("train_step", math.inf))
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:

@@ -96,7 +96,7 @@ class SuiteTrainer(Trainer):
         """Per suite entry its rubric (the entry's own, else its env's default), pairwise judge, and later its
         monitor and rubric buffer (``entries/<name>/rubric_versions.jsonl``)."""
         return {
-            e.name: self.reward_entry(e.name, e.load_rubric(self.suite.base_dir), spec(e.env).load(), judges)
+            e.name: self.reward_entry(e.name, e.env, e.load_rubric(self.suite.base_dir), judges)
             for e in self.suite.entries
         }
 

@@ -39,7 +39,7 @@ from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.estimate import estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.report import Laps, MetricsLog, train_record, write_html, write_plots
+from rubricgym.trainers.report import Laps, MetricsLog, RolloutLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
@@ -77,6 +77,7 @@ class Trainer:
                 where = f"suite entry {name!r}: " if len(self.entries) > 1 else ""
                 raise ConfigError(f"judge: {where}{e}") from None
         self.judge_stats: dict[str, float] = {}
+        self.rollout_log = RolloutLog(self.run_dir) if cfg.keep_rollouts else None
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
         g = cfg.generation
@@ -123,12 +124,20 @@ class Trainer:
         """One entry, the env: its rubric is ``env.rubric``, else the env's default."""
         cfg = self.cfg
         rubric = load_rubric(cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric())
-        return {cfg.env.id: self.reward_entry(cfg.env.id, rubric, self.env_cls, judges)}
+        return {cfg.env.id: self.reward_entry(cfg.env.id, cfg.env.id, rubric, judges)}
 
-    def reward_entry(self, name: str, rubric: Rubric, env_cls: Any, judges: Sequence[Judge]) -> RewardEntry:
+    def reward_entry(self, name: str, env_id: str, rubric: Rubric, judges: Sequence[Judge]) -> RewardEntry:
         a = self.cfg.advantage
         pairwise = PairwiseJudge.from_rubric(rubric, path_weight=a.path_weight) if a.estimator == "tournament" else None
-        return RewardEntry(name, RewardPath(judges, entry=rubric, name=a.reward_key), env_cls, pairwise=pairwise)
+        return RewardEntry(name, env_id, RewardPath(judges, entry=rubric, name=a.reward_key), pairwise=pairwise)
+
+    def entry_rubrics(self) -> dict[str, Any]:
+        """``run.json``'s ``rubrics``: the rubric each env's entry scores with (when a suite gives one env two
+        rubrics, neither), so ``rubricgym score`` on the kept rollouts picks what the trainer did."""
+        by_env: dict[str, set[str]] = {}
+        for e in self.entries.values():
+            by_env.setdefault(e.env_id, set()).add(e.rubric.hash)
+        return {e.env_id: e.rubric.model_dump(mode="json") for e in self.entries.values() if len(by_env[e.env_id]) == 1}
 
     def entry_tasks(self, name: str) -> list[Task]:
         """The training and held-out tasks entry ``name`` scores (their rubrics need judges)."""
@@ -176,6 +185,8 @@ class Trainer:
         groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
         laps.lap("gen_s")
         await self.score(groups)
+        if self.rollout_log is not None:
+            self.rollout_log.write(step + 1, [r.trajectory for r in flatten(groups)])
         tournaments = await self.rank_groups(groups) if cfg.advantage.estimator == "tournament" else None
         laps.lap("score_s")
         est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
@@ -283,6 +294,8 @@ class Trainer:
         if self.state.base_eval:
             self.base_eval = EvalResult.model_validate(self.state.base_eval)
         self.metrics.truncate_after(self.state.step)
+        if self.rollout_log is not None:
+            self.rollout_log.truncate_after(self.state.step)
         saved = self.state.entries or {}
         for name, entry in self.entries.items():
             entry.load_state_dict(saved.get(name, saved.get("*", {})))  # "*": a checkpoint from before entries
@@ -305,6 +318,11 @@ class Trainer:
             torch.manual_seed(cfg.seed)
             if self.metrics.path.exists():
                 self.metrics.path.unlink()
+            if self.rollout_log is not None:
+                self.rollout_log.truncate_after(0)
+        if self.rollout_log is not None:
+            meta = {"trainer": cfg.advantage.estimator, "reward_key": cfg.advantage.reward_key}
+            self.rollout_log.store.write_meta(meta | {"rubrics": self.entry_rubrics()})
         display = LiveDisplay(cfg, self.console, enabled=cfg.live and is_main())
         started = time.perf_counter() - self.state.elapsed_s
         with display:

@@ -11,7 +11,9 @@ from rubricgym.arena.arena import TaskRubricJudge
 from rubricgym.core.rubric import Rubric, Verdict
 from rubricgym.rewards.cli import score_run
 from rubricgym.rewards.judges import CheckJudge
+from rubricgym.rewards.monitor import HackingMonitor, MonitorConfig, credit_shares
 from rubricgym.rewards.path import JudgeSettings, RewardPath, build_judges, choose_rubric
+from rubricgym.rewards.prm import ScoredTrajectory
 from rubricgym.trainers.trainer import judge_stats
 
 
@@ -42,6 +44,15 @@ def test_score_train_eval_and_arena_agree_on_a_task_rubric(oracle_trajs, random_
     assert {b.rubric_id for b in offline} == {"toy-task-own"}  # not the entry's, not the default
     arena = TaskRubricJudge(Rubric.from_dict(entry), [CheckJudge()]).for_task(trajs[0].task)
     assert arena.prm.rubric.id == "toy-task-own"
+    # the monitors (and the buffer) read these same breakdowns: the task rubric's rollouts are its own credit, not
+    # the entry rubric's
+    scored = [ScoredTrajectory(t, b) for t, b in zip(trajs, training, strict=True)]
+    own = Rubric.from_dict(_task_rubric(toy_rubric))
+    assert credit_shares(scored, own) and credit_shares(scored, own) == credit_shares(
+        [ScoredTrajectory(t, b) for t, b in zip(trajs, offline, strict=True)], own
+    )
+    watch = asyncio.run(HackingMonitor(MonitorConfig(alarms=[]), Rubric.from_dict(entry)).observe(1, scored))
+    assert not any(k.startswith("monitor/credit/") for k in watch)
 
 
 def test_llm_criteria_without_a_judge_fail_before_any_work(toy_rubric):
