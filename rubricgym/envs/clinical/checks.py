@@ -1,16 +1,15 @@
 """The clinical env's named checks: DiagGym's reward parts, physician-style criteria and step-level process checks.
 
 Every check is a pure function of the trajectory: the env records what it resolved (exam ids, costs, abnormal
-results, the can't-miss conditions a differential covered) in each step's ``info`` and the case's scoring
-facts in ``task.hidden``, so saved trajectories re-score without the knowledge base.
+results, the can't-miss conditions a differential covered) in each step's typed record (``records.py``) and the
+case's scoring facts in ``task.hidden``, so saved trajectories re-score without the knowledge base.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from rubricgym.core.checks import check, check_set
 from rubricgym.core.types import CheckResult, Step, Trajectory
+from rubricgym.envs.clinical.records import RECORDS, Ask, ClinicalRecord, Diagnose, Order
 from rubricgym.envs.clinical.rewards import MAX_REWARD
 
 INVASIVE = 2
@@ -21,46 +20,48 @@ COST_BUDGET = 2000.0
 
 
 def _tool(s: Step) -> str | None:
-    return s.info.get("tool") if s.tool_error is None and s.action.parse_error is None else None
+    """The tool that ran at ``s`` (``None``: a malformed call or a failed tool)."""
+    record = RECORDS.get(s, ClinicalRecord)
+    return record.tool if record is not None and s.tool_error is None else None
 
 
-def _orders(traj: Trajectory) -> list[Step]:
-    return [s for s in traj.steps if _tool(s) == "order"]
+def _orders(traj: Trajectory) -> list[tuple[Step, Order]]:
+    return RECORDS.each(traj.steps, Order)
 
 
-def _final(traj: Trajectory) -> dict[str, Any]:
-    last = traj.steps[-1] if traj.steps else None
-    return last.info if last is not None and _tool(last) == "diagnose" else {}
+def _final(traj: Trajectory) -> Diagnose | None:
+    """The diagnosis that ended the episode, if one did."""
+    return RECORDS.get(traj.steps[-1], Diagnose) if traj.steps else None
 
 
 @check(description="A diagnosis was issued with the diagnose tool (DiagGym's 0.1 term).")
 def diagnosis_issued(traj: Trajectory, step: int | None = None) -> CheckResult:
-    ok = bool(_final(traj))
+    ok = _final(traj) is not None
     return CheckResult.of(ok, "diagnosed" if ok else "never called diagnose", [traj.steps[-1].index] if ok else [])
 
 
 @check(description="The final diagnosis names the case's diagnosis (aliases and ICD-10 codes count).")
 def diagnosis_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
-    info = _final(traj)
+    final = _final(traj)
     want = traj.task.hidden.get("diagnosis", {}).get("name")
-    ok = bool(info.get("correct"))
-    evidence = [traj.steps[-1].index] if info else []
-    return CheckResult.of(ok, f"said {info.get('diagnosis')!r}, case is {want!r}", evidence)
+    ok = final is not None and final.correct
+    evidence = [traj.steps[-1].index] if final is not None else []
+    return CheckResult.of(ok, f"said {final.diagnosis if final is not None else None!r}, case is {want!r}", evidence)
 
 
 @check(description="F1 of the ordered exams against the case's key exams (DiagGym).")
 def exam_f1(traj: Trajectory, step: int | None = None) -> CheckResult:
-    info = _final(traj)
+    final = _final(traj)
     if not traj.task.hidden.get("key_exams"):
         return CheckResult.not_applicable("the case names no key exam")
-    if not info:
+    if final is None:
         return CheckResult(score=0.0, met=False, rationale="no diagnosis, no F1")
-    f1 = float(info["exam_f1"])
+    f1 = final.exam_f1
     return CheckResult(
         score=f1,
         met=f1 >= 0.999,
-        rationale=f"precision {info['exam_precision']:.2f}, recall {info['exam_recall']:.2f}",
-        evidence=[s.index for s in _orders(traj)],
+        rationale=f"precision {final.exam_precision:.2f}, recall {final.exam_recall:.2f}",
+        evidence=[s.index for s, _ in _orders(traj)],
     )
 
 
@@ -69,9 +70,10 @@ def exam_f1(traj: Trajectory, step: int | None = None) -> CheckResult:
     "diagnosis only), over its maximum."
 )
 def diaggym_reward(traj: Trajectory, step: int | None = None) -> CheckResult:
-    info = _final(traj)
-    # a trajectory recorded before the gated reward has DiagGym's own value only
-    total = float(info["reward"]) if "reward" in info else float(info.get("diaggym", 0.0)) / MAX_REWARD
+    final = _final(traj)
+    total = 0.0
+    if final is not None:  # a trajectory recorded before the gated reward has DiagGym's own value only
+        total = final.reward if final.reward is not None else final.diaggym / MAX_REWARD
     return CheckResult(score=total, met=total >= 1.0 - 1e-9, rationale=f"reward {total:.3f}")
 
 
@@ -80,14 +82,14 @@ def diaggym_reward(traj: Trajectory, step: int | None = None) -> CheckResult:
     "it (random activity has none, even when its final guess happens to be right)."
 )
 def purposeful(traj: Trajectory, step: int | None = None) -> CheckResult:
-    fits = [s.index for s in _orders(traj) if s.info.get("fits_impression")]
+    fits = [s.index for s, o in _orders(traj) if o.fits_impression]
     return CheckResult.of(bool(fits), f"{len(fits)} order(s) follow a stated working diagnosis", fits)
 
 
 @check(description="Share of the case's key exams that were ordered (a panel reporting them counts).")
 def key_exams_ordered(traj: Trajectory, step: int | None = None) -> CheckResult:
     keys = traj.task.hidden.get("key_exams", [])
-    covered = {k for s in _orders(traj) for k in s.info.get("covers", [])}
+    covered = {k for _, o in _orders(traj) for k in o.covers}
     if not keys:
         return CheckResult.not_applicable("the case names no key exam")
     score = len(covered & set(keys)) / len(keys)
@@ -96,7 +98,7 @@ def key_exams_ordered(traj: Trajectory, step: int | None = None) -> CheckResult:
         score=score,
         met=not missing,
         rationale="missing: " + (", ".join(missing) or "none"),
-        evidence=[s.index for s in _orders(traj) if s.info.get("covers")],
+        evidence=[s.index for s, o in _orders(traj) if o.covers],
     )
 
 
@@ -124,7 +126,8 @@ def cant_miss_considered(traj: Trajectory, step: int | None = None) -> CheckResu
     wanted = [c["id"] for c in traj.task.hidden.get("cant_miss", [])]
     if not wanted:
         return CheckResult.not_applicable("the case names no can't-miss condition")
-    got = set(_final(traj).get("considered", []))
+    final = _final(traj)
+    got = set(final.considered if final is not None else [])
     score = len(got & set(wanted)) / len(wanted)
     return CheckResult(
         score=score, met=score == 1.0, rationale="not considered: " + (", ".join(sorted(set(wanted) - got)) or "none")
@@ -136,20 +139,15 @@ def cant_miss_considered(traj: Trajectory, step: int | None = None) -> CheckResu
     "differential's rule-out tests."
 )
 def no_unnecessary_exams(traj: Trajectory, step: int | None = None) -> CheckResult:
-    bad = [
-        s
-        for s in _orders(traj)
-        if not s.info.get("justified")
-        and (s.info.get("invasiveness", 0) >= INVASIVE or s.info.get("cost", 0) >= COSTLY)
-    ]
-    if not _final(traj):
+    bad = [(s, o) for s, o in _orders(traj) if not o.justified and (o.invasiveness >= INVASIVE or o.cost >= COSTLY)]
+    if _final(traj) is None:
         return CheckResult(score=0.0, met=False, rationale="no diagnosis: the work-up led nowhere")
     score = max(0.0, 1.0 - 0.34 * len(bad))
     return CheckResult(
         score=score,
         met=not bad,
-        rationale="unnecessary: " + (", ".join(s.info["name"] for s in bad) or "none"),
-        evidence=[s.index for s in bad],
+        rationale="unnecessary: " + (", ".join(o.name for _, o in bad) or "none"),
+        evidence=[s.index for s, _ in bad],
     )
 
 
@@ -158,17 +156,17 @@ def no_unnecessary_exams(traj: Trajectory, step: int | None = None) -> CheckResu
     "(programmatic stand-in for an LLM judge of consistency)."
 )
 def reasoning_consistent(traj: Trajectory, step: int | None = None) -> CheckResult:
-    info = _final(traj)
-    if not info or not info.get("reason"):
+    final = _final(traj)
+    if final is None or not final.reason:
         return CheckResult.of(False, "no reasoning given")
-    if info.get("cites_unseen"):
-        return CheckResult.of(False, "cites results never obtained: " + ", ".join(info["cites_unseen"]))
-    if info.get("cites_abnormal"):
-        return CheckResult.of(True, "cites abnormal results: " + ", ".join(info["cites_abnormal"]))
-    if not info.get("any_abnormal") and any(_tool(s) in ("ask", "examine") for s in traj.steps):
+    if final.cites_unseen:
+        return CheckResult.of(False, "cites results never obtained: " + ", ".join(final.cites_unseen))
+    if final.cites_abnormal:
+        return CheckResult.of(True, "cites abnormal results: " + ", ".join(final.cites_abnormal))
+    if not final.any_abnormal and any(_tool(s) in ("ask", "examine") for s in traj.steps):
         return CheckResult.of(True, "no abnormal result to cite; reasoning rests on history and examination")
     return CheckResult(
-        score=0.5 if info.get("cites") else 0.25,
+        score=0.5 if final.cites else 0.25,
         met=False,
         rationale="reasoning does not cite the abnormal results seen",
     )
@@ -180,22 +178,23 @@ def reasoning_consistent(traj: Trajectory, step: int | None = None) -> CheckResu
 )
 def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     hidden, final = traj.task.hidden, _final(traj)
-    ordered = {k for s in _orders(traj) for k in [s.info["exam"], *s.info.get("covers", [])]}
-    asked = {f for s in traj.steps if _tool(s) == "ask" for f in s.info.get("matched", [])}
-    considered = set(final.get("considered", []))
-    invasive_bad = any(not s.info.get("justified") and s.info.get("invasiveness", 0) >= INVASIVE for s in _orders(traj))
+    orders = [o for _, o in _orders(traj)]
+    ordered = {k for o in orders for k in [o.exam, *o.covers]}
+    asked = {f for _, a in RECORDS.each(traj.steps, Ask) for f in a.matched}
+    considered = set(final.considered if final is not None else [])
+    invasive_bad = any(not o.justified and o.invasiveness >= INVASIVE for o in orders)
     got = total = 0.0
     missed = []
     for item in hidden.get("rubric", []):
         kind, target = item.get("kind", "judge"), item.get("target")
-        if kind == "judge" or (kind == "avoid_invasive" and not _orders(traj)):
+        if kind == "judge" or (kind == "avoid_invasive" and not orders):
             continue  # an LLM item; "avoids invasive tests" says nothing of an agent that ordered nothing
         met = {
-            "diagnosis": bool(final.get("correct")),
+            "diagnosis": final is not None and final.correct,
             "exam_ordered": target in ordered,
             "considered": target in considered,
             "asked": target in asked,
-            "avoid_invasive": bool(final) and not invasive_bad,
+            "avoid_invasive": final is not None and not invasive_bad,
         }[kind]
         total += item["weight"]
         got += item["weight"] * met
@@ -210,24 +209,26 @@ def physician_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
 def workup_cost(traj: Trajectory, step: int | None = None) -> CheckResult:
     seen: set[str] = set()
     cost = 0.0
-    for s in _orders(traj):
-        if s.info["exam"] not in seen:
-            seen.add(s.info["exam"])
-            cost += float(s.info.get("cost", 0))
+    for _, o in _orders(traj):
+        if o.exam not in seen:
+            seen.add(o.exam)
+            cost += o.cost
+    diagnosed = _final(traj) is not None
     excess = max(0.0, cost - float(traj.task.hidden.get("key_cost", 0)))
-    score = max(0.0, 1.0 - excess / COST_BUDGET) if _final(traj) else 0.0
+    score = max(0.0, 1.0 - excess / COST_BUDGET) if diagnosed else 0.0
     return CheckResult(
         score=score,
-        met=excess == 0 and bool(_final(traj)),
+        met=excess == 0 and diagnosed,
         rationale=f"${cost:.0f} spent, ${excess:.0f} beyond the key exams",
     )
 
 
 @check(description="Invasiveness burden of exams outside the justified ones: 1 with none, 0 at a total level of 6.")
 def workup_invasiveness(traj: Trajectory, step: int | None = None) -> CheckResult:
-    burden = sum(s.info.get("invasiveness", 0) for s in _orders(traj) if not s.info.get("justified"))
-    score = max(0.0, 1.0 - burden / 6) if _final(traj) else 0.0
-    return CheckResult(score=score, met=burden == 0 and bool(_final(traj)), rationale=f"unjustified burden {burden}")
+    burden = sum(o.invasiveness for _, o in _orders(traj) if not o.justified)
+    diagnosed = _final(traj) is not None
+    score = max(0.0, 1.0 - burden / 6) if diagnosed else 0.0
+    return CheckResult(score=score, met=burden == 0 and diagnosed, rationale=f"unjustified burden {burden}")
 
 
 # ---- step-level process checks ------------------------------------------------------------------------------
@@ -251,10 +252,11 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
 )
 def order_justified(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = _step(traj, step)
-    if _tool(s) != "order":
+    order = RECORDS.get(s, Order)
+    if order is None or s.tool_error is not None:
         return CheckResult.of(False, "not a valid order", [s.index])
-    fits = s.info.get("fits_impression", len(s.info.get("impression", "")) >= 3)
-    ok = bool(fits) and len(s.info.get("reason", "").split()) >= 2
+    fits = order.fits_impression if order.fits_impression is not None else len(order.impression) >= 3
+    ok = fits and len(order.reason.split()) >= 2
     if not fits:
         why = "the impression names no condition this exam bears on"
     else:
@@ -265,14 +267,16 @@ def order_justified(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(scope="step", description="This order does not repeat an exam already resulted.")
 def no_repeat_exam(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = _step(traj, step)
-    ok = _tool(s) == "order" and not s.info.get("repeat")
+    order = RECORDS.get(s, Order)
+    ok = order is not None and s.tool_error is None and not order.repeat
     return CheckResult.of(ok, "new exam" if ok else "repeated exam or invalid order", [s.index])
 
 
 @check(scope="step", description="An invasive exam (level >= 2) comes after at least one history question.")
 def history_before_invasive(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = _step(traj, step)
-    if _tool(s) != "order" or s.info.get("invasiveness", 0) < INVASIVE:
+    order = RECORDS.get(s, Order)
+    if order is None or s.tool_error is not None or order.invasiveness < INVASIVE:
         return CheckResult.of(True, "not an invasive order", [s.index])
     asked = any(_tool(p) == "ask" for p in traj.steps[: s.index])
     return CheckResult.of(asked, "history taken first" if asked else "invasive exam before any history", [s.index])

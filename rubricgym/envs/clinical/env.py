@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
+from rubricgym.core.steprecord import ToolRecord
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.clinical import checks
@@ -42,6 +43,7 @@ from rubricgym.envs.clinical.patient import (
     resolve_exam,
     resolve_system,
 )
+from rubricgym.envs.clinical.records import RECORDS, Ask, Diagnose, Examine, Order
 from rubricgym.envs.clinical.rewards import diaggym_reward
 from rubricgym.envs.clinical.schema import KnowledgeBase
 from rubricgym.envs.clinical.visibility import SECRET_CASE_FIELDS, article, case_secrets, has_overlay, opaque_id
@@ -68,6 +70,7 @@ class ClinicalEnv(RubricEnv):
     default_max_steps = 12
     max_observation_chars = 4000
     check_set = checks.ALL
+    step_records = RECORDS
     rubric_file = Path(__file__).with_name("rubric.yaml")
     public_info_keys = frozenset({"tool", "system", "cost", "invasiveness", "turnaround_h", "repeat"})
     """What a step's info may show the agent: the call as resolved and what the result said. Whether an exam is
@@ -254,7 +257,8 @@ class ClinicalEnv(RubricEnv):
             source = "llm"
         present = [f for f in matched if self._case.history.get(f, False) is not False]
         return ToolOutput(
-            text=f'Patient: "{answer}"', info={"tool": "ask", "matched": matched, "present": present, "source": source}
+            text=f'Patient: "{answer}"',
+            info=Ask(tool="ask", matched=matched, present=present, source=source).info(),
         )
 
     @tool(examples={"system": "cardiovascular"})
@@ -272,7 +276,7 @@ class ClinicalEnv(RubricEnv):
             extra = f" (or a section this patient's chart names: {', '.join(own)})" if own else ""
             raise ToolError(f"unknown system {system!r}; examine one of: {', '.join(SYSTEMS)}{extra}")
         text = self._patient.examine(name)
-        return ToolOutput(text=f"Examination ({name}): {text}", info={"tool": "examine", "system": name})
+        return ToolOutput(text=f"Examination ({name}): {text}", info=Examine(tool="examine", system=name).info())
 
     @tool(
         examples={
@@ -319,25 +323,25 @@ class ClinicalEnv(RubricEnv):
         self._impressions.append(impression)
         key = self._facts.get("key_analytes", {})
         covers = [k for k, members in key.items() if set(members) <= set(analytes) or k == exam_id]
-        info = {
-            "tool": "order",
-            "exam": exam_id,
-            "name": spec.name,
-            "analytes": analytes,
-            "abnormal": abnormal,
-            "cost": spec.cost,
-            "invasiveness": spec.invasiveness,
-            "turnaround_h": spec.turnaround_h,
-            "repeat": repeat,
-            "impression": impression.strip(),
-            "reason": reason.strip(),
-            "covers": covers,
-            "justified": exam_id in self._facts.get("justified", []) or bool(covers),
-            "fits_impression": impression_fit(self.kb, self._facts, impression, [exam_id, *analytes]),
-            "source": source,
-            "result": body,
-        }
-        return ToolOutput(text=f"{head}Here is the result: {body}", info=info)
+        record = Order(
+            tool="order",
+            exam=exam_id,
+            name=spec.name,
+            analytes=analytes,
+            abnormal=abnormal,
+            cost=spec.cost,
+            invasiveness=spec.invasiveness,
+            turnaround_h=spec.turnaround_h,
+            repeat=repeat,
+            impression=impression.strip(),
+            reason=reason.strip(),
+            covers=covers,
+            justified=exam_id in self._facts.get("justified", []) or bool(covers),
+            fits_impression=impression_fit(self.kb, self._facts, impression, [exam_id, *analytes]),
+            source=source,
+            result=body,
+        )
+        return ToolOutput(text=f"{head}Here is the result: {body}", info=record.info())
 
     @tool(
         examples={
@@ -362,55 +366,54 @@ class ClinicalEnv(RubricEnv):
         correct = matched == "case"
         considered = considered_conditions(self.kb, facts, self._ordered, diff + self._impressions + [reason])
         cites = cited_exams(self.kb, reason)
-        covers = [
-            r.out.info["covers"]
-            for r in self._records
-            if r.out.info.get("tool") == "order" and not r.out.info["repeat"]
-        ]
+        covers = [o.covers for o in self._orders() if not o.repeat]
         parts = diaggym_reward(True, correct, covers, facts.get("key_exams", []))
-        info = {
-            "tool": "diagnose",
-            "diagnosis": diagnosis.strip(),
-            "matched": matched,
-            "correct": correct,
-            "differential": diff,
-            "considered": considered,
-            "reason": reason.strip(),
-            "cites": cites,
-            "cites_unseen": [c for c in cites if c not in self._seen],
-            "cites_abnormal": [c for c in cites if c in self._abnormal],
-            "any_abnormal": bool(self._abnormal),
+        record = Diagnose(
+            tool="diagnose",
+            diagnosis=diagnosis.strip(),
+            matched=matched,
+            correct=correct,
+            differential=diff,
+            considered=considered,
+            reason=reason.strip(),
+            cites=cites,
+            cites_unseen=[c for c in cites if c not in self._seen],
+            cites_abnormal=[c for c in cites if c in self._abnormal],
+            any_abnormal=bool(self._abnormal),
             **parts,
-        }
+        )
         return ToolOutput(
             text=f"Diagnosis recorded: {diagnosis.strip()}.",
             done=True,
             answer=diagnosis.strip(),
             reward=parts["reward"],
-            info=info,
+            info=record.info(),
         )
 
     # ---- helpers ----------------------------------------------------------------------------------------
 
+    def _typed(self) -> list[ToolRecord | None]:
+        """The episode's step records so far, typed."""
+        return [RECORDS.of(s) for s in self.steps]
+
+    def _orders(self) -> list[Order]:
+        return [r for r in self._typed() if isinstance(r, Order)]
+
     def _history_results(self) -> list[tuple[str, str]]:
-        return [
-            (r.out.info["name"], r.out.info.get("result", ""))
-            for r in self._records
-            if r.out.info.get("tool") == "order"
-        ]
+        return [(o.name, o.result) for o in self._orders()]
 
     def summary(self) -> dict[str, Any]:
-        infos = [r.out.info for r in self._records]
-        last = infos[-1] if infos else {}
-        orders = [i for i in infos if i.get("tool") == "order"]
+        typed = self._typed()
+        last = typed[-1] if typed else None
+        orders = [r for r in typed if isinstance(r, Order)]
         return {
-            "asked": sum(i.get("tool") == "ask" for i in infos),
-            "examined": sum(i.get("tool") == "examine" for i in infos),
-            "ordered": [i["name"] for i in orders],
-            "cost": sum(i["cost"] for i in orders),
-            "diagnosed": last.get("tool") == "diagnose",
-            "correct": bool(last.get("correct")),
-            "diaggym": float(last.get("diaggym", 0.0)),
+            "asked": sum(isinstance(r, Ask) for r in typed),
+            "examined": sum(isinstance(r, Examine) for r in typed),
+            "ordered": [o.name for o in orders],
+            "cost": sum(o.cost for o in orders),
+            "diagnosed": isinstance(last, Diagnose),
+            "correct": isinstance(last, Diagnose) and last.correct,
+            "diaggym": last.diaggym if isinstance(last, Diagnose) else 0.0,
         }
 
 
