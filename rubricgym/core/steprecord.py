@@ -91,13 +91,20 @@ class StepRecords:
             )
         if step.tool_error is not None and not step.info:
             return None
+        return self.parse(call.name, step.info, step.index)
+
+    def parse(self, tool: str, info: Mapping[str, Any], index: int | None = None) -> ToolRecord:
+        """``info`` as the record of ``tool`` (e.g. a live ``ToolOutput.info``; ``index``: its step, for errors)."""
+        where = f"step {index}" if index is not None else "a step"
+        if tool not in self._adapters:
+            raise RecordError(f"{self.env}: {where}: tool {tool!r} has no declared record")
         try:
-            record = self._adapters[call.name].validate_python(step.info)
+            record = self._adapters[tool].validate_python(info)
         except ValidationError as e:
-            raise RecordError(self._explain(step, call.name, e)) from None
+            raise RecordError(self._explain(where, tool, e)) from None
         if not isinstance(record, ToolRecord):
             raise TypeError(
-                f"{self.env}: the record of tool {call.name!r} parsed to a {type(record).__name__}; declare a "
+                f"{self.env}: the record of tool {tool!r} parsed to a {type(record).__name__}; declare a "
                 f"ToolRecord subclass (or an annotated union of them)"
             )
         return record
@@ -116,7 +123,7 @@ class StepRecords:
                 out.append((s, record))
         return out
 
-    def _explain(self, step: Step, tool: str, error: ValidationError) -> str:
+    def _explain(self, where: str, tool: str, error: ValidationError) -> str:
         problems = []
         for err in error.errors():
             key = ".".join(str(p) for p in err["loc"]) or "(the whole info)"
@@ -127,7 +134,7 @@ class StepRecords:
             else:
                 problems.append(f"key {key!r}: {err['msg']} (got {_short(err.get('input'))})")
         return (
-            f"{self.env}: step {step.index}, tool {tool!r}: Step.info does not match the tool's declared record "
+            f"{self.env}: {where}, tool {tool!r}: Step.info does not match the tool's declared record "
             f"({_name(self.tools[tool])}): {'; '.join(problems)}. Checks read this record, so a renamed or missing "
             f"key would silently change the reward: make the tool write its record (Record(...).info()) and the "
             f"record model agree, or re-record a trajectory written by another version of the env"

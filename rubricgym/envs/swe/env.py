@@ -19,12 +19,14 @@ import numpy as np
 
 from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.rubric import Rubric
+from rubricgym.core.steprecord import ToolRecord
 from rubricgym.core.tools import declared_tools, tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.swe import checks
 from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
+from rubricgym.envs.swe.records import RECORDS, Submit, SweRecord, changed_files, ran_tests
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
 from rubricgym.envs.swe.taskfile import load_instances, raw_record_hint
 from rubricgym.envs.swe.tools import SweTools
@@ -45,6 +47,7 @@ class SweEnv(SweTools, RubricEnv):
     default_max_steps = 30
     max_observation_chars = 8000
     check_set = checks.ALL
+    step_records = RECORDS
     discoverable = {
         field: frozenset({"bash", "view", "run_tests"}) for field in ("buggy_files", "test_files", "FAIL_TO_PASS")
     }
@@ -82,7 +85,7 @@ class SweEnv(SweTools, RubricEnv):
         self.python_path: list[str] = ["."]
         self._instance: SweInstance | None = None
         self._edited = False
-        self._last_info: dict[str, Any] = {}
+        self._last_record: ToolRecord | None = None
 
     # ---- tasks ------------------------------------------------------------------------------------------
 
@@ -119,7 +122,7 @@ class SweEnv(SweTools, RubricEnv):
     def begin(self, task: Task) -> None:
         self._instance = SweInstance.from_task(task)
         self._edited = False
-        self._last_info = {}
+        self._last_record = None
         deps = Path(self._instance.deps) if self._instance.deps else None
         self.run_async(self._open(Path(self._instance.snapshot), deps))
 
@@ -149,7 +152,7 @@ class SweEnv(SweTools, RubricEnv):
             done=True,
             answer=g.model_patch,
             reward=g.score,
-            info={"tool": "submit", "grading": g.to_info()},
+            info=Submit(tool="submit", grading=g.to_record()).info(),
         )
 
     async def _grade(self) -> Grade:
@@ -167,23 +170,24 @@ class SweEnv(SweTools, RubricEnv):
             out = await self.run_tool(declared_tools(type(self))[call.name].method, dict(call.arguments))
             if final and not out.done:  # the step limit ends the episode after this step: grade what is there
                 g = await self._grade()
-                out.reward, out.info = g.score, {**out.info, "grading": g.to_info()}
+                graded = RECORDS.parse(call.name, out.info).model_copy(update={"grading": g.to_record()})
+                out.reward, out.info = g.score, graded.info()
         except ToolError:
-            self._last_info = {"tool": call.name}
+            self._last_record = None
             raise
-        self._last_info = out.info
+        self._last_record = RECORDS.parse(call.name, out.info, len(self._records))
         return out
 
     def stage_of(self, call: ToolCall | None) -> str:
         if call is None:
             return self._stage or "localize"
-        info = self._last_info
+        record = self._last_record
         if call.name == "submit":
             return "verify"
-        if info.get("changed_files"):
+        if changed_files(record):
             self._edited = True
             return "edit"
-        if info.get("ran_tests"):
+        if ran_tests(record):
             return "verify" if self._edited else "reproduce"
         return "edit" if self._edited else "localize"
 
@@ -213,14 +217,14 @@ class SweEnv(SweTools, RubricEnv):
         return out
 
     def summary(self) -> dict[str, Any]:
-        infos = [r.out.info for r in self._records]
-        graded = next((i["grading"] for i in reversed(infos) if "grading" in i), None)
+        typed = [RECORDS.of(s) for s in self.steps]
+        graded = next((r.grading for r in reversed(typed) if isinstance(r, SweRecord) and r.grading), None)
         return {
             "backend": self.backend.name,
-            "resolved": bool(graded and graded["resolved"]),
-            "score": float(graded["score"]) if graded else 0.0,
-            "edits": sum(1 for i in infos if i.get("changed_files")),
-            "test_runs": sum(1 for i in infos if i.get("ran_tests")),
+            "resolved": bool(graded and graded.resolved),
+            "score": graded.score if graded else 0.0,
+            "edits": sum(1 for r in typed if changed_files(r)),
+            "test_runs": sum(1 for r in typed if ran_tests(r)),
             "invalid_steps": sum(1 for r in self._records if r.parse_error or r.out.error),
         }
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rubricgym.envs.swe.instance import SweInstance
 from rubricgym.envs.swe.patch import is_test_infrastructure, patch_files, tampering_lines
+from rubricgym.envs.swe.records import Grading
 from rubricgym.envs.swe.sandbox.base import Sandbox, SandboxPathError
 from rubricgym.envs.swe.sandbox.treediff import walk
 from rubricgym.envs.swe.testrun import run_pytest
@@ -35,7 +35,7 @@ class Grade:
     tampering: list[str] = field(default_factory=list)
     error: str | None = None
     outcomes: dict[str, str] = field(default_factory=dict)
-    """Each graded test's outcome (``passed``, ``failed``, ``error``, ``skipped``, ``not run``); not in ``to_info``."""
+    """Each graded test's outcome (``passed``, ``failed``, ``error``, ``skipped``, ``not run``); not recorded."""
     skip_reasons: dict[str, str] = field(default_factory=dict)
     """Why each skipped graded test was skipped, as pytest said it (a missing module shows up here)."""
 
@@ -60,17 +60,18 @@ class Grade:
     def score(self) -> float:
         return 0.0 if self.error or self.tampering else self.f2p_fraction * self.p2p_fraction
 
-    def to_info(self) -> dict[str, Any]:
-        return {
-            "resolved": self.resolved,
-            "score": self.score,
-            "fail_to_pass": self.fail_to_pass,
-            "pass_to_pass": self.pass_to_pass,
-            "model_patch": self.model_patch,
-            "restored_tests": self.restored_tests,
-            "tampering": self.tampering,
-            "error": self.error,
-        }
+    def to_record(self) -> Grading:
+        """The grading as the episode's last step records it."""
+        return Grading(
+            resolved=self.resolved,
+            score=self.score,
+            fail_to_pass=self.fail_to_pass,
+            pass_to_pass=self.pass_to_pass,
+            model_patch=self.model_patch,
+            restored_tests=self.restored_tests,
+            tampering=self.tampering,
+            error=self.error,
+        )
 
     def describe(self) -> str:
         if self.error:

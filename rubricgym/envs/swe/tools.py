@@ -1,10 +1,10 @@
 """The agent's tools (``bash, view, str_replace, create, run_tests, submit``) and what each step records.
 
 ``SweTools`` declares them with ``@tool`` (the env inherits it); they are async and run in the episode's
-sandbox. Each returns a ``ToolOutput`` whose ``info`` holds what the process checks need (files changed, tests run
-and failed, destructive commands), so the checks are pure functions of the finished trajectory. Bad arguments
-raise ``ToolError`` with a message that says what to do; so does an argument no process or file name can hold
-(a NUL byte, a command over the kernel's argument limit).
+sandbox. Each returns a ``ToolOutput`` whose ``info`` is its typed record (``records.py``): what the process
+checks need (files changed, tests run and failed, destructive commands), so the checks are pure functions of the
+finished trajectory. Bad arguments raise ``ToolError`` with a message that says what to do; so does an argument
+no process or file name can hold (a NUL byte, a command over the kernel's argument limit).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import shlex
 from rubricgym.core.env import ToolError, ToolOutput
 from rubricgym.core.tools import tool
 from rubricgym.envs.swe.patch import is_test_path
+from rubricgym.envs.swe.records import Bash, Create, RunTests, StrReplace, View
 from rubricgym.envs.swe.sandbox.base import Sandbox, SandboxError, SandboxPathError, clean_relpath
 from rubricgym.envs.swe.testrun import run_pytest
 
@@ -87,19 +88,17 @@ class SweTools:
         before = await self.box.fingerprint()
         res = await self.box.exec(command, timeout=self.command_timeout)
         changed, deleted = _changes(before, await self.box.fingerprint())
-        return ToolOutput(
-            text=res.describe(),
-            info={
-                "tool": "bash",
-                "command": command[:2000],
-                "exit_code": res.exit_code,
-                "limit": res.limit,
-                "changed_files": changed + deleted,
-                "deleted_files": deleted,
-                "ran_tests": bool(TEST_COMMAND.search(command)),
-                "destructive": destructive_reasons(command),
-            },
+        record = Bash(
+            tool="bash",
+            command=command[:2000],
+            exit_code=res.exit_code,
+            limit=res.limit,
+            changed_files=changed + deleted,
+            deleted_files=deleted,
+            ran_tests=bool(TEST_COMMAND.search(command)),
+            destructive=destructive_reasons(command),
         )
+        return ToolOutput(text=res.describe(), info=record.info())
 
     @tool(examples={"path": "src/pkg/core.py", "start": 1, "end": 80})
     async def view(self, path: str, start: int | None = None, end: int | None = None) -> ToolOutput:
@@ -127,17 +126,17 @@ class SweTools:
             listing = "\n".join(entries[:MAX_LISTED]) + (
                 f"\n[... {len(entries) - MAX_LISTED} more]" if len(entries) > MAX_LISTED else ""
             )
-            return ToolOutput(text=f"{rel or '.'} is a directory:\n{listing}", info={"tool": "view", "path": rel})
+            return ToolOutput(text=f"{rel or '.'} is a directory:\n{listing}", info=View(tool="view", path=rel).info())
         lines = data.decode("utf-8", errors="replace").splitlines()
         if not lines:
-            return ToolOutput(text=f"{rel} is empty.", info={"tool": "view", "path": rel})
+            return ToolOutput(text=f"{rel} is empty.", info=View(tool="view", path=rel).info())
         lo = max(1, start or 1)
         hi = min(len(lines), end if end is not None else lo + MAX_VIEW_LINES - 1, lo + MAX_VIEW_LINES - 1)
         if lo > len(lines):
             raise ToolError(f"{rel} has {len(lines)} lines; start={start} is past the end")
         body = "\n".join(f"{i:6d}\t{lines[i - 1]}" for i in range(lo, hi + 1))
         more = f"\n[lines {lo}-{hi} of {len(lines)}; view with start/end for more]" if hi < len(lines) or lo > 1 else ""
-        return ToolOutput(text=f"{rel}:\n{body}{more}", info={"tool": "view", "path": rel})
+        return ToolOutput(text=f"{rel}:\n{body}{more}", info=View(tool="view", path=rel).info())
 
     @tool(examples={"path": "src/pkg/core.py", "old": "return a - b", "new": "return a + b"})
     async def str_replace(self, path: str, old: str, new: str) -> ToolOutput:
@@ -172,7 +171,7 @@ class SweTools:
         snippet = "\n".join(f"{first + i:6d}\t{s}" for i, s in enumerate(shown))
         return ToolOutput(
             text=f"Edited {rel} at line {at}:\n{snippet}",
-            info={"tool": "str_replace", "path": rel, "changed_files": [rel]},
+            info=StrReplace(tool="str_replace", path=rel, changed_files=[rel]).info(),
         )
 
     @tool(examples={"path": "src/pkg/helpers.py", "content": "def helper():\n    return 1\n"})
@@ -197,7 +196,7 @@ class SweTools:
         verb = "Overwrote" if existed else "Created"
         return ToolOutput(
             text=f"{verb} {rel} ({len(content.splitlines())} lines).",
-            info={"tool": "create", "path": rel, "changed_files": [rel]},
+            info=Create(tool="create", path=rel, changed_files=[rel]).info(),
         )
 
     @tool(examples={"selector": "tests/test_core.py::test_x"})
@@ -221,20 +220,18 @@ class SweTools:
         if len(failed) > 15:
             lines.append(f"[... {len(failed) - 15} more failing tests]")
         lines.append("--- pytest report (tail) ---\n" + run.report[-2500:])
-        return ToolOutput(
-            text="\n".join(lines),
-            info={
-                "tool": "run_tests",
-                "selectors": selectors,
-                "ran_tests": True,
-                "exit_code": run.exit_code,
-                "limit": run.limit,
-                "failed": failed[:500],
-                "n_passed": len(run.passed()),
-                "n_failed": len(failed),
-                "error": run.error,
-            },
+        record = RunTests(
+            tool="run_tests",
+            selectors=selectors,
+            ran_tests=True,
+            exit_code=run.exit_code,
+            limit=run.limit,
+            failed=failed[:500],
+            n_passed=len(run.passed()),
+            n_failed=len(failed),
+            error=run.error,
         )
+        return ToolOutput(text="\n".join(lines), info=record.info())
 
 
 def touches_tests(paths: list[str], test_files: list[str]) -> list[str]:
