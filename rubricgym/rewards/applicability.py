@@ -6,8 +6,9 @@ whose conditions do not all hold gets a not-applicable verdict, which leaves num
 aggregate. A condition is one of
 
 - a built-in: ``answered`` (the episode has a non-empty final answer), ``acted`` (at least one well-formed tool
-  call ran), ``edited`` (a step recorded ``changed_files`` in its ``info``, the convention of envs that change
-  files), ``tool:NAME`` (a call of tool NAME ran without error);
+  call ran), ``edited`` (a step's typed record is a ``core.steprecord.Edits`` that changed files: the env
+  declares its records as ``step_records``, and one that declares none makes the condition an error),
+  ``tool:NAME`` (a call of tool NAME ran without error);
 - the name of one of the env's checks: it applies when the check is met (a check that is itself N/A or unmet
   makes the criterion N/A); a built-in wins over an env check of the same name;
 - either, prefixed with ``not:`` to negate it; alternatives joined by ``|`` hold when any of them does
@@ -21,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rubricgym.core.registry import spec
+from rubricgym.core.steprecord import Edits, RecordError, env_records
 from rubricgym.core.types import CheckResult, Step, Trajectory
 
 RunCheck = Callable[[str, Trajectory, int | None], CheckResult | str]
@@ -35,10 +38,26 @@ def _answered(traj: Trajectory, steps: list[Step]) -> bool:
     return bool((traj.outcome.answer or "").strip())
 
 
+def _edited(traj: Trajectory, steps: list[Step]) -> bool:
+    """A step changed files, as its typed record says (a record that does not parse raises ``RecordError``)."""
+    env_id = traj.task.env_id
+    try:
+        records = env_records(spec(env_id).load())
+    except (KeyError, ImportError, TypeError) as e:
+        raise RecordError(f"'edited' reads the step records of env {env_id!r}, which cannot be loaded: {e}") from None
+    if records is None:
+        raise RecordError(
+            f"'edited' reads the env's typed step records and {env_id!r} declares none: give the env class "
+            "`step_records = StepRecords(...)` (rubricgym.core.steprecord), the records of its editing tools "
+            "subclassing Edits"
+        )
+    return any(isinstance(r := records.of(s), Edits) and r.changed_files for s in steps)
+
+
 BUILTIN: dict[str, Callable[[Trajectory, list[Step]], bool]] = {  # one per core.rubric.BUILTIN_CONDITIONS
     "answered": _answered,
     "acted": lambda traj, steps: any(_ran(s) for s in steps),
-    "edited": lambda traj, steps: any(s.info.get("changed_files") for s in steps),
+    "edited": _edited,
 }
 """Built-in conditions, each a function of the trajectory and the steps it may look at."""
 
@@ -56,7 +75,10 @@ def _holds(name: str, traj: Trajectory, step: int | None, run_check: RunCheck) -
     """(holds, what was found), or (None, error message)."""
     steps = traj.steps if step is None else traj.steps[: step + 1]
     if name in BUILTIN:
-        return BUILTIN[name](traj, steps), name
+        try:
+            return BUILTIN[name](traj, steps), name
+        except RecordError as e:
+            return None, f"condition {name!r}: {e}"
     if name.startswith("tool:"):
         tool = name.removeprefix("tool:")
         return any(_ran(s) and s.action.tool_call and s.action.tool_call.name == tool for s in steps), name

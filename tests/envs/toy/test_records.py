@@ -7,6 +7,7 @@ import pytest
 import rubricgym
 from rubricgym.core.steprecord import RecordError
 from rubricgym.envs.toy.agents import CalculatorOracle
+from rubricgym.rewards.applicability import applicability
 from rubricgym.rewards.prm import ProcessRewardModel
 
 ENV = "toy-calculator-v0"
@@ -28,3 +29,13 @@ def test_a_renamed_info_key_is_an_error_not_an_unmet_check():
     verdicts = asyncio.run(ProcessRewardModel(cls.default_rubric()).score(broken)).verdicts
     grounded_verdict = next(v for v in verdicts if v.criterion_id == "grounded")
     assert grounded_verdict.status == "error" and "'result' is not part of the record" in (grounded_verdict.error or "")
+
+
+def test_edited_reads_the_envs_records_and_an_env_it_cannot_find_is_an_error():
+    task = rubricgym.TaskSet.generate(ENV, 1, seed=0)[0]
+    traj = asyncio.run(rubricgym.rollout_many(ENV, CalculatorOracle(), [task], progress=False)).trajectories[0]
+    never = applicability(["edited"], traj, None, lambda *_: "no checks")
+    assert not never.applies and never.error is None  # the calculator edits no file
+    lost = traj.model_copy(update={"task": traj.task.model_copy(update={"env_id": "no-such-env-v0"})})
+    error = applicability(["edited"], lost, None, lambda *_: "no checks").error or ""
+    assert "condition 'edited'" in error and "no-such-env-v0" in error and "cannot be loaded" in error
