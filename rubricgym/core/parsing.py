@@ -35,7 +35,15 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def clean_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (it cannot be encoded, stored or sent)."""
+    if text.isascii():  # surrogates are not ASCII: the common case costs no regex scan
+        return text
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _decodes_clean(source: str) -> bool:
+    """Whether every string JSON-decoded from ``source`` is free of lone surrogates without a scan: ``source``
+    has none and no ``\\u`` escape (the only way JSON writes a character that is not in its text)."""
+    return "\\u" not in source and (source.isascii() or _SURROGATE.search(source) is None)
 
 
 def clean_value(value: Any) -> Any:
@@ -74,13 +82,14 @@ def _json_objects(text: str, limit: int | None = None) -> list[tuple[int, Any]]:
     return found
 
 
-def _call_from_obj(obj: Any) -> ParsedCall | str:
-    """``(name, arguments)`` from a decoded JSON value, or a reason it is not one."""
+def _call_from_obj(obj: Any, clean: bool = True) -> ParsedCall | str:
+    """``(name, arguments)`` from a decoded JSON value, or a reason it is not one. ``clean=False`` when the
+    value's strings are known to hold no lone surrogate (``_decodes_clean`` of its source)."""
     if not isinstance(obj, dict):
         return f"expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
     name, args = obj.get("name"), obj.get("arguments")
     if isinstance(name, str) and isinstance(args, dict):  # the common shape: nothing to normalise
-        return clean_text(name), clean_value(args)
+        return (clean_text(name), clean_value(args)) if clean else (name, args)
     if isinstance(obj.get("function"), dict):  # OpenAI wire shape {"type": "function", "function": {...}}
         obj = obj["function"]
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
@@ -111,7 +120,7 @@ def parse_call(text: str) -> ParsedCall | str:
         objs = _json_objects(body, limit=1)
         if not objs:
             return "the <tool_call> block does not contain a valid JSON object (check quotes and braces)"
-        return _call_from_obj(objs[0][1])
+        return _call_from_obj(objs[0][1], clean=not _decodes_clean(body))
     candidates: list[Any] = []
     for block in _FENCE.findall(text):
         candidates.extend(obj for _, obj in _json_objects(block))
@@ -215,10 +224,9 @@ def call_error(
     missing = [k for k in rules_.required if k not in arguments]
     if missing:
         return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
-    if rules_.closed:
+    if rules_.closed and not rules_.properties.issuperset(arguments):
         extra = [k for k in arguments if k not in rules_.properties]
-        if extra:
-            return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
+        return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
     for key, value in arguments.items():
         kinds = rules_.types.get(key)
         if kinds is None or (kinds == ("string",) and isinstance(value, str)):

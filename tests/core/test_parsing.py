@@ -1,6 +1,6 @@
 import pytest
 
-from rubricgym.core.parsing import format_parse_error, parse_action
+from rubricgym.core.parsing import format_parse_error, parse_action, parse_call
 from rubricgym.core.types import Message, ToolCall, ToolSpec
 
 TOOLS = [
@@ -90,3 +90,16 @@ def test_lone_surrogates_are_replaced_at_the_boundary():
     assert structured.tool_call.arguments == {"expression": "\ufffd"} and structured.text == "x\ufffd"
     for a in (action, structured):
         a.model_dump_json()  # encodable
+
+
+def test_parse_call_cleans_decoded_strings_only_when_they_may_hold_a_surrogate():
+    # parse_call skips the per-string scan when its source is ASCII without a \\u escape; a raw surrogate in the
+    # text itself, or an escaped one, is still replaced (parse_call is public: its text may not be cleaned)
+    raw = parse_call('<tool_call>{"name": "calc\udcff", "arguments": {"expression": "2+\ud83d"}}</tool_call>')
+    escaped = parse_call('<tool_call>{"name": "calculator", "arguments": {"x": ["\\ud800"]}}</tool_call>')
+    plain = parse_call(
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "caf\\u00e9 \u00e9"}}</tool_call>'
+    )
+    assert raw == ("calc\ufffd", {"expression": "2+\ufffd"})
+    assert escaped == ("calculator", {"x": ["\ufffd"]})
+    assert plain == ("calculator", {"expression": "caf\u00e9 \u00e9"})
