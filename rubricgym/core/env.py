@@ -109,7 +109,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self._records: list[StepRecord] = []
         self._stage: str | None = None
         self._done = False
-        self._outcome: Outcome | None = Outcome()
+        self._outcome: Outcome | None = None  # built on first use (``outcome``)
         self._seed: int | None = None
         self._env_key = uuid.uuid4().hex[:12]
         self._episodes = 0
@@ -159,12 +159,15 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             raise TypeError(
                 f"{type(self).__name__} has no @tool named {call.name!r}: declare it with @tool or override call_tool"
             )
-        problem = check_enums(bound, call.arguments)
-        if problem is not None:
-            raise ToolError(problem)
+        if bound.enums:
+            problem = check_enums(bound, call.arguments)
+            if problem is not None:
+                raise ToolError(problem)
         return bound
 
     def _output(self, call: ToolCall, result: Any) -> ToolOutput:
+        if isinstance(result, ToolOutput):
+            return result
         if inspect.isawaitable(result):  # a plain def returned a coroutine: nobody would ever run it
             if inspect.iscoroutine(result):
                 result.close()
@@ -172,7 +175,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 f"{type(self).__name__}'s tool {call.name!r} returned an un-awaited {type(result).__name__}: declare "
                 f"the method `async def` (steps await async tools) or await inside it"
             )
-        return result if isinstance(result, ToolOutput) else ToolOutput(text=str(result))
+        return ToolOutput(text=str(result))
 
     @property
     def tool_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -304,7 +307,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self._episode_id = f"{self._env_key}-{self._episodes}"
         self._records = []
         self._done = False
-        self._outcome = Outcome()
+        self._outcome = None
         self._stage = self.stages[0] if self.stages else None
         self.begin(task)
         self._system = self._system_text()
@@ -429,15 +432,19 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     @property
     def outcome(self) -> Outcome:
         """How the episode ended (an empty ``Outcome`` while it runs)."""
-        if self._outcome is None:
-            last = self._records[-1]
-            self._outcome = Outcome(
-                answer=last.out.answer,
-                reward=last.out.reward,
-                terminated=last.out.done,
-                truncated=last.truncated,
-                summary=self.summary(),
-            )
+        if self._outcome is not None:
+            return self._outcome
+        if not self._done:  # built here, not per reset: most episodes are never asked before they end
+            self._outcome = Outcome()
+            return self._outcome
+        last = self._records[-1]
+        self._outcome = Outcome(
+            answer=last.out.answer,
+            reward=last.out.reward,
+            terminated=last.out.done,
+            truncated=last.truncated,
+            summary=self.summary(),
+        )
         return self._outcome
 
     async def aclose(self) -> None:
