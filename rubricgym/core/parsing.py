@@ -166,12 +166,15 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "boolean": (bool,),
     "array": (list,),
     "object": (dict,),
+    "null": (type(None),),
 }
+"""The Python types a decoded JSON value of each kind has. ``call_error`` passes a value whose exact type is listed
+at once (``bool`` is not an ``integer`` however it subclasses ``int``); any other goes to ``_is_json_type``."""
 
 
 def _is_json_type(value: Any, kind: str) -> bool:
     if kind not in _JSON_TYPES:
-        return True  # "null" or an unknown keyword: leave it to the tool
+        return True  # an unknown keyword: leave it to the tool
     if kind in ("integer", "number") and isinstance(value, bool):
         return False
     if kind == "integer" and isinstance(value, float):
@@ -195,6 +198,8 @@ class ArgumentRules:
     required: tuple[str, ...]
     closed: bool
     types: dict[str, tuple[str, ...]]
+    exact: dict[str, frozenset[type]]
+    """Per typed argument, the Python types that pass its ``types`` at once (``type(value) in exact``)."""
 
 
 def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
@@ -202,11 +207,13 @@ def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
     out = {}
     for t in tools:
         props = t.parameters.get("properties", {})
+        types = {k: tuple(json_type(v)) for k, v in props.items() if isinstance(v, dict) and "type" in v}
         out[t.name] = ArgumentRules(
             properties=frozenset(props),
             required=tuple(t.parameters.get("required", ())),
             closed=t.parameters.get("additionalProperties") is False,
-            types={k: tuple(json_type(v)) for k, v in props.items() if isinstance(v, dict) and "type" in v},
+            types=types,
+            exact={k: frozenset(c for kind in kinds for c in _JSON_TYPES.get(kind, ())) for k, kinds in types.items()},
         )
     return out
 
@@ -217,20 +224,22 @@ def call_error(
     """Why a call of ``name`` with ``arguments`` breaks the tools' schemas, or ``None`` if it is valid."""
     if tools is None:
         return None
-    by_name = rules if rules is not None else argument_rules(tools)
-    if name not in by_name:
+    rules_ = (rules if rules is not None else argument_rules(tools)).get(name)
+    if rules_ is None:
         return f"unknown tool {name!r}; available tools: {', '.join(t.name for t in tools) or '(none)'}"
-    rules_ = by_name[name]
-    missing = [k for k in rules_.required if k not in arguments]
-    if missing:
-        return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
+    for required in rules_.required:
+        if required not in arguments:
+            missing = [k for k in rules_.required if k not in arguments]
+            return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
     if rules_.closed and not rules_.properties.issuperset(arguments):
         extra = [k for k in arguments if k not in rules_.properties]
         return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
+    exact = rules_.exact
     for key, value in arguments.items():
-        kinds = rules_.types.get(key)
-        if kinds is None or (kinds == ("string",) and isinstance(value, str)):
+        allowed = exact.get(key)
+        if allowed is None or type(value) in allowed:
             continue
+        kinds = rules_.types[key]
         if not any(_is_json_type(value, k) for k in kinds):
             return (
                 f"argument {key!r} of tool {name!r} must be {' or '.join(kinds)}, "

@@ -1,6 +1,6 @@
 import pytest
 
-from rubricgym.core.parsing import format_parse_error, parse_action, parse_call
+from rubricgym.core.parsing import call_error, format_parse_error, parse_action, parse_call
 from rubricgym.core.types import Message, ToolCall, ToolSpec
 
 TOOLS = [
@@ -103,3 +103,42 @@ def test_parse_call_cleans_decoded_strings_only_when_they_may_hold_a_surrogate()
     assert raw == ("calc\ufffd", {"expression": "2+\ufffd"})
     assert escaped == ("calculator", {"x": ["\ufffd"]})
     assert plain == ("calculator", {"expression": "caf\u00e9 \u00e9"})
+
+
+KINDS = ToolSpec(
+    name="kinds",
+    description="one argument per JSON type",
+    parameters={
+        "type": "object",
+        "properties": {
+            "i": {"type": "integer"},
+            "n": {"type": "number"},
+            "b": {"type": "boolean"},
+            "a": {"type": "array"},
+            "o": {"type": "object"},
+            "maybe": {"type": ["string", "null"]},
+            "odd": {"type": "decimal"},
+            "free": {},
+        },
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"i": 3, "n": 2.5, "b": False, "a": [], "o": {}, "maybe": None, "odd": "x", "free": [1]}, None),
+        ({"i": 3.0, "n": 2, "maybe": "s", "odd": 1}, None),  # a whole float is an integer; an int is a number
+        ({"i": True}, "argument 'i' of tool 'kinds' must be integer, got bool"),
+        ({"i": 3.5}, "must be integer, got float"),
+        ({"n": False}, "must be number, got bool"),
+        ({"n": "2"}, "must be number, got str"),
+        ({"b": 1}, "must be boolean, got int"),
+        ({"a": {}}, "must be array, got dict"),
+        ({"o": []}, "must be object, got list"),
+        ({"maybe": 1}, "must be string or null, got int"),
+    ],
+)
+def test_argument_types_follow_json_schema(arguments, error):
+    got = call_error("kinds", arguments, [KINDS])
+    assert got == error if error is None else error in got
