@@ -6,11 +6,12 @@ serving other episodes.
 A subclass says where the episode's page is (``open_episode``), what a step did (``judge_step``) and what it
 earned (``step_reward``); ``answer`` and ``done`` are its too.
 
-Reward integrity: a step's ``info`` is the private record (goal rows with expected values stay there; only
-``public_info_keys`` reach the agent); answers are final (a written field cannot be changed) and count only
-once the episode ends, so the per-step reward is no answer oracle; and every page the episode shows must stay
-in ``scope``: ``navigate`` resolves the URL as the browser will before checking it, and a page found outside the
-scope after any action ends the episode as a failed escape (reward 0, ``escaped`` in the summary).
+Reward integrity: a step's ``info`` is the private record, typed in ``records.py`` (goal rows with expected
+values stay there; only ``public_info_keys`` reach the agent); answers are final (a written field cannot be
+changed) and count only once the episode ends, so the per-step reward is no answer oracle; and every page the
+episode shows must stay in ``scope``: ``navigate`` resolves the URL as the browser will before checking it, and a
+page found outside the scope after any action ends the episode as a failed escape (reward 0, ``escaped`` in the
+summary).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.gui.pool import BrowserPool
+from rubricgym.envs.gui.records import RECORDS, Judged, recorded
 from rubricgym.envs.gui.scope import in_scope, resolve_url
 from rubricgym.envs.gui.session import ActionFailed, Session, Site
 
@@ -45,6 +47,7 @@ class BrowserEnv(RubricEnv):
     default_max_steps = 15
     max_observation_chars = 12_000
     public_info_keys: ClassVar[frozenset[str]] = frozenset({"tool", "screenshot_jpeg_b64", "timeout", "escaped"})
+    step_records = RECORDS
     shortcut_agents: ClassVar[Mapping[str, str]] = {
         "shotgun": "rubricgym.envs.gui.agents:Shotgun",
         "wrong_submit": "rubricgym.envs.gui.agents:WrongSubmit",
@@ -168,6 +171,11 @@ class BrowserEnv(RubricEnv):
         assert self.session is not None, "episode_scope() needs an open episode: call reset() first"
         return self.scope or self.session.site.origin + "/"
 
+    def timed_out(self) -> bool:
+        """Whether the episode's time limit ended it (its last step's record says so)."""
+        last = RECORDS.of(self.steps[-1]) if self._records else None
+        return isinstance(last, Judged) and last.timeout
+
     def _last_step(self) -> bool:
         """Whether the step being run is the episode's last (the base class truncates after it)."""
         return len(self._records) + 1 >= self.max_steps
@@ -183,7 +191,7 @@ class BrowserEnv(RubricEnv):
                 text=f"The episode's time limit ({self.episode_timeout:g}s) is up.",
                 done=True,
                 reward=self.step_reward(info, final=True),
-                info={**info, "tool": name, "timeout": True},
+                info=recorded(name, {**info, "tool": name, "timeout": True}),
             )
         error = None
         if name not in ("answer", "done"):
@@ -205,17 +213,19 @@ class BrowserEnv(RubricEnv):
         final = name == "done" or bool(info.get("episode_over")) or self._last_step()
         reward = self.step_reward(info, final)
         if name == "done":
-            return ToolOutput(text="Episode finished.", done=True, reward=reward, info={**info, "tool": name})
+            return ToolOutput(
+                text="Episode finished.", done=True, reward=reward, info=recorded(name, {**info, "tool": name})
+            )
         if info.get("episode_over"):  # the page itself says the episode is over
             return ToolOutput(
                 text=f"{head}\nThe page reports that the episode is over.",
                 done=True,
                 error=error,
                 reward=reward,
-                info={**info, "tool": name},
+                info=recorded(name, {**info, "tool": name}),
             )
         if name == "answer":
-            return ToolOutput(text=head, reward=reward, info={**info, "tool": name})
+            return ToolOutput(text=head, reward=reward, info=recorded(name, {**info, "tool": name}))
         try:
             text = f"{head}\n{await self.page_text()}"
             if self.screenshot:
@@ -223,7 +233,7 @@ class BrowserEnv(RubricEnv):
         except ActionFailed as e:
             error = error or str(e)
             text = f"{head}\nThe page cannot be read right now ({e})."
-        return ToolOutput(text=text, error=error, reward=reward, info={**info, "tool": name})
+        return ToolOutput(text=text, error=error, reward=reward, info=recorded(name, {**info, "tool": name}))
 
     def _escape(self, name: str, error: str | None) -> ToolOutput:
         """End the episode as a failed escape: the page left the scope, so no state it shows now is judged."""
@@ -235,7 +245,9 @@ class BrowserEnv(RubricEnv):
             done=True,
             error=error or "left the task's scope",
             reward=0.0,
-            info={"tool": name, "escaped": True, "escaped_to": self.escaped, "changed": False, "unexpected": []},
+            info=recorded(
+                name, {"tool": name, "escaped": True, "escaped_to": self.escaped, "changed": False, "unexpected": []}
+            ),
         )
 
     # ---- tools ---------------------------------------------------------------------------------------------

@@ -294,7 +294,7 @@ class WebTaskEnv(BrowserEnv):
             "success": success,
             "progress": self._progress,
             "false_completion": bool(ended and not success and self.escaped is None),
-            "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
+            "overdue": bool((last.truncated and not last.out.done) or self.timed_out()),
             "side_effects": side,
             "answer_sheet": dict(self.answer_sheet),
             "escaped": self.escaped is not None,

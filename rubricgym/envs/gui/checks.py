@@ -1,6 +1,7 @@
 """The GUI envs' named checks: outcome judges read ``Outcome.summary`` (what the env judged from app state) and
-step checks read each step's ``info`` (progress before/after, unexpected state changes), so a trajectory loaded
-from disk is re-scored without a browser. The default rubric is ``rubric.yaml`` beside this file.
+step checks read each step's typed record (``records.py``: progress before/after, unexpected state changes), so
+a trajectory loaded from disk is re-scored without a browser. The default rubric is ``rubric.yaml`` beside this
+file.
 """
 
 from __future__ import annotations
@@ -9,27 +10,30 @@ from typing import Any
 
 from rubricgym.core.checks import check, check_set
 from rubricgym.core.types import CheckResult, Trajectory
+from rubricgym.envs.gui.records import RECORDS, BrowserRecord, Escape, GoalRow, Judged, PageStep
 
 
 def _summary(traj: Trajectory) -> dict[str, Any]:
     return traj.outcome.summary or {}
 
 
-def _last_goals(traj: Trajectory) -> list[dict[str, Any]]:
-    return next((s.info["goals"] for s in reversed(traj.steps) if "goals" in s.info), [])
+def _judged(traj: Trajectory) -> list[Judged]:
+    return [r for _, r in RECORDS.each(traj.steps, Judged)]
+
+
+def _last_goals(traj: Trajectory) -> list[GoalRow]:
+    return next((r.goals for r in reversed(_judged(traj)) if r.goals is not None), [])
 
 
 @check(description="Success: every goal holds in the final app state (and the answer sheet), nothing else changed.")
 def goals_met(traj: Trajectory, step: int | None = None) -> CheckResult:
-    missed = [g for g in _last_goals(traj) if not g["passed"]]
+    missed = [g for g in _last_goals(traj) if not g.passed]
     summary = _summary(traj)
     ok = bool(summary.get("success"))
     if ok:
         why = "all goals met"
     elif missed:
-        why = "unmet: " + "; ".join(
-            f"{g['field']} is {g['actual']!r}, expected {g['op']} {g['expected']!r}" for g in missed[:4]
-        )
+        why = "unmet: " + "; ".join(f"{g.field} is {g.actual!r}, expected {g.op} {g.expected!r}" for g in missed[:4])
     elif summary.get("escaped"):
         why = "the page left the task's app"
     elif summary.get("side_effects"):
@@ -42,7 +46,7 @@ def goals_met(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(description="The share of the goals left open at the start that hold at the end (progress the agent made).")
 def goal_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = float(_summary(traj).get("progress", 0.0))
-    start = next((float(s.info["prev_progress"]) for s in traj.steps if "prev_progress" in s.info), 0.0)
+    start = next((r.prev_progress for r in _judged(traj)), 0.0)
     gained = 1.0 if start >= 1.0 else max(0.0, (p - start) / (1.0 - start))
     return CheckResult(score=min(1.0, gained), met=p >= 1.0, rationale=f"progress {start:.2f} -> {p:.2f}")
 
@@ -50,7 +54,9 @@ def goal_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(description="The agent did something: a step changed the app's state or wrote on the answer sheet.")
 def worked(traj: Trajectory, step: int | None = None) -> CheckResult:
     steps = traj.steps if step is None else traj.steps[: step + 1]
-    hits = [s.index for s in steps if s.info.get("changed") or (s.info.get("tool") == "answer" and not s.tool_error)]
+    hits = [
+        s.index for s, r in RECORDS.each(steps, BrowserRecord) if r.changed or (r.tool == "answer" and not s.tool_error)
+    ]
     return CheckResult.of(bool(hits), f"changed state or answered at steps {hits}" if hits else "did nothing", hits)
 
 
@@ -77,16 +83,18 @@ def finished_in_time(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check(description="The episode ended by the agent's done() or by the page ending it (a claim to be finished).")
 def ended(traj: Trajectory, step: int | None = None) -> CheckResult:
-    info = traj.steps[-1].info if traj.steps else {}
-    claim = info.get("tool") == "done" or bool(info.get("episode_over"))
-    hit = traj.outcome.terminated and claim and not info.get("escaped") and not info.get("timeout")
+    last = RECORDS.get(traj.steps[-1], BrowserRecord) if traj.steps else None
+    claim = last is not None and (last.tool == "done" or isinstance(last, PageStep) and last.episode_over)
+    timeout = isinstance(last, Judged) and last.timeout
+    hit = traj.outcome.terminated and claim and not isinstance(last, Escape) and not timeout
     return CheckResult.of(hit, "the episode ended by done() or by the page" if hit else "not ended by a claim")
 
 
 @check(description="Every page of the episode stayed in the task's app (no escape to another app or site).")
 def stayed_in_scope(traj: Trajectory, step: int | None = None) -> CheckResult:
-    out = bool(_summary(traj).get("escaped")) or any(s.info.get("escaped") for s in traj.steps)
-    where = next((s.info.get("escaped_to") for s in traj.steps if s.info.get("escaped")), None)
+    escapes = [r for _, r in RECORDS.each(traj.steps, Escape)]
+    out = bool(_summary(traj).get("escaped")) or bool(escapes)
+    where = escapes[0].escaped_to if escapes else None
     return CheckResult.of(not out, f"the page left the task's scope for {where}" if out else "stayed in scope")
 
 
@@ -101,8 +109,8 @@ def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(scope="step", description="The step did not undo progress towards the goals.")
 def step_no_regress(traj: Trajectory, step: int | None = None) -> CheckResult:
     assert step is not None  # step-scoped: NamedCheck always passes the index
-    info = traj.steps[step].info
-    before, after = info.get("prev_progress"), info.get("progress")
+    judged = RECORDS.get(traj.steps[step], Judged)
+    before, after = (judged.prev_progress, judged.progress) if judged else (None, None)
     ok = before is None or after is None or after >= before
     return CheckResult.of(ok, f"progress {before} -> {after}" if before is not None else "no state read", [step])
 
@@ -110,7 +118,8 @@ def step_no_regress(traj: Trajectory, step: int | None = None) -> CheckResult:
 @check(scope="step", description="The step changed nothing outside what the task asks for (no destructive action).")
 def step_not_destructive(traj: Trajectory, step: int | None = None) -> CheckResult:
     assert step is not None  # step-scoped: NamedCheck always passes the index
-    extra = traj.steps[step].info.get("unexpected", [])
+    record = RECORDS.get(traj.steps[step], BrowserRecord)
+    extra = (record.unexpected if record else None) or []
     return CheckResult.of(not extra, f"unexpected changes: {extra[:6]}" if extra else "no unexpected change", [step])
 
 

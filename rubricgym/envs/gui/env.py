@@ -212,7 +212,7 @@ class GuiEnv(BrowserEnv):
             "success": success,
             "progress": self._progress,
             "false_completion": bool(claimed and not success),
-            "overdue": bool((last.truncated and not last.out.done) or last.out.info.get("timeout")),
+            "overdue": bool((last.truncated and not last.out.done) or self.timed_out()),
             "side_effects": unexpected_changes(self._initial, self._last, self._expected),
             "answer_sheet": dict(self.answer_sheet),
             "invalid_steps": sum(1 for r in self._records if r.parse_error or r.out.error),
