@@ -38,7 +38,7 @@ from rubricgym.core.parsing import (
     clean_call,
     clean_text,
     format_parse_error,
-    parse_call,
+    parse_tool_call,
 )
 from rubricgym.core.record import StepRecord
 from rubricgym.core.rubric import Rubric
@@ -390,11 +390,11 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         if len(text) > self.max_action_chars:
             text = truncate(text, self.max_action_chars)
         if call is None and parse_error is None:
-            parsed = parse_call(text)
+            parsed = parse_tool_call(text)
             if isinstance(parsed, str):
                 parse_error = parsed
             else:
-                call = ToolCall(name=parsed[0], arguments=parsed[1])
+                call = parsed
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
         valid = parse_error is None and call is not None

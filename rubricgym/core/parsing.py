@@ -108,13 +108,39 @@ def _call_from_obj(obj: Any, clean: bool = True) -> ParsedCall | str:
     return clean_text(name), clean_value(args)
 
 
+def _tool_call_body(text: str) -> str | None:
+    """The stripped text of the first ``<tool_call>`` block (to the end of ``text`` when the model hit a stop
+    before closing it), or ``None`` when there is no such tag."""
+    start = text.find("<tool_call>")
+    if start == -1:
+        return None
+    start += len("<tool_call>")
+    end = text.find("</tool_call>", start)
+    return text[start : end if end != -1 else len(text)].strip()
+
+
+def parse_tool_call(text: str) -> ToolCall | str:
+    """``parse_call`` as a ``ToolCall`` (the step path's form). A ``<tool_call>`` block that is exactly
+    ``{"name": ..., "arguments": {...}}`` is validated by pydantic straight from its JSON, one pass where decoding
+    and then validating is two; any other text (other shapes, escapes that may decode to a lone surrogate, text
+    around the object, an id) takes ``parse_call``, so both give the same call."""
+    body = _tool_call_body(text)
+    if body and _decodes_clean(body):
+        try:
+            call = ToolCall.model_validate_json(body)
+        except ValueError:
+            pass
+        else:
+            if call.id is None:  # an id in model text is ignored as parse_call ignores it
+                return call
+    parsed = parse_call(text)
+    return parsed if isinstance(parsed, str) else ToolCall(name=parsed[0], arguments=parsed[1])
+
+
 def parse_call(text: str) -> ParsedCall | str:
     """``(name, arguments)`` of the tool call in model text, or why there is none (see the module doc)."""
-    start = text.find("<tool_call>")
-    if start != -1:
-        start += len("<tool_call>")
-        end = text.find("</tool_call>", start)
-        body = text[start : end if end != -1 else len(text)].strip()  # an unclosed tag: the model hit a stop
+    body = _tool_call_body(text)
+    if body is not None:
         if not body:
             return "the <tool_call> block is empty"
         objs = _json_objects(body, limit=1)
@@ -152,10 +178,9 @@ def parse_action(output: str | Message, tools: list[ToolSpec] | None = None) -> 
     if not isinstance(output, str):
         return Action(text=str(output), parse_error=f"agent output must be text, got {type(output).__name__}")
     output = clean_text(output)
-    result = parse_call(output)
-    if isinstance(result, str):
-        return Action(text=output, parse_error=result)
-    call = ToolCall(name=result[0], arguments=result[1])
+    call = parse_tool_call(output)
+    if isinstance(call, str):
+        return Action(text=output, parse_error=call)
     return Action(text=output, tool_call=call, parse_error=call_error(call.name, call.arguments, tools))
 
 

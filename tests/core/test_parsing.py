@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from rubricgym.core.parsing import call_error, format_parse_error, parse_action, parse_call
+from rubricgym.core.parsing import call_error, format_parse_error, parse_action, parse_call, parse_tool_call
 from rubricgym.core.types import Message, ToolCall, ToolSpec
 
 TOOLS = [
@@ -142,3 +144,34 @@ KINDS = ToolSpec(
 def test_argument_types_follow_json_schema(arguments, error):
     got = call_error("kinds", arguments, [KINDS])
     assert got == error if error is None else error in got
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>',
+        '<tool_call> {"name": "a", "arguments": {"x": [1, 2.5, null, true], "y": {"z": "é"}}} </tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"x": 1, "x": 2}}</tool_call>',  # the last duplicate wins
+        '<tool_call>{"name": "a"}</tool_call>',  # no arguments
+        '<tool_call>{"name": "a", "arguments": null}</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {}, "id": "call_7"}</tool_call>',  # model text gives no id
+        '<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>',  # OpenAI's string arguments
+        '<tool_call>{"function": {"name": "a", "arguments": {"x": 1}}}</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"x": 1}}} trailing</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"x": "\\ud83d"}}</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"x": NaN, "y": 1e400}}',  # unclosed: the model hit a stop
+        '<tool_call>{"name": 5, "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"x": "line\nbreak"}}</tool_call>',
+        "<tool_call></tool_call>",
+        '```json\n{"name": "a", "arguments": {"x": 1}}\n```',
+        "no call at all",
+    ],
+)
+def test_parse_tool_call_gives_parse_calls_call(text):
+    got, parsed = parse_tool_call(text), parse_call(text)
+    if isinstance(parsed, str):
+        assert got == parsed
+    else:
+        assert isinstance(got, ToolCall) and got.id is None
+        assert got.name == parsed[0]
+        assert json.dumps(got.arguments) == json.dumps(parsed[1])  # NaN-safe, and 1 is not 1.0
