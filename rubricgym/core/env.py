@@ -143,7 +143,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         bound = self._bound(call)
         if bound.is_async:
             return self.run_async(self.acall_tool(call))
-        return self._output(call, getattr(self, bound.method)(**call.arguments))
+        result = getattr(self, bound.method)(**call.arguments)
+        return result if type(result) is ToolOutput else self._output(call, result)
 
     async def acall_tool(self, call: ToolCall) -> ToolOutput:
         """``call_tool`` for ``astep_typed``: awaits an ``async def`` tool (on the env's loop). An env that wraps
@@ -364,8 +365,14 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> StepRecord:
         """The one code path of a synchronous step: parse, validate, run the tool, label, truncate, record."""
-        pending = self._prepare_step(text, call=call, parse_error=parse_error, structured=structured)
-        return self._finish_step(pending, self._run_tool(pending.call, self.call_tool) if pending.call else None)
+        pending = self._prepare_step(text, call, parse_error, structured)
+        if pending.call is None:
+            return self._finish_step(pending, None)
+        try:
+            out = self.call_tool(pending.call)
+        except ToolError as e:
+            out = _tool_error(pending.call, e)
+        return self._finish_step(pending, out)
 
     def _run_tool(self, call: ToolCall, run: Callable[[ToolCall], ToolOutput]) -> ToolOutput:
         try:
@@ -374,7 +381,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             return _tool_error(call, e)
 
     def _prepare_step(
-        self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+        self, text: Any, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> _Pending:
         """Parse and validate an action; ``call`` of the result is the tool call to run (``None``: malformed)."""
         if self._task is None:
