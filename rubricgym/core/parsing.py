@@ -178,10 +178,10 @@ def parse_action(output: str | Message, tools: list[ToolSpec] | None = None) -> 
     if not isinstance(output, str):
         return Action(text=str(output), parse_error=f"agent output must be text, got {type(output).__name__}")
     output = clean_text(output)
-    call = parse_tool_call(output)
-    if isinstance(call, str):
-        return Action(text=output, parse_error=call)
-    return Action(text=output, tool_call=call, parse_error=call_error(call.name, call.arguments, tools))
+    parsed = parse_tool_call(output)
+    if isinstance(parsed, str):
+        return Action(text=output, parse_error=parsed)
+    return Action(text=output, tool_call=parsed, parse_error=call_error(parsed.name, parsed.arguments, tools))
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
