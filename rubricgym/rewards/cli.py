@@ -51,9 +51,12 @@ def run_rubrics(meta: Mapping[str, Any]) -> dict[str, Rubric]:
 
 
 def trained_totals(trajs: Sequence[Trajectory], key: str = "rubric") -> list[float | None]:
-    """The total the trainer gave each trajectory it trained on (``metrics.train_step``; ``rewards[key]``), else
-    ``None``. Read them before scoring: scoring writes the new totals onto the trajectories."""
-    return [t.rewards.get(key) if "train_step" in t.metrics else None for t in trajs]
+    """The total the trainer gave each rollout it trained on (``metrics.train_step``; ``rewards[key]``), else
+    ``None``; also ``None`` for a rollout masked for a failed verdict (``rewards[key/errors]``), which did not train
+    and whose failed verdicts are judged afresh. Read them before scoring: scoring writes new totals onto them."""
+    return [
+        t.rewards.get(key) if "train_step" in t.metrics and not t.rewards.get(f"{key}/errors") else None for t in trajs
+    ]
 
 
 def reproduced(trained: Sequence[float | None], breakdowns: Sequence[Breakdown]) -> dict[str, Any]:
@@ -65,6 +68,13 @@ def reproduced(trained: Sequence[float | None], breakdowns: Sequence[Breakdown])
         if a is not None
     ]
     return {"trained": len(diffs), "identical": sum(d < 1e-9 for d in diffs), "max_abs_diff": max(diffs, default=0.0)}
+
+
+def run_judge(meta: Mapping[str, Any]) -> JudgeSettings | None:
+    """The judge a training run scored with (``run.json``'s ``judge``), so ``score`` asks it the same questions
+    (its settings are part of every verdict's cache key) and reuses the run's verdict cache."""
+    recorded = meta.get("judge")
+    return JudgeSettings.model_validate({**recorded, "cache": None}) if recorded else None
 
 
 def check_names(
@@ -270,8 +280,14 @@ def score_command(
     if problems:  # before anything is scored or scores.jsonl is touched
         console.print("[red]" + escape("\n".join(problems)) + "[/red]", soft_wrap=True)
         raise typer.Exit(2)
-    judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / CACHE)
-    judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
+    recorded = run_judge(store.meta()) if not (judge or panel) else None
+    run_cache = Path(run_dir) / ((store.meta().get("judge") or {}).get("cache") or CACHE if recorded else CACHE)
+    judge_cache = None if no_cache else JudgeCache(cache or run_cache)
+    if recorded is not None:
+        console.print(f"judging with the run's own judge ({', '.join(e.model for e in recorded.endpoints())})")
+        judges = judges_of(recorded, cache=judge_cache)
+    else:
+        judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
     trained = trained_totals(trajs, store.meta().get("reward_key", "rubric"))
     breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency, entries))
     rubrics = {}

@@ -321,7 +321,8 @@ class Trainer:
             if self.rollout_log is not None:
                 self.rollout_log.truncate_after(0)
         if self.rollout_log is not None:
-            meta = {"trainer": cfg.advantage.estimator, "reward_key": cfg.advantage.reward_key}
+            meta: dict[str, Any] = {"trainer": cfg.advantage.estimator, "reward_key": cfg.advantage.reward_key}
+            meta["judge"] = cfg.judge.model_dump(mode="json") if cfg.judge is not None else None
             self.rollout_log.store.write_meta(meta | {"rubrics": self.entry_rubrics()})
         display = LiveDisplay(cfg, self.console, enabled=cfg.live and is_main())
         started = time.perf_counter() - self.state.elapsed_s

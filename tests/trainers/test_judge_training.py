@@ -4,7 +4,9 @@ and logged per step, errors stay errors, and the persistent verdict cache is reu
 import json
 
 import pytest
+from typer.testing import CliRunner
 
+from rubricgym.cli import app
 from rubricgym.trainers.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -33,6 +35,16 @@ def test_training_scores_an_llm_criterion_with_the_configured_judge(tiny_config,
     assert resumed["judge/cache_hits"] == last["judge/verdicts"] - last["judge/errors"]
     if last["judge/errors"] == 0 == resumed["judge/errors"]:  # a retried failure may now parse (vLLM batches vary)
         assert resumed["reward_mean"] == last["reward_mean"]
+
+    # `rubricgym score` on the full run's kept rollouts asks the run's own judge (same settings: same cache keys)
+    # and gives every rollout that trained the total it trained on
+    scored = CliRunner().invoke(app, ["score", str(full.run_dir)])
+    assert scored.exit_code == 0, scored.output
+    assert "judging with the run's own judge" in scored.output
+    again = json.loads((full.run_dir / "scores_summary.json").read_text())["training_totals"]
+    rollouts = full.tasks_per_step * full.group_size * len(rows)
+    assert again["trained"] == rollouts - sum(r["masked"] for r in rows) > 0
+    assert again["identical"] == again["trained"], again
 
 
 @pytest.fixture
