@@ -71,6 +71,7 @@ class CalculatorEnv(RubricEnv):
             raise ValueError(f"style must be 'word' or 'expression', got {style!r}")
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         self.min_ops, self.max_ops, self.style = min_ops, max_ops, style
+        self._correct = False
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
@@ -93,6 +94,7 @@ class CalculatorEnv(RubricEnv):
                 f"task {task.id!r}: a {self.env_id} task needs hidden.answer (a number) and hidden.steps (the list "
                 f"of intermediate expressions); its hidden has {sorted(task.hidden) or 'no keys'}"
             )
+        self._correct = False
 
     @tool(examples={"expression": "17 * 23 - 4"})
     def calculator(self, expression: str) -> ToolOutput:
@@ -117,6 +119,7 @@ class CalculatorEnv(RubricEnv):
         number = parse_number(value)
         expected = self._task.hidden["answer"] if self._task else None
         correct = expected is not None and abs(number - float(expected)) < 1e-6
+        self._correct = correct
         return ToolOutput(
             text="Answer recorded.",
             done=True,
@@ -137,9 +140,8 @@ class CalculatorEnv(RubricEnv):
 
     def summary(self) -> dict[str, Any]:
         steps = self.steps
-        answer = RECORDS.get(steps[-1], Answer) if steps else None
         return {
             "calculator_calls": sum(1 for s in steps if s.action.tool_call and s.action.tool_call.name == "calculator"),
             "invalid_steps": sum(1 for s in steps if s.action.parse_error or s.tool_error),
-            "correct": bool(answer and answer.correct),
+            "correct": self._correct,
         }
