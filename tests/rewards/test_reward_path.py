@@ -82,6 +82,11 @@ def test_the_training_config_takes_a_judge_section(tmp_path, tiny_model_dir):
     ).exists()
     with pytest.raises(ConfigError, match="base_url and model"):
         validate_config({**data, "judge": {"base_url": "http://x/v1"}})
+    # the rubric buffer's LLM writer adds criteria only a judge can score: no judge, no start
+    llm_buffer = {"writer": "llm", "base_url": "http://127.0.0.1:9/v1", "model": "smol"}
+    with pytest.raises(ConfigError, match="writer 'llm' writes criteria only an LLM can judge"):
+        validate_config({**data, "env": {}, "rubric_buffer": llm_buffer})
+    validate_config({**data, "env": {}, "rubric_buffer": llm_buffer, "judge": cfg.judge.model_dump()})
 
 
 def test_judge_stats_count_llm_verdicts_errors_and_cache_hits():
