@@ -186,12 +186,12 @@ class TrainConfig(_Strict):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         if self.judge is not None:
             self.judge.validate_pair()
-        if self.rubric_buffer is not None and self.rubric_buffer.writer == "llm":
-            if self.judge is None or not self.judge.endpoints():
-                raise ValueError(
-                    "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
-                    "(base_url and model), or use writer 'checks'"
-                )
+        llm_writer = self.rubric_buffer is not None and self.rubric_buffer.writer == "llm"
+        if llm_writer and (self.judge is None or not self.judge.endpoints()):
+            raise ValueError(
+                "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
+                "(base_url and model), or use writer 'checks'"
+            )
         return self
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:
