@@ -36,8 +36,9 @@ async def test_the_trainer_validates_and_ranks_with_a_registered_topology(with_l
         async def compare(self, a, b):
             return SimpleNamespace(ok=True, score_a=float(a.id > b.id), score_b=float(b.id > a.id))
 
-    group = [SimpleNamespace(trajectory=SimpleNamespace(id=x)) for x in ("a", "c", "b")]
-    (result,) = await Trainer.rank_groups(SimpleNamespace(pairwise=Judge(), cfg=cfg), [group])
+    group = [SimpleNamespace(trajectory=SimpleNamespace(id=x, task=None)) for x in ("a", "c", "b")]
+    entry = SimpleNamespace(pairwise=Judge())  # the group's reward entry (its pairwise judge)
+    (result,) = await Trainer.rank_groups(SimpleNamespace(entry_for=lambda task: entry, cfg=cfg), [group])
     assert result.comparisons == 2 and result.order[0] == 1
 
 
