@@ -9,6 +9,7 @@ from rubricgym.core.env import RubricEnv, ToolError, ToolOutput, UnicodeText
 from rubricgym.core.parsing import parse_action
 from rubricgym.core.registry import EnvSpec, list_envs, make, make_group, register, spec, unregister
 from rubricgym.core.rollout import RolloutReport, rollout, rollout_group, rollout_many
+from rubricgym.core.steprecord import Edits, RecordError, StepRecords, ToolRecord
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.tasks import TaskFileError, TaskSet
 from rubricgym.core.tools import tool
@@ -35,21 +36,25 @@ __all__ = [
     "BaseAgent",
     "SeededAgent",
     "CheckResult",
+    "Edits",
     "EnvSpec",
     "Message",
     "NamedCheck",
     "Observation",
     "Outcome",
     "RolloutReport",
+    "RecordError",
     "RubricEnv",
     "State",
     "Step",
+    "StepRecords",
     "Task",
     "TaskFileError",
     "TaskSet",
     "ToolCall",
     "ToolError",
     "ToolOutput",
+    "ToolRecord",
     "ToolSpec",
     "Trajectory",
     "TrajectoryStore",

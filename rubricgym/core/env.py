@@ -42,6 +42,7 @@ from rubricgym.core.parsing import (
 )
 from rubricgym.core.record import StepRecord
 from rubricgym.core.rubric import Rubric
+from rubricgym.core.steprecord import StepRecords
 from rubricgym.core.text import UnicodeText, truncate
 from rubricgym.core.tools import BoundTool, ToolError, ToolOutput, check_enums, declared_tools, tool_prompt
 from rubricgym.core.types import (
@@ -88,6 +89,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     public_info_keys: ClassVar[frozenset[str]] = frozenset()
     """Keys of a step's ``ToolOutput.info`` an agent may see (the Gymnasium ``info["details"]`` and the server's
     step ``details``). Every other key of ``Step.info`` is the private record that only checks and judges read."""
+    step_records: ClassVar[StepRecords | None] = None
+    """The typed record each tool writes in ``Step.info`` (``core.steprecord``): checks read ``RECORDS.of(step)``,
+    so a renamed key is an error verdict, never a quietly unmet check."""
     discoverable: ClassVar[Mapping[str, frozenset[str]]] = {}
     """Top-level ``Task.hidden`` fields the agent may legitimately find, each with the tools whose output may show
     it (``"*"``: any tool), e.g. a deep-search answer on a page the agent opened. The leak audit exempts these

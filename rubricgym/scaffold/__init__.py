@@ -115,7 +115,10 @@ FAMILY_SPECS: dict[Family, _Family] = {
         fuzz=100,
         files={
             "tools/about.md.tmpl": "",
-            **{f"tools/PKG/{f}.tmpl": f"PKG/{f}" for f in ("__init__.py", "env.py", "checks.py", "agents.py")},
+            **{
+                f"tools/PKG/{f}.tmpl": f"PKG/{f}"
+                for f in ("__init__.py", "env.py", "records.py", "checks.py", "agents.py")
+            },
             "tools/PKG/rubric.yaml.tmpl": "PKG/rubric.yaml",
         },
     ),

@@ -63,6 +63,8 @@ def test_every_family_renders_completely_with_the_packaging_files(family):
     pkg = "demo_env"
     env_id = Names.of("demo-env", family).env_id
     assert {"pyproject.toml", "README.md", "Dockerfile", "tests/test_env.py", f"{pkg}/__init__.py"} <= set(files)
+    if family == "tools":  # checks read typed step records, never Step.info keys
+        assert "step_records = RECORDS" in files[f"{pkg}/env.py"] and ".info.get(" not in files[f"{pkg}/checks.py"]
     assert not [p for p, text in files.items() if "{{" in text and p.endswith((".py", ".toml", ".yaml", "Dockerfile"))]
     pyproject = files["pyproject.toml"]
     assert '[project.entry-points."rubricgym.envs"]' in pyproject and f'demo-env = "{pkg}:register"' in pyproject
