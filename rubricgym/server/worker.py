@@ -183,11 +183,15 @@ class ProcessRunner:
         child.close()
         self._reply()  # the env is built (or its error raised here, at open)
 
+    def _died(self) -> WorkerError:
+        self._proc.join(1.0)  # a killed worker's exit code is known once it is reaped
+        return WorkerError("other", f"the env's worker process died (exit code {self._proc.exitcode})")
+
     def _reply(self) -> Any:
         try:
             status, *rest = self._conn.recv()
         except (EOFError, OSError):
-            raise WorkerError("other", f"the env's worker process died (exit code {self._proc.exitcode})") from None
+            raise self._died() from None
         if status == "error":
             kind, message = rest
             if kind in _RAISE:
@@ -197,7 +201,10 @@ class ProcessRunner:
 
     def _call(self, op: str, args: tuple[Any, ...]) -> Any:
         with self._lock:  # one request in flight: replies pair with requests
-            self._conn.send((op, args))
+            try:
+                self._conn.send((op, args))
+            except OSError:  # the worker died before the request (a broken pipe), not only while serving it
+                raise self._died() from None
             return self._reply()
 
     async def call(self, op: str, *args: Any) -> Any:

@@ -349,6 +349,7 @@ def test_worker_processes_end_with_their_sessions_and_a_dead_one_is_an_error(ser
             call(other, "reset", {"seed": 0})
             (mine,) = [s for s in env_server.sessions.values() if s is not session]
             mine.runner._proc.kill()  # the env's process dies (an OOM kill, a segfault)
+            mine.runner._proc.join(5)  # dead before the step: the request itself meets a broken pipe
             reply = call(other, "step", {"text": CALL})
             assert _code(reply) == "EXECUTION_ERROR" and "worker process died" in reply["data"]["message"]
         assert call(ws, "step", {"text": CALL})["data"]["observation"]["text"] == "4"  # the others play on
