@@ -272,23 +272,24 @@ def score_command(
     except RubricError as e:
         console.print(f"[red]{e}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
+    meta = store.meta()  # what a training run recorded: its rubrics, judge and reward key
     try:
-        entries = run_rubrics(store.meta())
+        entries = run_rubrics(meta)
         problems = check_names(trajs, override, entries)
     except RubricError as e:
         problems = [str(e)]
     if problems:  # before anything is scored or scores.jsonl is touched
         console.print("[red]" + escape("\n".join(problems)) + "[/red]", soft_wrap=True)
         raise typer.Exit(2)
-    recorded = run_judge(store.meta()) if not (judge or panel) else None
-    run_cache = Path(run_dir) / ((store.meta().get("judge") or {}).get("cache") or CACHE if recorded else CACHE)
-    judge_cache = None if no_cache else JudgeCache(cache or run_cache)
+    recorded = run_judge(meta) if not (judge or panel) else None
+    run_cache = (meta["judge"].get("cache") if recorded else None) or CACHE
+    judge_cache = None if no_cache else JudgeCache(cache or Path(run_dir) / run_cache)
     if recorded is not None:
         console.print(f"judging with the run's own judge ({', '.join(e.model for e in recorded.endpoints())})")
         judges = judges_of(recorded, cache=judge_cache)
     else:
         judges = build_judges(judge, judge_model, panel or [], panel_method, judge_cache, timeout, max_retries)
-    trained = trained_totals(trajs, store.meta().get("reward_key", "rubric"))
+    trained = trained_totals(trajs, meta.get("reward_key", "rubric"))
     breakdowns = asyncio.run(score_run(trajs, override, judges, concurrency, entries))
     rubrics = {}
     for t in trajs:

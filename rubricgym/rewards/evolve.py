@@ -260,7 +260,10 @@ class RubricBuffer:
 
     async def update(self, step: int, groups: Sequence[Sequence[ScoredTrajectory]]) -> Rubric | None:
         """Retire and add criteria after ``step``'s groups were scored (each rollout with the breakdown the
-        current rubric gave it); the new rubric, or ``None`` if unchanged."""
+        current rubric gave it; rollouts another rubric scored, a task's own, are not this buffer's to learn from
+        and are left out); the new rubric, or ``None`` if unchanged."""
+        mine = [[s for s in g if s.breakdown.rubric_hash == self.current.hash] for g in groups]
+        groups = [g for g in mine if g]
         self._keep(step, groups)
         retired = []
         for c in list(self.buffered):

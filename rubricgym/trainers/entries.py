@@ -58,20 +58,15 @@ class RewardEntry:
         env_cls = spec(self.env_id).load()
         self.buffer = build_buffer(buffer, self.rubric, env_cls, record=record_dir / "rubric_versions.jsonl")
 
-    def own(self, rollouts: Sequence[Rollout]) -> list[Rollout]:
-        """The rollouts the entry rubric scored (not those of tasks with a rubric of their own)."""
-        return [r for r in rollouts if r.breakdown is not None and r.breakdown.rubric_hash == self.rubric.hash]
-
     async def after_step(self, step: int, groups: Sequence[Sequence[Rollout]]) -> dict[str, Any]:
         """Monitor signals of this entry's rollouts, then the buffer's update (which may evolve the rubric the next
         step scores with); returns the monitor's fields."""
         out: dict[str, Any] = {}
         if self.monitor is not None:
             out = await self.monitor.observe(step, [r for g in groups for r in g])
-        if self.buffer is not None:
-            mine = [scored(own) for g in groups if (own := self.own(g))]
-            if (evolved := await self.buffer.update(step, mine)) is not None:
-                self.path.set_entry(evolved)
+        evolved = await self.buffer.update(step, [scored(g) for g in groups]) if self.buffer is not None else None
+        if evolved is not None:  # the buffer evolves only from rollouts the entry rubric scored
+            self.path.set_entry(evolved)
         return out
 
     def state_dict(self) -> dict[str, Any]:

@@ -173,3 +173,13 @@ async def test_masked_rollouts_and_unscored_stages_inform_nothing(oracle_trajs, 
     # a stage the worse rollout never reached earned it 0 there: the guess skipped computing
     assert not any(s.stage == "compute" for s in worse.trajectory.steps)
     assert buf._stage(better, worse) == "compute"
+
+
+async def test_rollouts_another_rubric_scored_are_not_the_buffers(oracle_trajs, guess_trajs, toy_rubric):
+    base = base_without_used_calculator(toy_rubric)
+    own = Rubric.from_dict({**toy_rubric, "id": "task-own"})  # a task's own rubric scored this contrasting group
+    buf = RubricBuffer(
+        base, ["compute", "answer"], BufferConfig(caps=[3, 2]), check_writer(env_checks("toy-calculator-v0"))
+    )
+    assert await buf.update(1, await scored(own, [[oracle_trajs[0], guess_trajs[0]]])) is None
+    assert await buf.update(2, await scored(base, [[oracle_trajs[0], guess_trajs[0]]])) is not None
