@@ -96,6 +96,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     """Top-level ``Task.hidden`` fields the agent may legitimately find, each with the tools whose output may show
     it (``"*"``: any tool), e.g. a deep-search answer on a page the agent opened. The leak audit exempts these
     there and nowhere else (never in ids, ``info``, ``state()`` or the first observation)."""
+    guidance_levels: ClassVar[int] = 0
+    """How many graded hint levels ``guidance`` gives (0: none; the trainer then falls back to rubric criteria)."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -209,6 +211,15 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     def stage_of(self, call: ToolCall | None) -> str:
         """The stage label of a step that made ``call`` (``None`` for a malformed action)."""
         return self._stage or (self.stages[0] if self.stages else "act")
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """A hint for ``task`` at ``level`` (1 = the least help .. ``guidance_levels``), or ``None`` for none.
+
+        The trainer shows it to a policy whose group of attempts at ``task`` all failed (``guidance:`` in the
+        training config). It is agent-visible: it may narrow the search (a specialty to consider, the page to
+        open, the failing test), never state an answer; the leak audit scans every level for ``secrets(task)``.
+        """
+        return None
 
     def system_prompt(self) -> str:
         """Instructions shown before the task: the tools and how to call them.

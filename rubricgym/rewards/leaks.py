@@ -7,7 +7,8 @@ scans every channel the agent side gets for the task's secrets:
 - ``task id`` and the first observation (system prompt + task), before the agent has done anything;
 - each step's observation text (the tool's output), its ``info`` (stage, errors and the env's public
   ``details``) and the typed ``Observation`` (messages, tools, stage);
-- ``state()`` after every step (the server's ``/state`` and WS ``state``).
+- ``state()`` after every step (the server's ``/state`` and WS ``state``);
+- every level of the env's ``guidance(task, level)`` (the hints the trainer shows a group that keeps failing).
 
 Values are compared normalised: case, accents, punctuation, underscores and hyphens are ignored, and a value of
 several words matches the same words in any order ("Hirox, Ke" is found in "ke hirox"). A hit is a leak unless
@@ -244,6 +245,8 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
     ep.scan("task params (the server's tasks message)", task.params, tool="(any)")
     ep.scan("reset info", _without_counters(info))
     ep.scan("state() after reset", _without_counters(env.state().model_dump(mode="json")))
+    for level in range(1, type(env).guidance_levels + 1):  # hints the trainer may show: agent-visible, never exempt
+        ep.scan(f"guidance level {level}", env.guidance(task, level) or "")
     episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
     report.episodes += 1
     for i in range(env.max_steps):
