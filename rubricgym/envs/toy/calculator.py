@@ -17,6 +17,8 @@ from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.toy import checks
 from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, format_number, word_problem
+from rubricgym.envs.toy.guidance import LEVELS as GUIDANCE_LEVELS
+from rubricgym.envs.toy.guidance import hint
 from rubricgym.envs.toy.records import RECORDS, Answer, Calculation
 
 
@@ -37,6 +39,7 @@ class CalculatorEnv(RubricEnv):
 
     ``style="word"`` (default) states them as word problems; ``style="expression"`` as a bare expression
     (``Compute (34 + 12) * 3.``), the easy curriculum style a 135M model can already solve now and then.
+    ``guidance`` gives two levels of hints for a failing group: the first operation, then the whole plan.
     """
 
     env_id = "toy-calculator-v0"
@@ -50,6 +53,7 @@ class CalculatorEnv(RubricEnv):
     """The number a calculator call computed (or the answer given); whether an answer is right stays private."""
     discoverable = {"answer": frozenset({"calculator"})}
     """The calculator computes the answer from the expressions the agent types: that is the task."""
+    guidance_levels = GUIDANCE_LEVELS
     scripted_agents = {
         "oracle": "rubricgym.envs.toy.agents:CalculatorOracle",
         "random": "rubricgym.envs.toy.agents:RandomAgent",
@@ -137,6 +141,18 @@ class CalculatorEnv(RubricEnv):
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
         """The answer (the intermediate expressions restate the prompt's numbers)."""
         return [("answer", task.hidden["answer"])] if "answer" in task.hidden else []
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """Level 1: the first operation and its two numbers ("Start with ... the sum of 34 and 12"); level 2: that,
+        then every later operation in order, each applied to "that result", and to answer with the last result.
+
+        Only numbers the prompt states appear, never an intermediate value (a later step's left operand) nor the
+        answer (``secrets``); an operand equal to the answer is said in words. Deterministic in the task.
+        """
+        steps, answer = task.hidden.get("steps"), task.hidden.get("answer")
+        if not steps or isinstance(answer, bool) or not isinstance(answer, int | float):
+            return None
+        return hint(steps, answer, level)
 
     def summary(self) -> dict[str, Any]:
         steps = self.steps
