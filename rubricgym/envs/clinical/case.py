@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.envs.clinical.matching import fold
@@ -124,6 +125,36 @@ def draw_condition(kb: KnowledgeBase, rng: random.Random) -> tuple[Condition, in
     if not any(weights):
         raise ValueError(f"no condition has a positive prior for a {age}-year-old {sex}")
     return rng.choices(conds, weights)[0], age, sex
+
+
+def specialty_of(kb: KnowledgeBase, specialty: str | None, condition: str | None = None) -> str | None:
+    """``specialty`` as ``kb`` spells it (matched in any case), checked against ``condition`` when both are given."""
+    if specialty is None:
+        return None
+    found = next((s for s in kb.specialties if s.casefold() == specialty.strip().casefold()), None)
+    if found is None:
+        raise ValueError(f"unknown specialty {specialty!r}; the knowledge base has: {', '.join(kb.specialties)}")
+    if condition is not None and kb.conditions[condition].specialty != found:
+        raise ValueError(
+            f"condition {condition!r} is in {kb.conditions[condition].specialty}, not {found}: drop condition= or "
+            "specialty="
+        )
+    return found
+
+
+def draw_of_specialty(kb: KnowledgeBase, specialty: str, rng: np.random.Generator) -> str:
+    """A condition of ``specialty``, drawn with ``rng`` in proportion to its prevalence."""
+    pool = [c for c in kb.conditions.values() if c.specialty == specialty]
+    weights = np.array([c.prior.prevalence for c in pool])
+    return pool[int(rng.choice(len(pool), p=weights / weights.sum()))].id
+
+
+def cases_of_specialty(kb: KnowledgeBase, cases: list[CaseRecord], specialty: str, source: str) -> list[CaseRecord]:
+    """The cases whose knowledge-base condition is of ``specialty`` (a case outside the knowledge base has none)."""
+    kept = [c for c in cases if c.condition in kb.conditions and kb.conditions[c.condition].specialty == specialty]
+    if not kept:
+        raise ValueError(f"{source}: no case is a knowledge-base condition of {specialty}; drop specialty= or the file")
+    return kept
 
 
 def generate_case(kb: KnowledgeBase, seed: int, condition: str | None = None) -> CaseRecord:

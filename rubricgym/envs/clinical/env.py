@@ -25,7 +25,13 @@ from rubricgym.core.steprecord import ToolRecord
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.clinical import checks
-from rubricgym.envs.clinical.case import CaseRecord, generate_case
+from rubricgym.envs.clinical.case import (
+    CaseRecord,
+    cases_of_specialty,
+    draw_of_specialty,
+    generate_case,
+    specialty_of,
+)
 from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
 from rubricgym.envs.clinical.diagnosis import (
     cited_exams,
@@ -34,6 +40,8 @@ from rubricgym.envs.clinical.diagnosis import (
     impression_fit,
     match_diagnosis,
 )
+from rubricgym.envs.clinical.guidance import LEVELS as GUIDANCE_LEVELS
+from rubricgym.envs.clinical.guidance import hint
 from rubricgym.envs.clinical.llm import LLMConfig, ask_patient, generate_result
 from rubricgym.envs.clinical.overlay import kb_with_overlay
 from rubricgym.envs.clinical.patient import (
@@ -63,7 +71,24 @@ STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "dia
 
 
 class ClinicalEnv(RubricEnv):
-    """Diagnosis of a virtual (or real-case) patient through history, examination and exams."""
+    """Diagnosis of a virtual (or real-case) patient through history, examination and exams.
+
+    Knobs (constructor keyword arguments), from the widest case pool to the narrowest:
+
+    - ``kb``: a knowledge-base folder of your own (default: the bundled one, 11 specialties); ``kb_overlay``
+      adds exams and conditions over it;
+    - ``cases``: a JSONL file of real cases (DiagBench-like) instead of generated ones; ``lenient`` loads the
+      valid cases of a file with bad ones;
+    - ``specialty``: only cases of one knowledge-base specialty (``cardiology``, ``infectious disease``, ...:
+      ``kb.specialties``), 6 to 12 candidate conditions instead of about 80, the middle rung of a curriculum
+      a small model can climb;
+    - ``condition``: only cases of one condition (the easiest rung: the work-up is the same every episode);
+    - ``max_steps``: the turn budget (default 12);
+    - ``patient`` / ``world_model``: an OpenAI-compatible model plays the patient / writes exam results.
+
+    ``guidance`` gives three levels of hints for a failing group: where to look (specialty and organ system), the
+    category of one key exam, and the whole work-up by category (``guidance.py``).
+    """
 
     env_id = ENV_ID
     stages = ("history", "examination", "testing", "diagnosis")
@@ -86,6 +111,7 @@ class ClinicalEnv(RubricEnv):
         "shotgun": "rubricgym.envs.clinical.agents:ShotgunAnswer",
         "wrong_submit": "rubricgym.envs.clinical.agents:WrongSubmit",
     }
+    guidance_levels = GUIDANCE_LEVELS
     scripted_agents = {
         "oracle": "rubricgym.envs.clinical.agents:Oracle",
         "shotgun": "rubricgym.envs.clinical.agents:Shotgun",
@@ -99,6 +125,7 @@ class ClinicalEnv(RubricEnv):
         cases: str | None = None,
         condition: str | None = None,
         kb_overlay: str | None = None,
+        specialty: str | None = None,
         lenient: bool = False,
         patient: dict[str, Any] | None = None,
         world_model: dict[str, Any] | None = None,
@@ -116,7 +143,10 @@ class ClinicalEnv(RubricEnv):
             close = condition_index(self.kb).suggest(condition, 3)
             raise ValueError(f"unknown condition {condition!r}; close: {', '.join(close) or 'none'}")
         self.condition = condition
+        self.specialty = specialty_of(self.kb, specialty, condition)
         self.cases: list[CaseRecord] = load_cases(cases, self.kb, strict=not lenient) if cases else []
+        if self.specialty is not None and self.cases:
+            self.cases = cases_of_specialty(self.kb, self.cases, self.specialty, str(cases))
         self.too_long = [c.id for c in self.cases if len(c.key_exams) + 1 > self.max_steps]
         """Cases whose key exams and diagnosis need more turns than ``max_steps`` allows (warned at load)."""
         if self.too_long:
@@ -171,7 +201,11 @@ class ClinicalEnv(RubricEnv):
         if self.cases:
             case = self.cases[int(rng.integers(len(self.cases)))]
         else:
-            case = generate_case(self.kb, int(rng.integers(2**62)), self.condition)
+            seed = int(rng.integers(2**62))
+            condition = self.condition
+            if condition is None and self.specialty is not None:
+                condition = draw_of_specialty(self.kb, self.specialty, rng)
+            case = generate_case(self.kb, seed, condition)
         return self.task_for(case, split)
 
     def task_for(self, case: CaseRecord, split: str = "train") -> Task:
@@ -211,6 +245,21 @@ class ClinicalEnv(RubricEnv):
             {"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text} for i, r in enumerate(judged)
         ]
         return rubric
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """Level 1: the specialty and the organ system of the diagnosis ("Think as a specialist in pulmonology
+        would: the diagnosis is a disease of the respiratory system"); level 2 adds the category of the case's first
+        key exam ("One exam that settles it is a plain imaging study ..."); level 3 adds the category of every key
+        exam and the systems with examination findings. Each level keeps the ones below.
+
+        The key exams are secrets (the work-up is scored on them) and may name the diagnosis (a malaria film), so a
+        hint gives an exam's category (kind and invasiveness: a class of several catalogue exams), never its name;
+        the specialty and the ICD-10 chapter never name the condition. Deterministic in the task; no episode
+        needed (the trainer asks a fresh env).
+        """
+        kb = kb_with_overlay(task.params.get("kb") or self.kb_path, task.params.get("kb_overlay") or self.overlay_path)
+        examination = list(task.params.get("case", {}).get("examination", {}))
+        return hint(kb, task.hidden, examination, level)
 
     def begin(self, task: Task) -> None:
         kb_path, overlay = task.params.get("kb"), task.params.get("kb_overlay")
