@@ -22,7 +22,7 @@ from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.leaves import leaves
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
-from rubricgym.envs.deepsearch import carr, tools
+from rubricgym.envs.deepsearch import carr, guidance, tools
 from rubricgym.envs.deepsearch.checks import ALL, RUBRIC_FILE, task_rubric
 from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
@@ -30,7 +30,7 @@ from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
 from rubricgym.envs.deepsearch.real import load_questions, resolve_gold
 from rubricgym.envs.deepsearch.records import RECORDS, Answer, Find, Observed, Open, Plan, Search
 from rubricgym.envs.deepsearch.render import render_world
-from rubricgym.envs.deepsearch.world import World, generate_world
+from rubricgym.envs.deepsearch.world import MAX_DISTRACTORS, World, generate_world
 
 GUIDE = """
 How to work: plan, then search for the entities the question describes, open their pages, check facts with
@@ -39,9 +39,11 @@ cited inline as [n](url) with the URL of a page you actually read; only cited co
 
 
 @functools.lru_cache(maxsize=4)
-def load_world(seed: int, n_docs: int, cache_dir: str | None) -> tuple[World, Corpus, SearchIndex]:
+def load_world(
+    seed: int, n_docs: int, cache_dir: str | None, distractors: int | None = None
+) -> tuple[World, Corpus, SearchIndex]:
     """The world, its corpus and its (disk-cached) index; memoised, as every env of a run shares them."""
-    world = generate_world(seed, n_docs)
+    world = generate_world(seed, n_docs, distractors)
     corpus = render_world(world)
     return world, corpus, SearchIndex.open_or_build(corpus, cache_dir)
 
@@ -61,7 +63,27 @@ def load_real(path: str | Path, cache_dir: str | None = None) -> tuple[Corpus, S
 
 
 class DeepSearchEnv(RubricEnv):
-    """Multi-hop questions answered with search, open, find and cited answers (see the module docstring)."""
+    """Multi-hop questions answered with search, open, find and cited answers (see the module docstring).
+
+    Difficulty knobs (a ladder a small model can climb: 1 hop among few pages, then more hops, more pages and
+    more distractors):
+
+    - ``hops``: relations between the answer and the entity the question starts from, 1-5 (default: drawn from
+      ``difficulty``);
+    - ``difficulty``: ``easy`` (2 hops, exact constraints), ``medium`` (3 hops, half the numbers fuzzy: "in the
+      1850s"), ``hard`` (4-5 hops, mostly fuzzy, more constraints); ``None`` draws one per task. With ``hops``
+      it sets only the constraints' fuzziness;
+    - ``n_docs``: the world's size in pages (100 to 1,000,000; default 500), which also sets how many entities
+      share a question's descriptions;
+    - ``distractors``: list and disambiguation pages among which the entity pages are searched (default: 10% of
+      ``n_docs``); the entities and the questions of a seed stay the same whatever their number;
+    - ``world_seed``: which world; ``window_chars``: how much of a page one ``open`` shows;
+    - ``reward``/``alpha``: C-GRPO (``(1-alpha)·outcome + alpha·rubric`` for a right answer) or the bare outcome.
+
+    ``corpus``/``questions`` replace the generated world by a real corpus and a questions JSONL (``real.py``);
+    the world knobs do not apply to it. ``guidance`` gives three levels of hints for a failing group: where to
+    start, the page to open first (as a search and a result number) and the chain of hops (``guidance.py``).
+    """
 
     env_id = "deepsearch-v0"
     stages = ("plan", "gather", "review", "answer")
@@ -74,6 +96,7 @@ class DeepSearchEnv(RubricEnv):
         field: frozenset({"search", "open", "find"}) for field in ("answer", "aliases", "entities", "gold_docs")
     }
     """The chain's entities, the answer and their pages are in the corpus: finding them is the task."""
+    guidance_levels = guidance.LEVELS
     shortcut_agents = {"shotgun": "rubricgym.envs.deepsearch.agents:ShotgunAnswer"}
     scripted_agents = {
         name: f"rubricgym.envs.deepsearch.agents:{cls}"
@@ -91,6 +114,7 @@ class DeepSearchEnv(RubricEnv):
         world_seed: int = 0,
         difficulty: Literal["easy", "medium", "hard"] | None = None,
         hops: int | None = None,
+        distractors: int | None = None,
         corpus: str | None = None,
         questions: str | None = None,
         reward: Literal["c_grpo", "outcome"] = "c_grpo",
@@ -103,8 +127,10 @@ class DeepSearchEnv(RubricEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if difficulty is not None and difficulty not in DIFFICULTY_HOPS:
             raise ValueError(f"difficulty must be one of {sorted(DIFFICULTY_HOPS)} or None, got {difficulty!r}")
-        if hops is not None and not 2 <= hops <= 5:
-            raise ValueError(f"hops must be between 2 and 5, got {hops}")
+        if hops is not None and not 1 <= hops <= 5:
+            raise ValueError(f"hops must be between 1 and 5, got {hops}")
+        if distractors is not None and not 0 <= distractors <= MAX_DISTRACTORS:
+            raise ValueError(f"distractors must be between 0 and {MAX_DISTRACTORS:,} (or None), got {distractors}")
         if reward not in ("c_grpo", "outcome"):
             raise ValueError(f"reward must be 'c_grpo' or 'outcome', got {reward!r}")
         if (corpus is None) != (questions is None):
@@ -112,7 +138,7 @@ class DeepSearchEnv(RubricEnv):
         self.difficulty, self.hops, self.reward, self.alpha = difficulty, hops, reward, alpha
         self.window_chars = window_chars
         self.cache_dir = cache_dir
-        self.n_docs, self.world_seed = n_docs, world_seed
+        self.n_docs, self.world_seed, self.distractors = n_docs, world_seed, distractors
         self.corpus_path = str(Path(corpus).expanduser().resolve()) if corpus else None
         self.questions = load_questions(questions) if questions else []
         self._world: World | None = None
@@ -128,13 +154,22 @@ class DeepSearchEnv(RubricEnv):
     def _world_params(self) -> dict[str, Any]:
         if self.corpus_path:
             return {"corpus": self.corpus_path}
-        return {"seed": self.world_seed, "n_docs": self.n_docs}
+        params: dict[str, Any] = {"seed": self.world_seed, "n_docs": self.n_docs}
+        if self.distractors is not None:  # absent by default, so the params of default worlds stay as they were
+            params["distractors"] = self.distractors
+        return params
+
+    def _load(self, params: dict[str, Any]) -> tuple[World | None, Corpus, SearchIndex]:
+        """The world (``None`` for a real corpus), corpus and index that ``params`` name (memoised)."""
+        if "corpus" in params:
+            return (None, *load_real(params["corpus"], self.cache_dir))
+        extra = params.get("distractors")
+        return load_world(
+            int(params["seed"]), int(params["n_docs"]), self.cache_dir, None if extra is None else int(extra)
+        )
 
     def _resources(self, params: dict[str, Any]) -> tuple[Corpus, SearchIndex]:
-        if "corpus" in params:
-            self._world = None
-            return load_real(params["corpus"], self.cache_dir)
-        self._world, corpus, index = load_world(int(params["seed"]), int(params["n_docs"]), self.cache_dir)
+        self._world, corpus, index = self._load(params)
         return corpus, index
 
     @property
@@ -191,6 +226,14 @@ class DeepSearchEnv(RubricEnv):
             hidden=q["hidden"],
             rubric=task_rubric(task_id, q["hidden"]),
         )
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """Level 1: where to start (the entity the question describes last, and a search for it); 2: the page to
+        open first (a search and the result to open); 3: the chain hop by hop. Never a name of the chain, a page
+        of it or the answer (``guidance.py``)."""
+        params = task.params.get("world")
+        world, corpus, index = self._load(params if isinstance(params, dict) and params else self._world_params())
+        return guidance.guidance(task, level, type(self).secrets(task), world, corpus, index)
 
     def client_task_refusal(self, task: Task) -> str | None:
         """Why a served env will not play a client's task: it may not pick another world (or corpus) to build."""
@@ -311,7 +354,8 @@ class DeepSearchEnv(RubricEnv):
     @classmethod
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
         """The answer, its aliases, the chain's entities (names, aliases, pages) and the gold pages; the question
-        is the prompt and the decoys (``confusable``) are there to be seen."""
+        is the prompt and the decoys (``confusable``) are there to be seen. ``guidance`` keeps to all of them: it
+        points at the page to start from by a search and a result number, never by its name or URL."""
         h = task.hidden
         ents = {k: {f: e.get(f) for f in ("name", "aliases", "url", "doc")} for k, e in h.get("entities", {}).items()}
         return list(

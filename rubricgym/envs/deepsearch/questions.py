@@ -1,6 +1,6 @@
 """Multi-hop questions over a fictional world, with CaRR rubrics.
 
-A question walks a chain ``E0 - E1 - ... - En`` of 2-5 relations from the answer ``E0`` and describes it through
+A question walks a chain ``E0 - E1 - ... - En`` of 1-5 relations from the answer ``E0`` and describes it through
 obfuscated constraints (BrowseComp style: "born in the 1950s", "a port on the Chidis River"). The hidden part
 records every entity (name, aliases, page URL) and the single-hop rubric statements with placeholders
 (``"<E1> was won by <E0>"``), each with the exact sentences and pages that support it. The generator checks that

@@ -162,7 +162,9 @@ def render_world(world: World) -> Corpus:
     rng = random.Random(f"deepsearch-render|{world.seed}|{world.n_docs}")
     docs = [Document(f"d{e.idx}", e.name, entity_url(e), _entity_page(world, e, rng)) for e in world.entities]
     docs += _distractors(world, rng, len(docs))
-    return Corpus(docs, key=f"world-s{world.seed}-n{world.n_docs}-{WORLD_VERSION}")
+    default = world.n_lists == world.n_docs - len(world.entities)  # keys of default worlds stay as they were
+    extra = "" if default else f"-x{world.n_lists}"
+    return Corpus(docs, key=f"world-s{world.seed}-n{world.n_docs}{extra}-{WORLD_VERSION}")
 
 
 WORLD_VERSION = "w1"

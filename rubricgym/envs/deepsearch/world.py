@@ -19,6 +19,7 @@ KIND_SHARE = {"person": 0.46, "organisation": 0.2, "place": 0.14, "event": 0.2}
 TWIN_RATE = 0.08
 ENTITY_SHARE = 0.9
 """Share of documents that are entity pages; the rest are list and disambiguation pages (distractors)."""
+MAX_DISTRACTORS = 1_000_000
 
 _ONSETS = [
     "b",
@@ -205,10 +206,17 @@ def _acronym(name: str) -> str:
     return "".join(w[0] for w in name.replace("'", "").split() if w[0].isupper())
 
 
-def generate_world(seed: int = 0, n_docs: int = 500) -> World:  # noqa: C901 (the world generator; split is a follow-up)
-    """A world whose rendering has about ``n_docs`` documents (100 to 100,000)."""
+def generate_world(seed: int = 0, n_docs: int = 500, distractors: int | None = None) -> World:  # noqa: C901 (the world generator; split is a follow-up)
+    """A world whose rendering has about ``n_docs`` documents (100 to 100,000).
+
+    ``distractors`` sets the number of list and disambiguation pages (default: the ``1 - ENTITY_SHARE`` of
+    ``n_docs`` left after the entity pages). The entities and relations depend on ``(seed, n_docs)`` only, so the
+    same world (and the same questions) can be searched among more or fewer distractor pages.
+    """
     if not 100 <= n_docs <= 1_000_000:
         raise ValueError(f"n_docs must be between 100 and 1,000,000, got {n_docs}")
+    if distractors is not None and not 0 <= distractors <= MAX_DISTRACTORS:
+        raise ValueError(f"distractors must be between 0 and {MAX_DISTRACTORS:,} (or None), got {distractors}")
     rng = random.Random(f"deepsearch-world|{seed}|{n_docs}")
     names = _Names(rng)
     regions = [names.unique(lambda: names.word(2)) for _ in range(REGIONS_N)]
@@ -305,4 +313,5 @@ def generate_world(seed: int = 0, n_docs: int = 500) -> World:  # noqa: C901 (th
     for i, r in enumerate(relations):
         edges[r.subject].append(i)
         edges[r.object].append(i)
-    return World(seed, n_docs, entities, relations, regions, rivers, edges, n_lists=n_docs - len(entities))
+    n_lists = n_docs - len(entities) if distractors is None else distractors
+    return World(seed, n_docs, entities, relations, regions, rivers, edges, n_lists=n_lists)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rubricgym.core.types import Task
-from rubricgym.envs.gui import checks
+from rubricgym.envs.gui import checks, guidance
 from rubricgym.envs.gui.browser_env import BrowserEnv
 from rubricgym.envs.gui.data import APPS, initial_state
 from rubricgym.envs.gui.judge import (
@@ -42,7 +42,8 @@ class GuiEnv(BrowserEnv):
     """Bundled-app tasks. ``templates`` / ``apps`` / ``levels`` narrow the templates tasks are drawn from.
 
     ``split="train"`` draws from the training templates, ``"test"`` from the held-out ones (never seen in
-    training). ``screenshot=True`` adds a base64 JPEG of the page to every step's ``info``.
+    training). ``screenshot=True`` adds a base64 JPEG of the page to every step's ``info``. ``guidance`` gives two
+    levels of hints for a failing group: the page to go to, then the elements to use (``guidance.py``).
     """
 
     env_id = ENV_ID
@@ -52,6 +53,7 @@ class GuiEnv(BrowserEnv):
         "oracle": "rubricgym.envs.gui.agents:Oracle",
         "random": "rubricgym.envs.gui.agents:RandomClicker",
     }
+    guidance_levels = guidance.LEVELS
     discoverable: ClassVar[Mapping[str, frozenset[str]]] = {
         "goals": frozenset({"*"}),  # what an information task asks for is on the app's pages (and on the sheet)
         "plan": frozenset({"*"}),  # the oracle's plan names elements of those pages and the text it types
@@ -100,6 +102,11 @@ class GuiEnv(BrowserEnv):
             for i, g in enumerate(task.hidden.get("goals", []))
             if str(g.get("field", "")).startswith("answer.") and str(g.get("expected")).casefold() not in shown
         ]
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """Level 1: the app page or section to go to (and that the item is opened from its list); 2: the elements
+        to use, in order. Never the text to type, the option to choose or an answer (``guidance.py``)."""
+        return guidance.guidance(task, level, type(self).secrets(task))
 
     # ---- tasks ----------------------------------------------------------------------------------------------
 
