@@ -25,6 +25,8 @@ from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.swe import checks
 from rubricgym.envs.swe.builtin import builtin_instances
 from rubricgym.envs.swe.grading import Grade, grade
+from rubricgym.envs.swe.guidance import LEVELS as GUIDANCE_LEVELS
+from rubricgym.envs.swe.guidance import hint
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.records import RECORDS, Submit, SweRecord, changed_files, ran_tests
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
@@ -40,6 +42,8 @@ class SweEnv(SweTools, RubricEnv):
     ``instances`` (``SweInstance`` objects, dicts, or a JSONL path) are the tasks ``reset`` draws from when no
     task is given; the default is the built-in ``tinytext`` tasks (no network). ``backend`` is ``bwrap``
     (default) or ``docker`` (with ``docker_url`` or ``DOCKER_HOST``); ``limits`` bounds each sandbox.
+    ``guidance`` gives three levels of hints for a failing group: the failing test, the file to edit, the lines
+    (``guidance.py``).
     """
 
     env_id = ENV_ID
@@ -48,10 +52,7 @@ class SweEnv(SweTools, RubricEnv):
     max_observation_chars = 8000
     check_set = checks.ALL
     step_records = RECORDS
-    discoverable = {
-        field: frozenset({"bash", "view", "run_tests"}) for field in ("buggy_files", "test_files", "FAIL_TO_PASS")
-    }
-    """The repository is the agent's to read and test: the files and the failing tests are found by working."""
+    guidance_levels = GUIDANCE_LEVELS
     scripted_agents = {
         "oracle": "rubricgym.envs.swe.agents:OracleAgent",
         "random": "rubricgym.envs.swe.agents:RandomAgent",
@@ -193,8 +194,15 @@ class SweEnv(SweTools, RubricEnv):
 
     @classmethod
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
-        """The gold patch (whole, and each line it adds), the test patch, the failing tests and the buggy and test
-        files; the problem statement is the prompt and the instance id, repo and commit name the task."""
+        """The gold patch (whole, and each line it adds) and the test patch (likewise): what to write, and what the
+        graders test it with. The problem statement is the prompt, and the instance id, repo and commit name the task.
+
+        Where to work is not secret: the failing tests (FAIL_TO_PASS), the files the patches touch (``buggy_files``,
+        ``test_files``) and their line numbers are localisation, which the agent finds by running the tests and
+        reading the repository (an injected task's issue lists its failing tests), which ``guidance`` names on
+        purpose for a group that keeps failing, and which earn nothing without the fix: the reward is the graded
+        tests passing on the agent's own code.
+        """
         inst = task.hidden.get("instance", {})
         out: list[tuple[str, Any]] = []
         for key in ("patch", "test_patch"):
@@ -211,10 +219,20 @@ class SweEnv(SweTools, RubricEnv):
                 for ln in added
                 if len(ln) >= 12 and not any(f" {_words(ln)} " in r for r in removed)
             ]
-        out += [(f"FAIL_TO_PASS[{i}]", t) for i, t in enumerate(inst.get("FAIL_TO_PASS", []))]
-        for key in ("buggy_files", "test_files"):
-            out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]
         return out
+
+    def guidance(self, task: Task, level: int) -> str | None:
+        """Level 1: the first failing test to run ("Start by running the failing test `tests/test_core.py::
+        test_wrap_long_word` with run_tests ..."), or, when the graders' test patch adds that test, that the agent
+        should write its own reproduction; level 2 adds the library file(s) the gold patch touches; level 3 adds the
+        line ranges of its hunks there. Each level keeps the ones below.
+
+        All of it is localisation (see ``secrets``): no level shows a line of either patch. Deterministic in the
+        task; no sandbox or episode needed.
+        """
+        if "instance" not in task.hidden:
+            return None
+        return hint(SweInstance.from_task(task), level)
 
     def summary(self) -> dict[str, Any]:
         typed = [RECORDS.of(s) for s in self.steps]
