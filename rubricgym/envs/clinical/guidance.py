@@ -42,23 +42,27 @@ CHAPTERS = (  # (first code of the chapter, what its diseases are), in code orde
     ("U00", ""),
 )
 """ICD-10 chapters (WHO ICD-10, 2019) by their first code."""
+_SAMPLE = "a laboratory test on a urine, stool or swab sample"
+_CULTURE = "a culture or smear of a sample (blood, urine, sputum or stool)"
+_BEDSIDE = "a quick bedside test"
 CATEGORIES: dict[tuple[str, int], str] = {
-    ("lab", 0): "a laboratory test on a urine, stool or swab sample",
+    ("lab", 0): _SAMPLE,
     ("lab", 1): "a blood test (one analyte)",
-    ("panel", 0): "a panel of laboratory tests on a urine sample",
+    ("panel", 0): _SAMPLE,
     ("panel", 1): "a panel of blood tests (several analytes reported together)",
     ("serology", 1): "a serology test (antibodies or antigens in the blood)",
-    ("culture", 0): "a culture or smear of a body-fluid sample",
-    ("culture", 1): "a culture of a blood sample",
+    ("culture", 0): _CULTURE,
+    ("culture", 1): _CULTURE,
     ("imaging", 0): "an imaging study without ionising radiation (an ultrasound or an MRI)",
     ("imaging", 1): "a plain imaging study (a radiograph, a plain scan or an internal ultrasound)",
     ("imaging", 2): "a scan with contrast or a high radiation dose (an angiogram or a contrast CT)",
     ("ecg", 0): "a tracing of the heart's electrical activity (at rest or on exertion)",
-    ("bedside", 0): "a quick bedside test",
-    ("bedside", 1): "a bedside test of the nerves or the muscles",
+    ("bedside", 0): _BEDSIDE,
+    ("bedside", 1): _BEDSIDE,
     ("procedure", 3): "an invasive procedure (a puncture, a scope or a biopsy)",
 }
-"""What an exam is, by (kind, invasiveness): a class of several catalogue exams, never one exam's name."""
+"""What an exam is, by (kind, invasiveness): each a class of at least two orderable exams of the bundled catalogue
+(a class of one would name its exam), never one exam's name."""
 GENERAL = {
     "lab": "a laboratory test",
     "panel": "a panel of laboratory tests",

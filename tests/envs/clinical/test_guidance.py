@@ -10,7 +10,7 @@ from rubricgym.core.types import Task
 from rubricgym.envs.clinical.case import generate_case
 from rubricgym.envs.clinical.cases import EXAMPLE_CASES
 from rubricgym.envs.clinical.env import ClinicalEnv
-from rubricgym.envs.clinical.guidance import CATEGORIES, organ_system
+from rubricgym.envs.clinical.guidance import CATEGORIES, category, organ_system
 from rubricgym.envs.clinical.osce import import_osce, write_cases
 from rubricgym.rewards.leaks import Scanner, audit_leaks, make_secrets
 
@@ -98,6 +98,14 @@ def test_level_one_names_specialty_and_organ_system_level_two_the_key_exam_categ
     assert cond.specialty in one and "circulatory system" in one  # I26: a disease of the pulmonary circulation
     first = kb.exams[task.hidden["key_exams"][0]]
     assert CATEGORIES[(first.kind, first.invasiveness)] in two and first.name not in two
+
+
+def test_every_exam_category_covers_several_exams(kb):
+    """A category with one member would name its exam: each covers at least two orderable catalogue exams."""
+    members: dict[str, set[str]] = {}
+    for exam in kb.orderable:
+        members.setdefault(category(exam), set()).add(exam.id)
+    assert all(len(ids) >= 2 for ids in members.values()), {c: ids for c, ids in members.items() if len(ids) < 2}
 
 
 @pytest.mark.parametrize(
