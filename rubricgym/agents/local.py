@@ -37,6 +37,9 @@ class Turn:
     greedy: bool = False
     """Decoded at temperature 0: ``logprobs`` are then the temperature-1 log-probs of the argmax tokens, not
     the (deterministic) behaviour policy's, so importance corrections treat them as unknown."""
+    plain_prompt_ids: list[int] | None = None
+    """For a turn sampled with a hint in its prompt (the trainer's guidance): the prompt without the hint, the one
+    the policy faces unguided (``None`` for an unguided turn)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,13 @@ class LocalAgent(BaseAgent):
             ids = ids["input_ids"]
         return list(ids)
 
+    def render(self, messages: list[Message]) -> list[int]:
+        """The prompt ``act`` sends for ``messages``: the chat template, then the ``response_prefix`` tokens."""
+        prompt = self.prompt_ids(messages)
+        if self.response_prefix:
+            prompt += list(self.tokenizer.encode(self.response_prefix, add_special_tokens=False))
+        return prompt
+
     # ---- agent ------------------------------------------------------------------------------------------
 
     def episode(self, task: Task, seed: int | None) -> LocalAgent:
@@ -192,10 +202,7 @@ class LocalAgent(BaseAgent):
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         """The next action; a ``response_prefix`` (e.g. ``<tool_call>{"name": "``) prefills the turn: it is part
         of the prompt (never trained on) and of the action text the env sees."""
-        prompt = self.prompt_ids(messages)
-        if self.response_prefix:
-            prompt += list(self.tokenizer.encode(self.response_prefix, add_special_tokens=False))
-        turn = await self.generate(prompt)
+        turn = await self.generate(self.render(messages))
         if self.response_prefix:
             turn.text = self.response_prefix + turn.text
         self.turns.append(turn)

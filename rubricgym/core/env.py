@@ -98,6 +98,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     there and nowhere else (never in ids, ``info``, ``state()`` or the first observation)."""
     guidance_levels: ClassVar[int] = 0
     """How many graded hint levels ``guidance`` gives (0: none; the trainer then falls back to rubric criteria)."""
+    hintable: ClassVar[frozenset[str]] = frozenset()
+    """Top-level ``Task.hidden`` fields ``guidance`` may name (SWE: the failing tests and the files to edit): still
+    secrets everywhere else (ids, observations, ``info``, ``state()``), and never the answer itself."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

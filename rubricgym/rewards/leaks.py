@@ -116,6 +116,10 @@ class Scanner:
         return [s for s in self.secrets if tuple(sorted(s.words)) in wins or "".join(s.words) in compact]
 
 
+GUIDANCE = "(guidance)"
+"""The ``tool`` of a hint's scan: no exemption but the env's ``hintable`` fields (nothing the agent wrote or was
+shown before counts: a hint is shown before the agent acts)."""
+
 STRUCTURAL = frozenset({"episode_id", "step_count", "max_steps", "step"})
 """Counters every episode has (``state().step_count``, ``info["step"]``, the episode id's sequence number): they
 say nothing of a task, so a hidden number that equals one is not a leak."""
@@ -205,9 +209,18 @@ class _Episode:
         self.constant |= self.scanner.compact(text)
 
     def scan(self, channel: str, value: Any, tool: str | None = None) -> None:
-        """Scan one channel; ``tool`` names the tool whose output it is (``"(any)"``: data any tool may show)."""
+        """Scan one channel; ``tool`` names the tool whose output it is (``"(any)"``: data any tool may show;
+        ``"(guidance)"``: a hint, which may name the env's ``hintable`` fields and nothing else)."""
         self.report.scanned += 1
         for s in self.scanner.find(flatten(value)):
+            if tool == GUIDANCE:
+                if s.field in type(self.env).hintable:
+                    self.report.exempt[f"{s.field} in a hint"] = self.report.exempt.get(f"{s.field} in a hint", 0) + 1
+                else:
+                    self.report.leaks.append(
+                        Leak(self.report.env_id, self.agent, self.task.id, channel, s.path, s.value)
+                    )
+                continue
             tools = self.discoverable.get(s.field, frozenset())
             compact = "".join(s.words)
             if tool is not None and ("*" in tools or tool in tools or (tool == "(any)" and tools)):
@@ -242,11 +255,11 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
     text, info = await asyncio.to_thread(env.reset, seed=seed, options={"task": task})
     ep.shown_to_all(env.system_prompt())
     ep.scan("first observation", text)
+    for level in range(1, type(env).guidance_levels + 1):  # hints the trainer may show: agent-visible
+        ep.scan(f"guidance level {level}", env.guidance(task, level) or "", GUIDANCE)
     ep.scan("task params (the server's tasks message)", task.params, tool="(any)")
     ep.scan("reset info", _without_counters(info))
     ep.scan("state() after reset", _without_counters(env.state().model_dump(mode="json")))
-    for level in range(1, type(env).guidance_levels + 1):  # hints the trainer may show: agent-visible, never exempt
-        ep.scan(f"guidance level {level}", env.guidance(task, level) or "")
     episode_agent = agent.episode(task, seed) if hasattr(agent, "episode") else agent
     report.episodes += 1
     for i in range(env.max_steps):

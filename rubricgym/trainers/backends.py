@@ -36,6 +36,7 @@ class LocalBackend:
         anchor_greedy: bool = False,
         temperature: float | None = None,
         full_precision: bool = False,
+        hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         policy = self.policy
         autocast = policy.bf16_autocast
@@ -49,6 +50,7 @@ class LocalBackend:
                 group_size,
                 anchor_greedy=anchor_greedy,
                 temperature=temperature,
+                hints=hints,
             )
         finally:
             policy.bf16_autocast = autocast

@@ -29,6 +29,8 @@ class TrainState:
     entries: dict[str, Any] | None = None
     """``RewardEntry.state_dict()`` by entry: its rubric buffer (the evolved rubric and its criteria's history) and
     hacking monitor (drift baseline, alarm streaks and alarms)."""
+    guidance: dict[str, Any] | None = None
+    """``Guide.state_dict()``: each task's guidance level."""
 
 
 def rng_state() -> dict[str, Any]:

@@ -130,6 +130,42 @@ class LossConfig(_Strict):
     """Sampler/learner mismatch: ``tis`` weights tokens by min(pi_old / mu, tis_cap); ``sampler`` takes the PPO
     ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/update.py``)."""
     tis_cap: float | None = Field(2.0, gt=0.0)
+    entropy_modulation: EntropyModulationConfig | None = None
+    """AEM (``trainers/entropy.py``): scale each agent turn's advantage by a weight that falls with the turn's
+    mean token entropy relative to its group; None trains without it."""
+
+
+class EntropyModulationConfig(_Strict):
+    """AEM's per-turn advantage weights: ``alpha = exp(-lam * H~) / mean_group(exp(-lam * H~))`` with ``H~`` the
+    turn's mean token entropy min-max normalised within its group; a group whose turn entropies span less than
+    ``min_range`` nats is left alone (alpha 1)."""
+
+    lam: float = Field(1.0, ge=0.0)
+    min_range: float = Field(0.1, ge=0.0)
+
+
+class GuidanceConfig(_Strict):
+    """Guidance for groups that all fail (``trainers/guidance.py``): a group whose best rollout scores below
+    ``threshold`` has ``share`` of its rollouts re-rolled with a hint in the task prompt, escalating level by level
+    in the same step while the guided ones still fail; each task remembers its level (more help while it keeps
+    failing, none once an unguided rollout solves it)."""
+
+    on: Literal["outcome", "reward"] = "outcome"
+    """What a failure is measured on: the env's outcome reward, or the rubric reward (``advantage.reward_key``)."""
+    threshold: float = 0.5
+    """A group is guided when its best rollout's value is below this."""
+    share: float = Field(0.5, gt=0.0, le=1.0)
+    """The share of the group re-rolled with guidance (at least one rollout)."""
+    max_level: int = Field(3, ge=1)
+    rubric_hints: bool = True
+    """Where the env has no hint at a level, hint with the rubric criteria the group's best rollout missed
+    (RGR-GRPO); any hint that contains one of the task's secrets is dropped."""
+    correction: Literal["tis", "hinted"] = "tis"
+    """``tis``: train a guided rollout's tokens under the plain prompt the policy will face, each weighted by the
+    truncated importance weight ``min(pi_old(o | plain) / mu(o | hinted), cap)``; ``hinted``: train them under the
+    hinted prompt they were sampled from, on-policy (GHPO: the policy learns to act with hints)."""
+    cap: float = Field(1.0, gt=0.0)
+    """Truncation of the guided tokens' importance weights (1: a guided token never outweighs an on-policy one)."""
 
 
 class OptimConfig(_Strict):
@@ -171,6 +207,8 @@ class TrainConfig(_Strict):
     """Hacking monitors every k steps (exploitation vs a reference panel, internalisation gap, drift, alarms)."""
     rubric_buffer: BufferConfig | None = None
     """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
+    guidance: GuidanceConfig | None = None
+    """Hints for groups that all fail (``GuidanceConfig``); None never guides."""
     judge: JudgeSettings | None = None
     """LLM judges beside the env's checks (``rewards.path``): ``base_url`` + ``model`` or a ``panel``, a persistent
     verdict cache in the run directory; the rubric's LLM-judged criteria (and the buffer's ``writer: llm``

@@ -127,11 +127,14 @@ ESTIMATORS: dict[Estimator, Callable[[Scored], list[list[Credit]]]] = {
 # ---- credit onto tokens ------------------------------------------------------------------------------------------
 
 
-def rollout_samples(index: int, r: Rollout, stage_index: dict[str, int], credit: Credit | None) -> list[Sample]:
-    """The rollout's training sequences with ``credit`` spread on its tokens (``None``: masked, no loss)."""
+def rollout_samples(
+    index: int, r: Rollout, stage_index: dict[str, int], credit: Credit | None, plain_guided: bool = True
+) -> list[Sample]:
+    """The rollout's training sequences with ``credit`` spread on its tokens (``None``: masked, no loss); a guided
+    rollout's are laid on its plain prompts (``plain_guided``) or on the hinted ones it was sampled from."""
     labels = [stage_index.get(s.stage, 0) for s in r.trajectory.steps]
     labels += [labels[-1] if labels else 0] * (len(r.turns) - len(labels))
-    samples = build_samples(index, r.turns, labels)
+    samples = build_samples(index, r.turns, labels, plain=plain_guided and r.guidance > 0)
     for sample in samples:
         if credit is None:
             sample.loss_mask = [0] * len(sample)
@@ -150,8 +153,10 @@ def estimate(
     *,
     tournaments: Sequence[TournamentResult] | None = None,
     max_seq_len: int = 4096,
+    plain_guided: bool = True,
 ) -> Estimate:
-    """Samples with advantages for every rollout of every scored group (``tournaments``: one result per group)."""
+    """Samples with advantages for every rollout of every scored group (``tournaments``: one result per group;
+    ``plain_guided``: see ``rollout_samples``)."""
     rewards = np.array([[reward_of(r.breakdown) for r in g] for g in groups], dtype=float)
     credits = ESTIMATORS[cfg.estimator](Scored(groups, rewards, stages, cfg, tournaments))
     stage_index = {s: i for i, s in enumerate(stages)}
@@ -162,7 +167,7 @@ def estimate(
             masked = not math.isfinite(rewards[g, i]) or not credits[g][i].finite
             out.samples += [
                 s.truncate(max_seq_len)
-                for s in rollout_samples(index, r, stage_index, None if masked else credits[g][i])
+                for s in rollout_samples(index, r, stage_index, None if masked else credits[g][i], plain_guided)
             ]
             out.masked_rollouts += int(masked)
             out.per_rollout.append(math.nan if masked else float(rewards[g, i]))

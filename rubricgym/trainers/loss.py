@@ -65,6 +65,16 @@ def importance_weights(
         return torch.where(known, w, torch.ones_like(w))
 
 
+def guided_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Detached weights of a guided sample's tokens: ``min(exp(old_logp - sampler_logp), cap)`` with ``old_logp``
+    the learner's log-prob under the plain prompt and ``sampler_logp`` the hinted sampler's. A token whose
+    sampler log-prob is unknown gets 0: it cannot be corrected, so it is not trained on."""
+    with torch.no_grad():
+        known = torch.isfinite(sampler_logp)
+        w = torch.exp(old_logp - torch.where(known, sampler_logp, old_logp)).clamp(max=cap)
+        return torch.where(known, w, torch.zeros_like(w))
+
+
 def mismatch_kl(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> tuple[float, int]:
     """k3 estimate of ``KL(sampler || learner)`` from the sampled tokens (summed) and the count of known tokens."""
     with torch.no_grad():

@@ -46,6 +46,7 @@ class RolloutWorker:
         group_size: int,
         anchor_greedy: bool,
         temperature: float | None,
+        hints: list[str | None] | None = None,
     ) -> list[WireGroup]:
         groups = asyncio.run(
             play_groups(
@@ -56,6 +57,7 @@ class RolloutWorker:
                 group_size,
                 anchor_greedy=anchor_greedy,
                 temperature=temperature,
+                hints=hints,
             )
         )
         return [[(r.trajectory.model_dump_json(), [asdict(x) for x in r.turns]) for r in g] for g in groups]
@@ -117,6 +119,7 @@ class RayBackend:
         anchor_greedy: bool = False,
         temperature: float | None = None,
         full_precision: bool = False,
+        hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         """See ``RolloutBackend.collect``; actors generate in the configured dtype (``full_precision`` is ignored)."""
         n = len(self.workers)
@@ -130,6 +133,7 @@ class RayBackend:
                     group_size,
                     anchor_greedy,
                     temperature,
+                    None if hints is None else [hints[i] for i in idx],
                 )
                 jobs.append((idx, ref))
         results = await asyncio.gather(*(asyncio.wrap_future(ref.future()) for _, ref in jobs))

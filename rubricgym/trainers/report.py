@@ -24,7 +24,8 @@ from rubricgym.trainers.rollouts import Group, flatten
 
 
 class Laps:
-    """Wall time of a step's phases: ``lap("gen_s")`` closes the phase that began at the previous lap."""
+    """Wall time of a step's phases: ``lap("gen_s")`` closes the phase that began at the previous lap (a phase
+    closed twice adds up: scoring before and after guidance is one ``score_s``)."""
 
     def __init__(self) -> None:
         self.start = self.last = time.perf_counter()
@@ -32,7 +33,7 @@ class Laps:
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
-        self.times[name], self.last = now - self.last, now
+        self.times[name], self.last = self.times.get(name, 0.0) + now - self.last, now
 
     def record(self) -> dict[str, float]:
         return {**self.times, "step_s": self.last - self.start}
@@ -51,17 +52,18 @@ def train_record(
     stages: Sequence[str],
     laps: Laps,
 ) -> dict[str, Any]:
-    """The ``metrics.jsonl`` line of one training step: rewards (errored rollouts left out), success, lengths,
-    per-stage rubric scores, the update's loss statistics and the phases' wall times."""
+    """The ``metrics.jsonl`` line of one training step: rewards (errored rollouts left out) and success of the
+    unguided rollouts, lengths, per-stage rubric scores, the update's loss statistics and the phases' wall times."""
     rollouts = flatten(groups)
-    rewards = [r for r in est.per_rollout if math.isfinite(r)]
+    own = [i for i, r in enumerate(rollouts) if not r.guidance]  # the policy's unguided attempts
+    rewards = [x for i in own if math.isfinite(x := est.per_rollout[i])]
     record: dict[str, Any] = {
         "kind": "train",
         "step": step,
         "cursor": cursor,
         "reward_mean": float(np.mean(rewards)) if rewards else math.nan,
         "reward_std": float(np.std(rewards)) if rewards else math.nan,
-        "success_mean": float(np.mean([r.trajectory.outcome.reward for r in rollouts])),
+        "success_mean": float(np.mean([rollouts[i].trajectory.outcome.reward for i in own])) if own else math.nan,
         "masked": est.masked_rollouts,
         "comparisons": est.comparisons,
         "response_tokens": float(np.mean([sum(len(t.completion_ids) for t in r.turns) for r in rollouts])),

@@ -32,6 +32,8 @@ class Rollout:
     trajectory: Trajectory
     turns: list[Turn]
     breakdown: Breakdown | None = None
+    guidance: int = 0
+    """The guidance level its prompt's hint came from (``trainers/guidance.py``); 0: unguided."""
 
 
 Group = list[Rollout]
@@ -65,6 +67,10 @@ class Recorder(Protocol):
 
     def recording(self, task: Task, seed: int, temperature: float | None) -> Episode: ...
 
+    def render(self, messages: list[Message]) -> list[int]:
+        """The prompt token ids an episode generates from for ``messages``."""
+        ...
+
 
 class RolloutBackend(Protocol):
     """Where rollouts are generated: groups of ``Rollout`` for tasks, the learner's weights after each update."""
@@ -78,9 +84,12 @@ class RolloutBackend(Protocol):
         anchor_greedy: bool = False,
         temperature: float | None = None,
         full_precision: bool = False,
+        hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         """One group per task; group j uses seeds ``seeds[j] ..``; with ``anchor_greedy`` its first is greedy.
-        ``full_precision`` asks for generation without bf16 autocast (where the backend has the choice)."""
+        ``full_precision`` asks for generation without bf16 autocast (where the backend has the choice);
+        ``hints[j]`` (if given) is shown in group j's task prompt (``with_hint``), each turn recording the prompt
+        without it as ``Turn.plain_prompt_ids``."""
         ...
 
     def push_weights(self, model: Any) -> None: ...
@@ -93,30 +102,58 @@ def fixed_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvOf:
     return lambda task: (env_id, env_kwargs)
 
 
+HINT_HEADER = "Hint: "
+
+
+def with_hint(messages: list[Message], hint: str) -> list[Message]:
+    """``messages`` with ``hint`` appended to the first user message (the task), as a paragraph of its own."""
+    out = list(messages)
+    for i, m in enumerate(out):
+        if m.role == "user":
+            out[i] = m.model_copy(update={"content": f"{m.content or ''}\n\n{HINT_HEADER}{hint}"})
+            return out
+    at = 1 if out and out[0].role == "system" else 0
+    return [*out[:at], Message(role="user", content=HINT_HEADER + hint), *out[at:]]
+
+
 @dataclass
 class _Played:
-    """One recorded episode as an agent ``core.rollout.rollout`` can play (its ``episode`` is itself)."""
+    """One recorded episode as an agent ``core.rollout.rollout`` can play (its ``episode`` is itself); with a
+    ``hint``, the agent sees it in the task and each turn records the prompt it would have had without it."""
 
     episode_agent: Episode
     name: str
     model: str | None
+    recorder: Recorder | None = None
+    hint: str | None = None
 
     def episode(self, task: Task, seed: int | None) -> _Played:
         return self
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        return await self.episode_agent.act(messages, tools)
+        if self.hint is None or self.recorder is None:
+            return await self.episode_agent.act(messages, tools)
+        text = await self.episode_agent.act(with_hint(messages, self.hint), tools)
+        self.episode_agent.turns[-1].plain_prompt_ids = self.recorder.render(messages)
+        return text
 
 
 async def play_group(
-    agent: Recorder, env: EnvFactory, task: Task, n: int, seed: int, temperatures: Sequence[float | None]
+    agent: Recorder,
+    env: EnvFactory,
+    task: Task,
+    n: int,
+    seed: int,
+    temperatures: Sequence[float | None],
+    hint: str | None = None,
 ) -> Group:
-    """``n`` episodes of ``task`` (seeds ``seed .. seed+n-1``, temperature ``temperatures[i]``) sharing a group id."""
+    """``n`` episodes of ``task`` (seeds ``seed .. seed+n-1``, temperature ``temperatures[i]``) sharing a group id;
+    ``hint`` is shown in the task of every one of them."""
     group_id = uuid.uuid4().hex
 
     async def one(i: int) -> Rollout:
         ep = agent.recording(task, seed + i, temperatures[i])
-        played = _Played(ep, agent.name, agent.model)
+        played = _Played(ep, agent.name, agent.model, agent, hint)
         traj = await rollout_fresh(env, played, task, seed=seed + i, group_id=group_id)  # closes the env after
         return Rollout(traj, ep.turns)
 
@@ -132,8 +169,11 @@ async def play_groups(
     *,
     anchor_greedy: bool = False,
     temperature: float | None = None,
+    hints: Sequence[str | None] | None = None,
 ) -> list[Group]:
     """One group per task, all in flight together (a local policy batches them); see ``RolloutBackend.collect``."""
+    if hints is not None and len(hints) != len(tasks):
+        raise ValueError(f"{len(hints)} hints for {len(tasks)} tasks: give one (or None) per task")
     temps = [0.0 if anchor_greedy and i == 0 else temperature for i in range(group_size)]
 
     def factory(task: Task) -> EnvFactory:
@@ -144,8 +184,8 @@ async def play_groups(
     return list(
         await asyncio.gather(
             *(
-                play_group(agent, factory(task), task, group_size, s, temps)
-                for task, s in zip(tasks, seeds, strict=True)
+                play_group(agent, factory(task), task, group_size, s, temps, hints[j] if hints else None)
+                for j, (task, s) in enumerate(zip(tasks, seeds, strict=True))
             )
         )
     )

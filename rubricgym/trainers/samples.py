@@ -38,6 +38,9 @@ class Sample:
     stage_ids: list[int] = field(default_factory=list)
     sampled_logprobs: list[float] = field(default_factory=list)
     advantages: list[float] = field(default_factory=list)
+    guided: bool = False
+    """Sampled under a hinted prompt but laid out on the plain one: the update weights its tokens by
+    ``min(pi_old / mu, guidance cap)`` whatever ``loss.off_policy`` says (``trainers/guidance.py``)."""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -69,15 +72,18 @@ class Sample:
             self.stage_ids[cut],
             self.sampled_logprobs[cut],
             self.advantages[cut],
+            self.guided,
         )
 
 
 def build_samples(
-    rollout: int, turns: Sequence[TurnLike], step_stages: Sequence[int], merge: bool = True
+    rollout: int, turns: Sequence[TurnLike], step_stages: Sequence[int], merge: bool = True, plain: bool = False
 ) -> list[Sample]:
     """Sequences for one rollout: turn t is step t, labelled with stage index ``step_stages[t]``.
 
     ``merge`` joins consecutive turns into one sequence when the next prompt extends the sequence so far.
+    ``plain`` lays a guided rollout's completions on the prompts without the hint (``Turn.plain_prompt_ids``)
+    and marks its samples ``guided``: they are trained as the policy's answer to the task it will face.
     """
     if len(step_stages) < len(turns):
         raise ValueError(f"{len(turns)} turns but only {len(step_stages)} step stages: one label per turn")
@@ -89,12 +95,15 @@ def build_samples(
                 f"turn {t}: {len(turn.completion_ids)} completion tokens but {len(turn.logprobs)} logprobs"
             )
         stage = step_stages[t]
-        if merge and current is not None and turn.prompt_ids[: len(current)] == current.input_ids:
-            current.extend(turn.prompt_ids[len(current) :], False, t, stage)
+        prompt: list[int] | None = getattr(turn, "plain_prompt_ids", None) if plain else turn.prompt_ids
+        if prompt is None:
+            raise ValueError(f"turn {t} of a guided rollout has no plain_prompt_ids (the prompt without the hint)")
+        if merge and current is not None and prompt[: len(current)] == current.input_ids:
+            current.extend(prompt[len(current) :], False, t, stage)
         else:
-            current = Sample(rollout)
+            current = Sample(rollout, guided=plain)
             samples.append(current)
-            current.extend(turn.prompt_ids, False, t, stage)
+            current.extend(prompt, False, t, stage)
         # a greedy turn's behaviour policy is deterministic: its sampler log-probs are unknown (NaN), not trained on
         lps = [float("nan")] * len(turn.logprobs) if getattr(turn, "greedy", False) else turn.logprobs
         current.extend(turn.completion_ids, True, t, stage, lps)
@@ -132,10 +141,12 @@ class Batch:
     loss_mask: torch.Tensor
     advantages: torch.Tensor
     sampled_logprobs: torch.Tensor
+    guided: torch.Tensor
+    """(B, 1) bool: the row is a guided sample (``Sample.guided``)."""
 
     def to(self, device: torch.device | str) -> Batch:
         """Move every tensor to ``device`` in place (a no-op on the CPU)."""
-        for name in ("input_ids", "attention_mask", "loss_mask", "advantages", "sampled_logprobs"):
+        for name in ("input_ids", "attention_mask", "loss_mask", "advantages", "sampled_logprobs", "guided"):
             setattr(self, name, getattr(self, name).to(device))
         return self
 
@@ -155,4 +166,5 @@ def collate(samples: Sequence[Sample], pad_id: int) -> Batch:
         loss_mask=pad([s.loss_mask for s in samples], 0, torch.float32),
         advantages=pad([s.advantages for s in samples], 0.0, torch.float32),
         sampled_logprobs=pad([s.sampled_logprobs for s in samples], 0.0, torch.float32),
+        guided=torch.tensor([[s.guided] for s in samples], dtype=torch.bool),
     )

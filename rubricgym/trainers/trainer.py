@@ -36,8 +36,10 @@ from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
 from rubricgym.trainers.entries import RewardEntry
+from rubricgym.trainers.entropy import modulate, turn_entropies
 from rubricgym.trainers.estimate import estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
+from rubricgym.trainers.guidance import Guide
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, MetricsLog, RolloutLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
@@ -108,6 +110,7 @@ class Trainer:
         self.base_eval: EvalResult | None = None
         for name, entry in self.entries.items():
             entry.attach(cfg.monitor, cfg.rubric_buffer, self.policy, self.entry_dir(name))
+        self.guide = None if cfg.guidance is None else Guide(cfg.guidance, self.env_of, self.rubric_of)
 
     # ---- what the run trains on: tasks and reward entries (a suite overrides these) ---------------------------
 
@@ -147,6 +150,14 @@ class Trainer:
         """The entry whose reward path scores ``task``."""
         return next(iter(self.entries.values()))
 
+    def env_of(self, task: Task) -> tuple[str, dict[str, Any]]:
+        """The env id and keyword arguments ``task`` is played in."""
+        return self.cfg.env.id, self.cfg.env.kwargs
+
+    def rubric_of(self, task: Task) -> Rubric:
+        """The rubric that scores ``task`` (its own, else its entry's)."""
+        return self.entry_for(task).path.rubric_for(task)
+
     def entry_dir(self, name: str) -> Path:
         """Where entry ``name`` records its rubric versions."""
         return self.run_dir
@@ -185,13 +196,30 @@ class Trainer:
         groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
         laps.lap("gen_s")
         await self.score(groups)
+        extra: dict[str, Any] = {}
+        if self.guide is not None:
+            extra |= await self.guide_groups(step, groups, laps)
         if self.rollout_log is not None:
             self.rollout_log.write(step + 1, [r.trajectory for r in flatten(groups)])
         tournaments = await self.rank_groups(groups) if cfg.advantage.estimator == "tournament" else None
         laps.lap("score_s")
-        est = estimate(groups, self.stages, cfg.advantage, tournaments=tournaments, max_seq_len=cfg.optim.max_seq_len)
+        plain = cfg.guidance is None or cfg.guidance.correction == "tis"
+        est = estimate(
+            groups,
+            self.stages,
+            cfg.advantage,
+            tournaments=tournaments,
+            max_seq_len=cfg.optim.max_seq_len,
+            plain_guided=plain,
+        )
         pad_id = self.tokenizer.pad_token_id
         self.policy.release_packed()  # stale after the update, and the update wants the memory
+        aem = cfg.loss.entropy_modulation
+        if aem is not None:
+            ents = turn_entropies(self.model, est.samples, self.settings, pad_id=pad_id)
+            group_of = [g for g, group in enumerate(groups) for _ in group]
+            extra |= modulate(est.samples, ents, group_of, aem)
+            laps.lap("aem_s")
         try:
             stats = policy_update(
                 self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
@@ -204,7 +232,28 @@ class Trainer:
         laps.lap("update_s")
         self.state.cursor += len(all_tasks)
         record = train_record(step + 1, self.state.cursor, groups, est, stats, self.stages, laps)
-        return record | self.judge_stats | await self.after_step(step + 1, groups)
+        return record | extra | self.judge_stats | await self.after_step(step + 1, groups)
+
+    async def guide_groups(self, step: int, groups: list[Group], laps: Laps) -> dict[str, float]:
+        """Re-roll part of every group that all failed with a hint (``trainers/guidance.py``), in place."""
+        assert self.guide is not None
+        laps.lap("score_s")
+        scored = [r.breakdown for r in flatten(groups) if r.breakdown is not None]
+        rerolls = 0
+
+        async def regenerate(tasks: Sequence[Task], hints: Sequence[str], n: int) -> list[Group]:
+            nonlocal rerolls
+            rerolls += 1
+            seeds = [s + 7_919 * rerolls for s in self.seeds_for(step, len(tasks))]
+            fresh = await self.backend.collect(tasks, seeds, n, hints=hints)
+            await self.score(fresh)
+            scored.extend(r.breakdown for r in flatten(fresh) if r.breakdown is not None)
+            return fresh
+
+        stats = await self.guide.guide(groups, regenerate)
+        self.judge_stats = judge_stats(scored)  # every verdict of the step, discarded re-rolls included
+        laps.lap("guide_s")
+        return stats.record()
 
     async def score(self, groups: Sequence[Group]) -> None:
         """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards)."""
@@ -299,12 +348,15 @@ class Trainer:
         saved = self.state.entries or {}
         for name, entry in self.entries.items():
             entry.load_state_dict(saved.get(name, saved.get("*", {})))  # "*": a checkpoint from before entries
+        if self.guide is not None:
+            self.guide.load_state_dict(self.state.guidance or {})
         self.backend.push_weights(self.model)
         return True
 
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
         self.state.entries = {name: entry.state_dict() for name, entry in self.entries.items()}
+        self.state.guidance = self.guide.state_dict() if self.guide is not None else None
         return save_checkpoint(Path(self.cfg.run_dir), self.model, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
@@ -388,6 +440,8 @@ class Trainer:
         }
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self.backend.close()
+        if self.guide is not None:
+            self.guide.close()
         return summary
 
     def run(self, resume: bool = False) -> dict[str, Any]:

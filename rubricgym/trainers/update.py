@@ -27,8 +27,14 @@ import torch
 from transformers import DynamicCache
 
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
-from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss, selected_logprobs
-from rubricgym.trainers.samples import Sample, collate
+from rubricgym.trainers.loss import (
+    guided_weights,
+    importance_weights,
+    mismatch_kl,
+    ppo_clip_loss,
+    selected_logprobs,
+)
+from rubricgym.trainers.samples import Batch, Sample, collate
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,15 @@ class UpdateSettings:
     optim: OptimConfig = field(default_factory=OptimConfig)
     temperature: float = 1.0
     bf16_autocast: bool = False
+    guidance_cap: float = 1.0
+    """Truncation of guided samples' importance weights (``GuidanceConfig.cap``)."""
 
     @classmethod
     def of(cls, cfg: TrainConfig) -> UpdateSettings:
         """The settings of a run (greedy sampling trains at temperature 1)."""
         t = cfg.generation.temperature
-        return cls(cfg.loss, cfg.optim, t if t > 0 else 1.0, cfg.model.bf16_autocast)
+        cap = cfg.guidance.cap if cfg.guidance is not None else 1.0
+        return cls(cfg.loss, cfg.optim, t if t > 0 else 1.0, cfg.model.bf16_autocast, cap)
 
 
 def _body_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -126,7 +135,7 @@ def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, los
     return max(int(same.long().cumprod(0).sum()) - 1, 0)
 
 
-def _chunks(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
+def micro_batches(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
     ordered = sorted(samples, key=len)  # similar lengths together: less padding
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
@@ -173,6 +182,27 @@ OFF_POLICY: dict[str, OffPolicy] = {
 """``loss.off_policy`` -> (pi_old, sampler, mask, cap) -> (the ratio's denominator, per-token weights or None)."""
 
 
+def _guided_rows(
+    b: Batch,
+    learner_old: torch.Tensor,
+    old: torch.Tensor,
+    weights: torch.Tensor | None,
+    cap: float,
+    totals: dict[str, float],
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Guided rows (hinted sampler, plain prompt): the PPO ratio against the learner's pi_old and the truncated
+    weight ``min(pi_old / mu, cap)``, whatever ``loss.off_policy`` gives the other rows; adds the guided tokens'
+    statistics to ``totals`` and returns the smallest guided weight."""
+    gw = guided_weights(learner_old, b.sampled_logprobs, cap)
+    old = torch.where(b.guided, learner_old, old)
+    weights = torch.where(b.guided, gw, weights if weights is not None else torch.ones_like(gw))
+    on = (b.loss_mask > 0) & b.guided
+    totals["guided_tokens"] += float(on.sum())
+    totals["guided_weight_mean"] += float((gw * on).sum())
+    totals["guided_truncated"] += float(((torch.exp(learner_old - b.sampled_logprobs) > cap) & on).sum())
+    return old, weights, float(gw[on].min()) if bool(on.any()) else math.inf
+
+
 def compute_gradients(
     model: torch.nn.Module,
     samples: Sequence[Sample],
@@ -200,12 +230,16 @@ def compute_gradients(
         "mismatch_kl",
         "is_weight_mean",
         "is_truncated",
+        "guided_tokens",
+        "guided_weight_mean",
+        "guided_truncated",
     )
     totals = dict.fromkeys(keys, 0.0)
+    guided_min = math.inf
     known = 0
     device = next(model.parameters()).device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
-    for chunk in _chunks(samples, settings.optim.micro_batch):
+    for chunk in micro_batches(samples, settings.optim.micro_batch):
         if not any(s.n_generated for s in chunk):
             continue
         b = collate(chunk, pad_id)
@@ -233,14 +267,9 @@ def compute_gradients(
             old = logp.detach()
             if old_logprobs is not None:
                 old_logprobs.update({id(s): old[i, : len(s)].clone() for i, s in enumerate(chunk)})
-        sampler = b.sampled_logprobs
-        kl_sum, n_known = mismatch_kl(old, sampler, b.loss_mask)
-        totals["mismatch_kl"] += kl_sum
+        old, weights, n_known, low = _corrections(b, old, settings, totals)
         known += n_known
-        old, weights = OFF_POLICY[lo.off_policy](old, sampler, b.loss_mask, lo.tis_cap)
-        if weights is not None and lo.tis_cap is not None:
-            raw = importance_weights(old, sampler, b.loss_mask, None)
-            totals["is_truncated"] += float(((raw > lo.tis_cap) & (b.loss_mask > 0)).sum())
+        guided_min = min(guided_min, low)
         if entropy is not None and not lo.entropy_coef:
             entropy = entropy.detach()
         loss, stats = ppo_clip_loss(
@@ -264,11 +293,44 @@ def compute_gradients(
         for k in ("clip_fraction", "is_weight_mean"):
             totals[k] += getattr(stats, k) * stats.tokens
         totals["tokens"] += stats.tokens
+    return _means(totals, known, guided_min)
+
+
+def _corrections(
+    b: Batch, old: torch.Tensor, settings: UpdateSettings, totals: dict[str, float]
+) -> tuple[torch.Tensor, torch.Tensor | None, int, float]:
+    """The off-policy corrections of one micro-batch: the PPO ratio's denominator and per-token weights (or None)
+    for ``loss.off_policy`` and, on guided rows, ``_guided_rows``; adds the mismatch statistics to ``totals``.
+    Returns them with the count of tokens with a known sampler log-prob and the smallest guided weight."""
+    lo, sampler = settings.loss, b.sampled_logprobs
+    plain_mask = b.loss_mask * ~b.guided  # the sampler/learner mismatch of unguided tokens
+    kl_sum, n_known = mismatch_kl(old, sampler, plain_mask)
+    totals["mismatch_kl"] += kl_sum
+    learner_old = old
+    old, weights = OFF_POLICY[lo.off_policy](old, sampler, b.loss_mask, lo.tis_cap)
+    if weights is not None and lo.tis_cap is not None:
+        raw = importance_weights(old, sampler, plain_mask, None)
+        totals["is_truncated"] += float(((raw > lo.tis_cap) & (plain_mask > 0)).sum())
+    low = math.inf
+    if bool(b.guided.any()):
+        old, weights, low = _guided_rows(b, learner_old, old, weights, settings.guidance_cap, totals)
+    return old, weights, n_known, low
+
+
+def _means(totals: dict[str, float], known: int, guided_min: float) -> dict[str, float]:
+    """Token sums to means (guided statistics only when there were guided tokens)."""
     if totals["tokens"]:
         for k in ("clip_fraction", "is_weight_mean", "is_truncated"):
             totals[k] /= totals["tokens"]
     else:
         totals["is_weight_mean"] = 1.0
+    if totals["guided_tokens"]:
+        for k in ("guided_weight_mean", "guided_truncated"):
+            totals[k] /= totals["guided_tokens"]
+        totals["guided_weight_min"] = guided_min
+    else:
+        for k in ("guided_tokens", "guided_weight_mean", "guided_truncated"):
+            del totals[k]
     totals["mismatch_kl"] = totals["mismatch_kl"] / known if known else 0.0
     return totals
 

@@ -82,10 +82,7 @@ class VLLMEpisode:
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         b = self.backend
-        ids = b.tokenizer.apply_chat_template(chat_dicts(messages), add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-            ids = ids["input_ids"]
-        prompt = list(ids) + b.prefix_ids
+        prompt = b.render(messages)
         seed = None if self.seed is None else self.seed * 1000 + len(self.turns)
         turn = await b.complete(prompt, self.temperature, seed)
         turn.text = b.prefix + turn.text
@@ -179,6 +176,13 @@ class VLLMBackend:
         text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
         return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text, greedy=temperature == 0)
 
+    def render(self, messages: list[Message]) -> list[int]:
+        """The prompt an episode sends for ``messages``: the chat template, then the response prefix tokens."""
+        ids = self.tokenizer.apply_chat_template(chat_dicts(messages), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return list(ids) + self.prefix_ids
+
     def recording(self, task: Task, seed: int, temperature: float | None) -> VLLMEpisode:
         return VLLMEpisode(self, self.temperature if temperature is None else temperature, seed)
 
@@ -191,10 +195,18 @@ class VLLMBackend:
         anchor_greedy: bool = False,
         temperature: float | None = None,
         full_precision: bool = False,
+        hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         """See ``RolloutBackend.collect``; the server's precision is its own (``full_precision`` is ignored)."""
         return await play_groups(
-            self, self.env_of, tasks, seeds, group_size, anchor_greedy=anchor_greedy, temperature=temperature
+            self,
+            self.env_of,
+            tasks,
+            seeds,
+            group_size,
+            anchor_greedy=anchor_greedy,
+            temperature=temperature,
+            hints=hints,
         )
 
     def push_weights(self, model: Any) -> None:

@@ -52,6 +52,12 @@ class SweEnv(SweTools, RubricEnv):
     max_observation_chars = 8000
     check_set = checks.ALL
     step_records = RECORDS
+    discoverable = {
+        field: frozenset({"bash", "view", "run_tests"}) for field in ("buggy_files", "test_files", "FAIL_TO_PASS")
+    }
+    """The repository is the agent's to read and test: the files and the failing tests are found by working."""
+    hintable = frozenset({"buggy_files", "test_files", "FAIL_TO_PASS"})
+    """Guidance names the failing test and the files to edit (never a line of either patch)."""
     guidance_levels = GUIDANCE_LEVELS
     scripted_agents = {
         "oracle": "rubricgym.envs.swe.agents:OracleAgent",
@@ -194,14 +200,12 @@ class SweEnv(SweTools, RubricEnv):
 
     @classmethod
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
-        """The gold patch (whole, and each line it adds) and the test patch (likewise): what to write, and what the
-        graders test it with. The problem statement is the prompt, and the instance id, repo and commit name the task.
+        """The gold patch (whole, and each line it adds), the test patch, the failing tests and the buggy and test
+        files; the problem statement is the prompt and the instance id, repo and commit name the task.
 
-        Where to work is not secret: the failing tests (FAIL_TO_PASS), the files the patches touch (``buggy_files``,
-        ``test_files``) and their line numbers are localisation, which the agent finds by running the tests and
-        reading the repository (an injected task's issue lists its failing tests), which ``guidance`` names on
-        purpose for a group that keeps failing, and which earn nothing without the fix: the reward is the graded
-        tests passing on the agent's own code.
+        The failing tests and the files are localisation, found by working (``discoverable``) and named by
+        ``guidance`` for a group that keeps failing (``hintable``), but in no other channel (ids, ``info``,
+        ``state()``, the first observation).
         """
         inst = task.hidden.get("instance", {})
         out: list[tuple[str, Any]] = []
@@ -219,6 +223,9 @@ class SweEnv(SweTools, RubricEnv):
                 for ln in added
                 if len(ln) >= 12 and not any(f" {_words(ln)} " in r for r in removed)
             ]
+        out += [(f"FAIL_TO_PASS[{i}]", t) for i, t in enumerate(inst.get("FAIL_TO_PASS", []))]
+        for key in ("buggy_files", "test_files"):
+            out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]
         return out
 
     def guidance(self, task: Task, level: int) -> str | None:
@@ -227,8 +234,8 @@ class SweEnv(SweTools, RubricEnv):
         should write its own reproduction; level 2 adds the library file(s) the gold patch touches; level 3 adds the
         line ranges of its hunks there. Each level keeps the ones below.
 
-        All of it is localisation (see ``secrets``): no level shows a line of either patch. Deterministic in the
-        task; no sandbox or episode needed.
+        All of it is localisation (``hintable``, see ``secrets``): no level shows a line of either patch.
+        Deterministic in the task; no sandbox or episode needed.
         """
         if "instance" not in task.hidden:
             return None

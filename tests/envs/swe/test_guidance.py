@@ -38,7 +38,9 @@ def _all(swebench_tasks: list[Task]) -> list[Task]:
 
 
 def _scanner(task: Task) -> Scanner:
-    return Scanner(make_secrets(SweEnv.secrets(task)))
+    """The secrets a hint must not show: every one but the ``hintable`` localisation."""
+    hintable = SweEnv.hintable
+    return Scanner(make_secrets((p, v) for p, v in SweEnv.secrets(task) if p.split("[")[0] not in hintable))
 
 
 def test_every_level_hints_and_none_beyond(swebench_tasks):
@@ -95,15 +97,33 @@ def test_the_scanner_catches_a_hint_that_gives_the_fix():
     assert scanner.find(task.hidden["instance"]["patch"])
 
 
-def test_secrets_are_the_patches_not_the_localisation():
-    """The failing tests and the files are where to work (the guidance names them); the patches are what to
-    write and what the graders test it with."""
+def test_the_localisation_is_secret_everywhere_but_in_hints():
+    """The failing tests and the files are where to work: the guidance names them (``hintable``), every other
+    channel keeps them secret; the patches are secret everywhere."""
     inst = builtin_instances()[1]
     paths = {p for p, _ in SweEnv.secrets(inst.to_task())}
     assert "instance.patch" in paths and "instance.patch+" in paths
-    assert not any(p.startswith(("FAIL_TO_PASS", "buggy_files", "test_files")) for p in paths)
+    assert any(p.startswith("FAIL_TO_PASS") for p in paths) and any(p.startswith("buggy_files") for p in paths)
+    assert SweEnv.hintable == {"FAIL_TO_PASS", "buggy_files", "test_files"}
     values = " ".join(str(v) for _, v in SweEnv.secrets(inst.to_task()))
     assert "if line and len(line) + 1 + len(word) > width:" in values
+
+
+def test_the_leak_audit_allows_the_localisation_in_hints_only():
+    import asyncio
+
+    from rubricgym.rewards.leaks import LeakReport, _Episode
+
+    task = builtin_instances()[0].to_task()
+    env = rubricgym.make(ENV)
+    report = LeakReport(ENV)
+    ep = _Episode(report, env, task, "probe")
+    failing = task.hidden["instance"]["FAIL_TO_PASS"][0]
+    ep.scan("guidance level 1", f"run {failing}", "(guidance)")
+    assert report.ok and "FAIL_TO_PASS in a hint" in report.exempt  # (its file is a hintable test_files too)
+    ep.scan("step 1 info", {"note": failing})  # anywhere else it is a leak
+    assert [leak.path for leak in report.leaks] == ["FAIL_TO_PASS[0]"]
+    asyncio.run(env.aclose())
 
 
 def test_guidance_needs_no_sandbox(tmp_path):
