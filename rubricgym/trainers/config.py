@@ -150,7 +150,7 @@ class GuidanceConfig(_Strict):
     in the same step while the guided ones still fail; each task remembers its level (more help while it keeps
     failing, none once an unguided rollout solves it)."""
 
-    on: Literal["outcome", "reward"] = "outcome"
+    metric: Literal["outcome", "reward"] = "outcome"
     """What a failure is measured on: the env's outcome reward, or the rubric reward (``advantage.reward_key``)."""
     threshold: float = 0.5
     """A group is guided when its best rollout's value is below this."""

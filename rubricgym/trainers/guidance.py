@@ -59,9 +59,9 @@ def rubric_hint(rubric: Rubric, breakdown: Breakdown | None, level: int) -> str 
     return "Your work will be judged on: " + "; ".join(c.text.rstrip(".") for c in missed[:level]) + "."
 
 
-def value_of(r: Rollout, on: str) -> float:
+def value_of(r: Rollout, metric: str) -> float:
     """The value the trigger reads: the outcome reward, or the rubric reward (NaN when masked)."""
-    if on == "outcome":
+    if metric == "outcome":
         return float(r.trajectory.outcome.reward)
     return r.breakdown.reward if r.breakdown is not None else math.nan
 
@@ -109,11 +109,11 @@ class Guide:
 
     def failed(self, group: Sequence[Rollout]) -> bool:
         """Whether ``group`` needs guidance: its best (unmasked) rollout is below the threshold."""
-        values = [v for r in group if math.isfinite(v := value_of(r, self.cfg.on))]
+        values = [v for r in group if math.isfinite(v := value_of(r, self.cfg.metric))]
         return bool(values) and max(values) < self.cfg.threshold
 
     def solved(self, r: Rollout) -> bool:
-        v = value_of(r, self.cfg.on)
+        v = value_of(r, self.cfg.metric)
         return math.isfinite(v) and v >= self.cfg.threshold
 
     def env(self, task: Task) -> RubricEnv:
@@ -175,7 +175,7 @@ class Guide:
         """(group, level, hint) for each pending group: the first level from its own with a safe hint."""
         asks = []
         for g, level in sorted(pending.items()):
-            best = max(groups[g], key=lambda r: _finite(value_of(r, self.cfg.on)))
+            best = max(groups[g], key=lambda r: _finite(value_of(r, self.cfg.metric)))
             for lv in range(level, self.cfg.max_level + 1):
                 text = self.hint(groups[g][0].trajectory.task, lv, best, stats)
                 if text:

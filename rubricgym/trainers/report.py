@@ -39,6 +39,16 @@ class Laps:
         return {**self.times, "step_s": self.last - self.start}
 
 
+def _zero_variance(groups: Sequence[Group], est: Estimate) -> float:
+    """The share of groups (as trained, guided rollouts included) whose scored rewards are all equal: no signal."""
+    out, i = 0, 0
+    for g in groups:
+        values = [x for x in est.per_rollout[i : i + len(g)] if math.isfinite(x)]
+        out += int(len(values) < 2 or max(values) - min(values) < 1e-9)
+        i += len(g)
+    return out / len(groups) if groups else 0.0
+
+
 def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
 
@@ -65,6 +75,7 @@ def train_record(
         "reward_std": float(np.std(rewards)) if rewards else math.nan,
         "success_mean": float(np.mean([rollouts[i].trajectory.outcome.reward for i in own])) if own else math.nan,
         "masked": est.masked_rollouts,
+        "zero_variance": _zero_variance(groups, est),
         "comparisons": est.comparisons,
         "response_tokens": float(np.mean([sum(len(t.completion_ids) for t in r.turns) for r in rollouts])),
         "turns": float(np.mean([len(r.trajectory.steps) for r in rollouts])),
