@@ -95,7 +95,7 @@ def _world_parts(task: Task, world: World, corpus: Corpus, index: SearchIndex) -
     described = "; ".join(_PLACEHOLDER.sub("it", s) for s in about) or f"it is {kind}"
     query = keywords(" ".join(about))
     first = (
-        f"Hint: start from the other end of the question, the {kind} it describes last ({described}), and work "
+        f"Start from the other end of the question, the {kind} it describes last ({described}), and work "
         f"back {n} hop(s) to the answer. Look for that {kind} first"
         + (f', e.g. with search(query="{query}").' if query else ".")
     )
@@ -135,7 +135,7 @@ def _real_parts(task: Task, corpus: Corpus, index: SearchIndex) -> list[str | No
     h = task.hidden
     query = keywords(str(h.get("question") or task.prompt))
     first = (
-        f'Hint: search for the key words of the question first, e.g. search(query="{query}"), and read the pages '
+        f'Search for the key words of the question first, e.g. search(query="{query}"), and read the pages '
         "that come up before you answer."
         if query
         else None

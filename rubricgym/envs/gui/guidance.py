@@ -60,9 +60,9 @@ def hint_parts(task: Task, scanner: Scanner) -> list[str | None]:
     pages = [_element(s, scanner).removeprefix("click the link ") for s in plan]
     first, later = pages[:lead], [p for p, link in zip(pages[lead:], is_link[lead:], strict=True) if link]
     if first:
-        text = f"Hint: {where}, go to the page of the link {' and then '.join(first)}."
+        text = f"{where[0].upper()}{where[1:]}, go to the page of the link {' and then '.join(first)}."
     else:
-        text = f"Hint: {where}, start on the first page{'' if later else ' (no other page is needed)'}."
+        text = f"{where[0].upper()}{where[1:]}, start on the first page{'' if later else ' (no other page is needed)'}."
     step = plan[lead] if lead < len(plan) else {}
     if step.get("tool") == "click" and str(step.get("name", "")).startswith("~") and app in ITEM:
         text += f" Open the {ITEM[app]} you need from the list there."

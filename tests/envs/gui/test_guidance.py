@@ -44,7 +44,7 @@ def test_every_level_hints_and_the_second_adds_the_elements(tasks):
 def test_level_one_names_the_section_level_two_the_form():
     env = GuiEnv(templates=["settings.font_size"])
     task = env.task_set(1, seed=0)[0]
-    assert ENV.guidance(task, 1) == "Hint: in the Settings app, go to the page of the link “Display”."
+    assert ENV.guidance(task, 1) == "In the Settings app, go to the page of the link “Display”."
     assert "in the list “Font size”" in (ENV.guidance(task, 2) or "")
     mail = GuiEnv(templates=["mail.compose"]).task_set(1, seed=0)[0]
     two = ENV.guidance(mail, 2) or ""
