@@ -65,3 +65,29 @@ def test_suites_and_suite_show_commands():
     assert runner.invoke(app, ["suite", "show", "toy"]).exit_code == 0
     bad = runner.invoke(app, ["suite", "show", "nope"])
     assert bad.exit_code == 2 and "not a built-in suite" in bad.output
+
+
+def test_the_levels_suite_holds_each_family_at_graded_difficulty():
+    """Entries of one env at different levels (what the curriculum moves across): each entry's tasks are at its
+    level, and no task id is shared between entries (tasks are routed to their entry's env by id)."""
+    from rubricgym.envs.clinical.schema import load_kb
+
+    levels = load_suite("levels")
+    ops = {
+        n: {
+            t.prompt.count(" + ") + t.prompt.count(" - ") + t.prompt.count(" * ") + t.prompt.count(" / ")
+            for t in levels.tasks(n)
+        }
+        for n in ("toy-1op", "toy-2op", "toy-3op")
+    }
+    assert ops == {"toy-1op": {1}, "toy-2op": {2}, "toy-3op": {3}}
+    assert {n: {t.params["hops"] for t in levels.tasks(n)} for n in ("deepsearch-1hop", "deepsearch-3hop")} == {
+        "deepsearch-1hop": {1},
+        "deepsearch-3hop": {3},
+    }
+    kb = load_kb()
+    assert {kb.conditions[t.hidden["condition"]].specialty for t in levels.tasks("clinical-cardiology")} == {
+        "cardiology"
+    }
+    ids = [t.id for e in levels.entries for t in levels.tasks(e.name)]
+    assert len(ids) == len(set(ids))
