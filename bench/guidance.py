@@ -111,7 +111,7 @@ def main() -> int:
     print(f"\n{args.steps} steps x {args.tasks} tasks x group 6, same seed; held-out: {args.eval_tasks} tasks, greedy")
     head = "| variant | zero-var groups | guided groups | guided success | guided weight | entropy first -> last |"
     print(head + " base -> trained | gain [95% CI] | train s |")
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 9)
     for r in rows:
         print(
             f"| {r['variant']} | {r['zero_variance']:.2f} | {r['guided_share']:.2f} | {r['guided_success']:.2f} | "
