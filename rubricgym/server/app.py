@@ -4,7 +4,8 @@
 disconnect). ``POST /reset`` opens an HTTP session (its ``session_id`` comes back beside the observation) that
 ``POST /step``, ``GET /state`` and ``POST /close`` continue; OpenEnv's reference server builds a fresh env per
 HTTP request instead, which cannot continue an episode. ``GET /health`` (unauthenticated, for providers that
-poll it), ``GET /schema`` and ``GET /metadata`` describe the server.
+poll it), ``GET /schema`` and ``GET /metadata`` describe the server. With ``--workers N`` this app runs in each
+worker process and HTTP requests of another worker's session are forwarded to it (``cluster``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
+from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.policy import IssuedTasks
-from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, schema
+from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, dumps_bytes, schema
 from rubricgym.server.session import Session, SessionPolicy
 from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
 
@@ -62,13 +64,19 @@ class ServerConfig(BaseModel):
     isolation: Literal["thread", "process"] = "thread"
     """Where each session's env runs: a server thread, or a process of its own (env code that computes in pure
     Python for long, which in a thread would hold the interpreter lock and slow every other session)."""
+    workers: int = Field(default=1, ge=1)
+    """Server processes sharing the port (``cluster``): sessions spread over them, each served by its owner."""
 
 
 class EnvServer:
     """Sessions of one env: capacity, idle reaping, and closing every env on shutdown."""
 
-    def __init__(self, config: ServerConfig, factory: Callable[[], RubricEnv] | None = None):
+    def __init__(
+        self, config: ServerConfig, factory: Callable[[], RubricEnv] | None = None, peers: Peers | None = None
+    ):
         self.config = config
+        self.peers = peers
+        self.router = Router(peers) if peers is not None else None
         self.spec = spec(config.env_id)  # fail at start, with close matches, not on the first connection
         self.factory = factory or (lambda: make(config.env_id, **config.env_kwargs))
         self.sessions: dict[str, Session] = {}
@@ -83,6 +91,7 @@ class EnvServer:
             accept_client_tasks=config.accept_client_tasks,
             max_tasks=config.max_tasks,
             issued=IssuedTasks(config.issued_tasks),
+            find_task=self.router.find_task if self.router is not None else None,
         )
         self._probe = self.factory()
         self._worker_factory = factory or functools.partial(make, config.env_id, **config.env_kwargs)  # picklable
@@ -117,7 +126,7 @@ class EnvServer:
             raise ProtocolError(ErrorCode.FACTORY_ERROR, f"cannot build env {self.config.env_id!r}: {e}") from e
         finally:
             self._opening -= 1
-        session = Session(runner, kind, self.policy)
+        session = Session(runner, kind, self.policy, id_prefix=self.peers.prefix if self.peers is not None else "")
         self.sessions[session.id] = session
         return session
 
@@ -154,6 +163,8 @@ class EnvServer:
             await self.close(s)
         await asyncio.get_running_loop().run_in_executor(self.executor, self._probe.close)
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self.router is not None:
+            await self.router.aclose()
 
     # ---- descriptions -------------------------------------------------------------------------------------
 
@@ -197,9 +208,13 @@ def _tools(env: RubricEnv) -> list[dict[str, Any]]:
         return []
 
 
-def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = None) -> FastAPI:  # noqa: C901 (declares the nested route handlers)
-    """The app serving ``config.env_id`` (``factory`` overrides how each session's env is built)."""
-    server = EnvServer(config, factory)
+def create_app(  # noqa: C901 (declares the nested route handlers)
+    config: ServerConfig, factory: Callable[[], RubricEnv] | None = None, peers: Peers | None = None
+) -> FastAPI:
+    """The app serving ``config.env_id`` (``factory`` overrides how each session's env is built; ``peers``: this
+    app is one of the server's worker processes)."""
+    server = EnvServer(config, factory, peers)
+    router = server.router
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -223,7 +238,8 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
             )
         return await call_next(request)
 
-    async def body(request: Request, model: type[BaseModel]) -> Any:
+    async def body(request: Request, model: type[BaseModel]) -> tuple[bytes, Any]:
+        """The raw body (forwarded as is to another worker) and the request it validates as."""
         raw = await read_body(request, config.max_message_bytes)
         try:
             text = raw.decode("utf-8")
@@ -232,9 +248,13 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                 ErrorCode.INVALID_JSON, f"the body is not valid UTF-8 (byte {e.start}): send UTF-8 JSON"
             ) from None
         try:
-            return model.model_validate_json(text or "{}")
+            return raw, model.model_validate_json(text or "{}")
         except ValidationError as e:
             raise HTTPException(422, json.loads(e.json(include_url=False, include_input=False))) from None
+
+    def owner(session_id: str | None) -> int | None:
+        """The other worker that owns ``session_id`` (``None``: this one, or a single server)."""
+        return peers.owner(session_id) if peers is not None and session_id else None
 
     def http_session(session_id: str | None) -> Session:
         if session_id is None:
@@ -253,7 +273,8 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "healthy", "env_id": config.env_id, "active_sessions": server.active}
+        out = {"status": "healthy", "env_id": config.env_id, "active_sessions": server.active}
+        return out if peers is None else {**out, "worker": peers.index}  # counts are this worker's
 
     @app.get("/schema")
     async def get_schema() -> dict[str, Any]:
@@ -264,8 +285,10 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
         return server.metadata()
 
     @app.post("/reset")
-    async def reset(request: Request) -> dict[str, Any]:
-        req: HTTPReset = await body(request, HTTPReset)
+    async def reset(request: Request) -> Response:
+        raw, req = await body(request, HTTPReset)
+        if router is not None and (other := owner(req.session_id)) is not None:
+            return await router.forward(other, req.session_id, request, raw)
         session = http_session(req.session_id) if req.session_id else await server.open("http")
         async with session.lock:
             try:
@@ -274,11 +297,13 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                 if req.session_id is None:
                     await server.close(session)
                 raise
-        return {**out, "session_id": session.id}
+        return _json({**out, "session_id": session.id})
 
     @app.post("/step")
-    async def step(request: Request) -> dict[str, Any]:
-        req: HTTPStep = await body(request, HTTPStep)
+    async def step(request: Request) -> Response:
+        raw, req = await body(request, HTTPStep)
+        if router is not None and (other := owner(req.session_id)) is not None:
+            return await router.forward(other, req.session_id, request, raw)
         session = http_session(req.session_id)
         async with session.lock:
             session.busy = True
@@ -286,17 +311,31 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                 out = await session.step(req.action.model_dump())
             finally:
                 session.busy = False
-        return {**out, "session_id": session.id}
+        return _json({**out, "session_id": session.id})
 
     @app.get("/state")
-    async def state(session_id: str | None = None) -> dict[str, Any]:
-        return await http_session(session_id).state()
+    async def state(request: Request, session_id: str | None = None) -> Response:
+        if router is not None and session_id and (other := owner(session_id)) is not None:
+            return await router.forward(other, session_id, request, b"")
+        return _json(await http_session(session_id).state())
 
     @app.post("/close")
-    async def close(request: Request) -> dict[str, Any]:
-        req: _CloseRequest = await body(request, _CloseRequest)
+    async def close(request: Request) -> Response:
+        raw, req = await body(request, _CloseRequest)
+        if router is not None and (other := owner(req.session_id)) is not None:
+            return await router.forward(other, req.session_id, request, raw)
         await server.close(http_session(req.session_id))
-        return {"closed": req.session_id}
+        return _json({"closed": req.session_id})
+
+    if peers is not None:
+
+        @app.get(PEER_TASK_ROUTE, include_in_schema=False)
+        async def peer_task(request: Request, id: str) -> Response:
+            """A task this worker handed out, hidden record included: for the other workers only (their key)."""
+            task = server.policy.issued.get(id) if peers.is_peer(request.headers.get(PEER_KEY_HEADER)) else None
+            if task is None:
+                raise HTTPException(404, "no such task")
+            return Response(task.model_dump_json(), media_type="application/json")
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
@@ -329,6 +368,11 @@ def create_app(config: ServerConfig, factory: Callable[[], RubricEnv] | None = N
                     await websocket.close()
 
     return app
+
+
+def _json(obj: Any) -> Response:
+    """A JSON response rendered once (FastAPI would walk a returned dict with ``jsonable_encoder`` first)."""
+    return Response(dumps_bytes(obj), media_type="application/json")
 
 
 async def read_body(request: Request, limit: int) -> bytes:

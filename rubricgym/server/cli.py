@@ -38,6 +38,9 @@ def serve_cmd(
     isolation: Annotated[
         str, typer.Option(help="where each session's env runs: thread, or process (envs that compute in Python)")
     ] = "thread",
+    workers: Annotated[
+        int, typer.Option(help="server processes sharing the port (WS sessions stay on theirs, HTTP ones are routed)")
+    ] = 1,
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
     ] = None,
@@ -70,6 +73,7 @@ def serve_cmd(
             accept_client_tasks=accept_client_tasks,
             trusted=trusted,
             isolation=isolation,
+            workers=workers,
         )
     except ValidationError as e:
         _fail(str(e))
@@ -97,3 +101,5 @@ def serve_cmd(
         _fail(f"cannot build {env_id}: {e}")
     except OSError as e:
         _fail(f"cannot listen on {host}:{port}: {e}")
+    except RuntimeError as e:  # --workers: a worker failed to start, or every worker died
+        _fail(str(e))

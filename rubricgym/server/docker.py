@@ -99,6 +99,7 @@ class DockerProvider:
             *(["--trusted"] if config.trusted else []),
             "--isolation",
             config.isolation,
+            *(["--workers", str(config.workers)] if config.workers != 1 else []),
         ]
         if "max_steps" in config.env_kwargs:
             command += ["--max-steps", str(config.env_kwargs["max_steps"])]

@@ -17,6 +17,7 @@ import json
 from enum import StrEnum
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.core.types import Action, Message, State, ToolCall, ToolSpec
@@ -39,6 +40,8 @@ class ErrorCode(StrEnum):
     TASK_REFUSED = "TASK_REFUSED"
     UNKNOWN_TASK = "UNKNOWN_TASK"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    WORKER_GONE = "WORKER_GONE"
+    """The server worker holding an HTTP session has exited (``--workers``): the episode is lost."""
 
 
 class ProtocolError(Exception):
@@ -134,6 +137,19 @@ def schema() -> dict[str, Any]:
     }
 
 
+def dumps_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON of a reply (pydantic-core's encoder: a third of ``json.dumps``'s time per step).
+
+    Text with lone surrogates (an agent's broken text echoed back) is no UTF-8: such a reply falls back to
+    ``json.dumps``, whose ASCII escapes keep the frame valid. NaN and infinities are written as ``json.dumps``
+    writes them.
+    """
+    try:
+        return pydantic_core.to_json(obj, inf_nan_mode="constants")
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
 def dumps(obj: Any) -> str:
-    """Compact JSON, ASCII-escaped: text an agent sent with lone surrogates still makes a valid UTF-8 frame."""
-    return json.dumps(obj, separators=(",", ":"))
+    """``dumps_bytes`` as text, for a WebSocket text frame."""
+    return dumps_bytes(obj).decode()

@@ -51,7 +51,15 @@ def url_of(sock: socket.socket, scheme: str = "ws") -> str:
 
 
 def serve(config: ServerConfig, *, log_level: str = "info", announce: bool = True) -> None:
-    """Serve ``config.env_id`` until Ctrl-C / SIGTERM; every session's env is closed on the way out."""
+    """Serve ``config.env_id`` until Ctrl-C / SIGTERM; every session's env is closed on the way out.
+
+    ``config.workers > 1``: that many processes share the port (``cluster.serve_workers``).
+    """
+    if config.workers > 1:
+        from rubricgym.server.cluster import serve_workers
+
+        serve_workers(config, log_level=log_level, announce=announce)
+        return
     sock = bind(config.host, config.port)
     server = uvicorn_server(config, log_level=log_level)
     if announce:
@@ -63,6 +71,10 @@ class ServerThread:
     """A server on a background thread: ``with ServerThread(ServerConfig(env_id=..., port=0)) as s: s.url``."""
 
     def __init__(self, config: ServerConfig, app: Any = None):
+        if config.workers != 1:
+            raise ValueError(
+                f"a ServerThread is one process; for workers={config.workers} run `rubricgym serve --workers`"
+            )
         self.config = config
         self.sock = bind(config.host, config.port)
         self.server = uvicorn_server(config, app)

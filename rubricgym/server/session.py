@@ -37,16 +37,31 @@ class SessionPolicy:
     accept_client_tasks: bool = False
     max_tasks: int = 1000
     issued: IssuedTasks = field(default_factory=lambda: IssuedTasks(10_000))
+    find_task: Callable[[str], Awaitable[Task | None]] | None = None
+    """Asks the server's other workers for a task they handed out (``--workers``; see ``cluster``)."""
+
+    async def issued_task(self, task_id: str) -> Task | None:
+        """A task this server handed out: this worker's memory first, then its peers' (kept here once found)."""
+        task = self.issued.get(task_id)
+        if task is None and self.find_task is not None:
+            task = await self.find_task(task_id)
+            if task is not None:
+                self.issued.add([task])
+        return task
 
 
 class Session:
     """A session's env and its episode bookkeeping (one per WebSocket connection or HTTP session id)."""
 
     def __init__(
-        self, env: RubricEnv | ThreadRunner | ProcessRunner, kind: str = "ws", policy: SessionPolicy | None = None
+        self,
+        env: RubricEnv | ThreadRunner | ProcessRunner,
+        kind: str = "ws",
+        policy: SessionPolicy | None = None,
+        id_prefix: str = "",
     ):
         self.policy = policy or SessionPolicy()
-        self.id = uuid.uuid4().hex
+        self.id = id_prefix + uuid.uuid4().hex  # the prefix names the worker that owns it (``cluster``)
         self.runner = env if isinstance(env, ThreadRunner | ProcessRunner) else ThreadRunner(env, self.policy.executor)
         self.kind = kind
         self.last_active = time.monotonic()
@@ -68,7 +83,8 @@ class Session:
         return self.runner.env
 
     def _tools_of(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
-        if tools is not self._tools:  # envs with a constant tool list pay for the dump once
+        # envs whose tools do not change pay for the dump once (a fresh list of the same specs compares by identity)
+        if self._tools is None or tools != self._tools:
             self._tools, self._tools_wire = tools, [t.model_dump() for t in tools]
         return self._tools_wire
 
@@ -91,7 +107,7 @@ class Session:
     async def _task_of(self, req: ResetData) -> Task | None:
         """The task ``req`` chooses: one this server handed out, or (if accepted) a checked client task."""
         if req.task_id is not None:
-            issued = self.policy.issued.get(req.task_id)
+            issued = await self.policy.issued_task(req.task_id)
             if issued is None:
                 raise ProtocolError(
                     ErrorCode.UNKNOWN_TASK,
@@ -103,6 +119,8 @@ class Session:
             return None
         if not isinstance(data, dict):
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, "reset: a task is a JSON object")
+        if isinstance(data.get("id"), str):
+            await self.policy.issued_task(data["id"])  # another worker may have handed it out: now known here too
         issued = self.policy.issued.match(data)
         if issued is not None:
             return issued
@@ -127,15 +145,9 @@ class Session:
             raise ProtocolError(
                 ErrorCode.VALIDATION_ERROR, f'step: {_short(e)}; send {{"text": "..."}} or {{"tool_call": {{...}}}}'
             ) from None
-        obs, step, messages = await self.runner.call("step", action)
+        obs, info, messages = await self.runner.call("step", action)  # info: public keys only (worker._stepped)
         self.done = obs.done or obs.truncated
-        info = self._info(
-            step=step.index + 1,
-            stage=step.stage,
-            parse_error=step.action.parse_error,
-            tool_error=step.tool_error,
-            details=step.info,  # public keys only (worker._stepped)
-        )
+        info = self._info(**info)
         return {"observation": self._observation(obs, messages, info), "reward": obs.reward, "done": self.done}
 
     def _observation(self, obs: Observation, messages: list[Any], info: dict[str, Any]) -> dict[str, Any]:

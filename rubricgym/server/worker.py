@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
-from rubricgym.core.types import Action, Message, Observation, State, Step, Task
+from rubricgym.core.types import Action, Message, Observation, State, Task
 from rubricgym.server.policy import check_client_task, public_trajectory
 
 WORKER_NICE = 10
@@ -35,14 +35,26 @@ def op_reset(env: RubricEnv, seed: int | None, task: Task | None) -> tuple[Obser
     return env.reset_typed(seed=seed, task=task), env.state()
 
 
-def _stepped(env: RubricEnv, obs: Observation) -> tuple[Observation, Step, list[Message]]:
+Stepped = tuple[Observation, dict[str, Any], list[Message]]
+"""A step as a client may see it: the observation, the step's wire ``info`` and the messages the turn added."""
+
+
+def _stepped(env: RubricEnv, obs: Observation) -> Stepped:
     """The step as a client may see it: its ``info`` cut to the env's ``public_info_keys`` (the private record
-    stays with the env: checks and a trusted ``trajectory`` read it)."""
+    stays with the env: checks and a trusted ``trajectory`` read it). Only the fields the wire carries are
+    picked (no copy of the whole ``Step``), so a worker process also pickles less."""
     step = env.steps[-1]
-    return obs, step.model_copy(update={"info": env.public_details(step.info)}), env.messages[-2:]
+    info = {
+        "step": step.index + 1,
+        "stage": step.stage,
+        "parse_error": step.action.parse_error,
+        "tool_error": step.tool_error,
+        "details": env.public_details(step.info),
+    }
+    return obs, info, env.messages[-2:]
 
 
-def op_step(env: RubricEnv, action: Action | str) -> tuple[Observation, Step, list[Message]]:
+def op_step(env: RubricEnv, action: Action | str) -> Stepped:
     return _stepped(env, env.step_typed(action))
 
 
