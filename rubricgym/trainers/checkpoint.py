@@ -2,8 +2,11 @@
 rubric buffer and the hacking monitor.
 
 Layout: ``RUN/checkpoints/step-000012/`` with ``model.safetensors`` (+ config and tokenizer, so the folder
-loads as a Hugging Face model), ``optimizer.pt``, ``rng.pt`` and ``state.json``. The newest complete
-checkpoint is the one ``--resume`` continues from; a half-written one (no ``state.json``) is ignored.
+loads as a Hugging Face model), ``optimizer.pt``, ``rng.pt`` and ``state.json``. A LoRA run (``model.lora``)
+saves its adapter instead of the model (``adapter_model.safetensors`` + ``adapter_config.json``, which PEFT's
+``PeftModel.from_pretrained`` loads onto the base; ``rubricgym export --merge`` writes the merged model). The
+newest complete checkpoint is the one ``--resume`` continues from; a half-written one (no ``state.json``) is
+ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file
+
+from rubricgym.trainers.lora import ADAPTER_FILE, is_peft, load_adapter, save_adapter
 
 
 @dataclass
@@ -52,7 +57,10 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{state.step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    if is_peft(model):
+        save_adapter(model, tmp)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
@@ -72,12 +80,20 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer) -> TrainState:
-    """Restore weights (in place), optimizer and RNG states; returns the rest of the run's state."""
-    weights = load_file(str(path / "model.safetensors"))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    tied = {"lm_head.weight"}
-    if set(missing) - tied or unexpected:
-        raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing}, unexpected {unexpected}")
+    """Restore weights (in place; a ``PeftModel``'s adapter), optimizer and RNG states; returns the rest of the
+    run's state."""
+    adapter = (path / ADAPTER_FILE).exists()
+    if adapter != is_peft(model):
+        held, wanted = ("a LoRA adapter", "set model.lora") if adapter else ("full weights", "remove model.lora")
+        raise RuntimeError(f"checkpoint {path} holds {held}: {wanted} as in the run's config.yaml to resume it")
+    if adapter:
+        load_adapter(model, path)
+    else:
+        weights = load_file(str(path / "model.safetensors"))
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        tied = {"lm_head.weight"}
+        if set(missing) - tied or unexpected:
+            raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing}, unexpected {unexpected}")
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=False))
     set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     state = json.loads((path / "state.json").read_text(encoding="utf-8"))

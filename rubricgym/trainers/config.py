@@ -7,6 +7,7 @@ embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
 import typing
@@ -40,6 +41,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+LORA_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class LoraConfig(_Strict):
+    """LoRA adapters (Hu et al. 2021, arXiv:2106.09685) through PEFT: the base weights stay frozen and only
+    ``W + (alpha / r) B A`` is trained (``trainers/lora.py``); the KL reference is the base with the adapters off."""
+
+    r: int = Field(16, ge=1)
+    """The adapters' rank."""
+    alpha: int = Field(32, ge=1)
+    """The scale numerator: the update is ``(alpha / r) B A``."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapters' input during the update's forward. 0 keeps pi_old (the update's first forward)
+    equal to the policy that sampled, as the PPO ratio assumes."""
+    target_modules: list[str] | Literal["all-linear"] = Field(default_factory=lambda: list(LORA_PROJECTIONS))
+    """Module names to adapt (the attention and MLP projections of Llama-style models), or ``all-linear``
+    (every linear layer but the output head)."""
+
+    @model_validator(mode="after")
+    def _peft_installed(self) -> LoraConfig:
+        if importlib.util.find_spec("peft") is None:
+            raise ValueError("LoRA needs the peft package: pip install 'rubricgym[train]' (or pip install peft)")
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError("target_modules is empty: name the modules to adapt, or 'all-linear'")
+        return self
+
+
 class ModelConfig(_Strict):
     name: str = "smollm2-135m-instruct"
     """A known model name (``rubricgym model path``) or a Hugging Face model directory."""
@@ -56,6 +84,8 @@ class ModelConfig(_Strict):
     packed_weights: bool = True
     """On CPU, sample on oneDNN-prepacked copies of the linear weights: the same precision, ~2x faster decoding
     (``rubricgym/agents/packed.py``), one more copy of the weights during generation. No effect on GPU."""
+    lora: LoraConfig | None = None
+    """Train LoRA adapters instead of every weight (``LoraConfig``); None: full fine-tuning."""
 
 
 class GenerationConfig(_Strict):

@@ -40,6 +40,7 @@ from rubricgym.trainers.entropy import modulate, turn_entropies
 from rubricgym.trainers.estimate import estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.guidance import Guide
+from rubricgym.trainers.lora import add_adapters, trainable_parameters
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, MetricsLog, RolloutLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
@@ -82,6 +83,9 @@ class Trainer:
         self.rollout_log = RolloutLog(self.run_dir) if cfg.keep_rollouts else None
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
+        if cfg.model.lora is not None and cfg.ray:
+            # the Ray workers load plain state dicts: an adapted network's keys (base_layer, lora_) would not fit
+            raise ConfigError("model.lora does not run with ray yet: use the transformers or vllm backend")
         g = cfg.generation
         self.policy = TrainingPolicy(
             cfg.model.name,
@@ -95,15 +99,19 @@ class Trainer:
             device=cfg.model.device,
             packed_weights=cfg.model.packed_weights,
         )
-        self.model = self.policy.lm
+        self.model = self.policy.lm  # the network the sampler holds: LoRA adapters are injected into it in place
         self.tokenizer = self.policy.tokenizer
+        # under LoRA the PeftModel around self.model: what checkpoints save and the KL reference disables
+        self.peft = None if cfg.model.lora is None else add_adapters(self.model, cfg.model.lora, cfg.seed)
         if cfg.model.gradient_checkpointing:
             (getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable)()
-        self.ref_model = None
-        if cfg.loss.beta > 0:
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.ref_model: Any = None
+        if cfg.loss.beta > 0:  # the frozen initial policy: under LoRA the same network with its adapters off
+            self.ref_model = self.peft if self.peft is not None else self.frozen_copy()
         o = cfg.optim
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            trainable_parameters(self.model), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
+        )
         self.settings = UpdateSettings.of(cfg)
         self.backend: RolloutBackend = make_backend(cfg, self.policy)
         self.state = TrainState(step=0, cursor=0)
@@ -335,11 +343,20 @@ class Trainer:
 
     # ---- the run ------------------------------------------------------------------------------------------
 
+    @property
+    def trained(self) -> Any:
+        """What checkpoints hold: the ``PeftModel`` (its adapter) under LoRA, else the whole network."""
+        return self.peft if self.peft is not None else self.model
+
+    def frozen_copy(self) -> Any:
+        """A frozen copy of the initial policy: full fine-tuning's KL reference."""
+        return copy.deepcopy(self.model).eval().requires_grad_(False)
+
     def resume(self) -> bool:
         ckpt = latest_checkpoint(Path(self.cfg.run_dir))  # rank 0 writes them for every rank
         if ckpt is None:
             return False
-        self.state = load_checkpoint(ckpt, self.model, self.optimizer)
+        self.state = load_checkpoint(ckpt, self.trained, self.optimizer)
         if self.state.base_eval:
             self.base_eval = EvalResult.model_validate(self.state.base_eval)
         self.metrics.truncate_after(self.state.step)
@@ -357,7 +374,7 @@ class Trainer:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
         self.state.entries = {name: entry.state_dict() for name, entry in self.entries.items()}
         self.state.guidance = self.guide.state_dict() if self.guide is not None else None
-        return save_checkpoint(Path(self.cfg.run_dir), self.model, self.tokenizer, self.optimizer, self.state)
+        return save_checkpoint(Path(self.cfg.run_dir), self.trained, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
         cfg = self.cfg

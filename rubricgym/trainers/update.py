@@ -27,6 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
+from rubricgym.trainers.lora import reference
 from rubricgym.trainers.loss import (
     guided_weights,
     importance_weights,
@@ -255,10 +256,10 @@ def compute_gradients(
                 entropy_grad=bool(lo.entropy_coef),
             )
             ref = None
-            if ref_model is not None:
-                with torch.no_grad():
+            if ref_model is not None:  # a LoRA run's reference is its own network with the adapters off
+                with torch.no_grad(), reference(ref_model) as ref_net:
                     ref, _ = generated_logprobs(
-                        ref_model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature
+                        ref_net, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature
                     )
         width = logp.shape[1]
         if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):

@@ -33,12 +33,15 @@ from rubricgym.agents.models import DEFAULT_MODEL, model_path
 from rubricgym.agents.serve import VLLMServer
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.trainers.config import GenerationConfig
+from rubricgym.trainers.lora import merged_state_dict
 from rubricgym.trainers.rollouts import EnvOf, Group, play_groups
 
 
 def untied_state_dict(model: Any) -> dict[str, Any]:
-    """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied."""
-    state = dict(model.state_dict())
+    """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied.
+    A LoRA-adapted model's are its merged weights ``W + (alpha / r) B A`` under the base model's key names
+    (``trainers/lora.py``): the server runs the plain base architecture."""
+    state = merged_state_dict(model)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None:
         state.setdefault("lm_head.weight", head.weight)
@@ -210,7 +213,9 @@ class VLLMBackend:
         )
 
     def push_weights(self, model: Any) -> None:
-        """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache."""
+        """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache. Under
+        LoRA these are the merged weights (every projection, not just the adapters: vLLM's in-place reload takes
+        base weights, and a LoRA module would need the server started with ``--enable-lora``)."""
         if not self.sync_weights:
             return
         save_file(untied_state_dict(model), str(self.weights_dir / "model.safetensors"), metadata={"format": "pt"})
