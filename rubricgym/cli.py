@@ -367,6 +367,7 @@ def demo(
 
 def _register_subcommands() -> None:
     from rubricgym.arena.cli import register as register_arena
+    from rubricgym.cli_export import register as register_export
     from rubricgym.envs.clinical.cli import register as register_clinical
     from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
@@ -374,7 +375,8 @@ def _register_subcommands() -> None:
     from rubricgym.scaffold.cli import register as register_scaffold
     from rubricgym.trainers.cli import register as register_trainers
 
-    register_interop(app)  # serve, export
+    register_interop(app)  # serve
+    register_export(app)
     register_rewards(app)
     register_trainers(app)
     register_swe(app)
