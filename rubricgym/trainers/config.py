@@ -270,6 +270,9 @@ class TrainConfig(_Strict):
             raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
         if self.generation.backend == "vllm" and self.ray:
             raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
+        if self.model.lora is not None and self.ray:
+            # the Ray workers load plain state dicts: an adapted network's keys (base_layer, lora_) would not fit
+            raise ValueError("model.lora does not run with ray yet: use the transformers or vllm backend")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         if self.judge is not None:

@@ -86,9 +86,6 @@ class Trainer:
         self.rollout_log = RolloutLog(self.run_dir) if cfg.keep_rollouts else None
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
-        if cfg.model.lora is not None and cfg.ray:
-            # the Ray workers load plain state dicts: an adapted network's keys (base_layer, lora_) would not fit
-            raise ConfigError("model.lora does not run with ray yet: use the transformers or vllm backend")
         g = cfg.generation
         self.policy = TrainingPolicy(
             cfg.model.name,

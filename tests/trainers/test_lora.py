@@ -219,3 +219,10 @@ def test_export_merge_of_a_full_fine_tuning_run_copies_its_model(tiny_config, tm
     assert not (out / "optimizer.pt").exists()
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     assert torch.allclose(logits(model, PROMPT), logits(trainer.model, PROMPT))
+
+
+def test_lora_with_ray_fails_at_config_validation():
+    from rubricgym.trainers.config import ConfigError, validate_config
+
+    with pytest.raises(ConfigError, match="model.lora does not run with ray"):
+        validate_config({"ray": True, "model": {"lora": {"r": 4}}})
