@@ -124,14 +124,14 @@ class _Played:
     episode_agent: Episode
     name: str
     model: str | None
-    recorder: Recorder | None = None
+    recorder: Recorder
     hint: str | None = None
 
     def episode(self, task: Task, seed: int | None) -> _Played:
         return self
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        if self.hint is None or self.recorder is None:
+        if self.hint is None:
             return await self.episode_agent.act(messages, tools)
         text = await self.episode_agent.act(with_hint(messages, self.hint), tools)
         self.episode_agent.turns[-1].plain_prompt_ids = self.recorder.render(messages)
