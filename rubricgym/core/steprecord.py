@@ -22,24 +22,76 @@ held to its tool's record otherwise (a browser action that failed still reports 
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
+from annotated_types import BaseMetadata
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from rubricgym.core.types import Step
 
 R = TypeVar("R", bound="ToolRecord")
 
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _dumps_as_is(cls: type[BaseModel]) -> bool:
+    """Whether ``cls.model_dump()`` returns its instances' field values unchanged: every field is a scalar (a
+    union or ``Literal`` of them) with no serializer, alias dump or exclusion, and the model keeps no extras."""
+    config, decorators = cls.model_config, cls.__pydantic_decorators__
+    if (
+        config.get("extra") == "allow"
+        or config.get("serialize_by_alias")
+        or decorators.field_serializers
+        or decorators.model_serializers
+        or cls.__pydantic_computed_fields__
+    ):
+        return False
+    return all(
+        not field.exclude
+        and getattr(field, "exclude_if", None) is None  # pydantic >= 2.12
+        and all(isinstance(m, BaseMetadata) for m in field.metadata)  # constraints only, no PlainSerializer
+        and _is_scalar(field.annotation)
+        for field in cls.model_fields.values()
+    )
+
+
+def _is_scalar(hint: Any) -> bool:
+    if hint in _SCALARS:
+        return True
+    origin = get_origin(hint)
+    if origin is Literal:
+        return all(type(a) in _SCALARS for a in get_args(hint))
+    if origin is Union or origin is types.UnionType:
+        return all(_is_scalar(a) for a in get_args(hint))
+    return False
+
 
 class ToolRecord(BaseModel):
     """Base of a tool's typed record: the keys a tool writes in ``ToolOutput.info``, nothing else."""
 
     model_config = ConfigDict(extra="forbid")
+    _scalar: ClassVar[bool] = False
+    """Whether ``model_dump`` of this class is its field values as they are (scalar fields, no serializers)."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._scalar = _dumps_as_is(cls)
 
     def info(self) -> dict[str, Any]:
         """The ``ToolOutput.info`` this record is: every field the tool set (an optional field left unset is no
-        key, so a record written and read back is the same record)."""
+        key, so a record written and read back is the same record).
+
+        Tools write one per step, so a record of scalar fields (numbers, strings, booleans, ``None``; no
+        serializer, computed field or excluded field) copies its values, which is what ``model_dump`` would
+        return, without the serializer's pass (~2 us of a ~3 us record); any other record is dumped."""
+        if type(self)._scalar:
+            values, given = self.__dict__, self.__pydantic_fields_set__
+            if len(given) == len(values):
+                return dict(values)
+            return {k: v for k, v in values.items() if k in given}
         return self.model_dump(exclude_unset=True)
 
 

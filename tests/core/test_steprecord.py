@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import Discriminator, Tag
+from pydantic import Discriminator, Field, PlainSerializer, Tag, computed_field, field_serializer
 
 from rubricgym.core.steprecord import Edits, RecordError, StepRecords, ToolRecord, env_records
 from rubricgym.core.types import Action, Observation, Step, ToolCall
@@ -100,6 +100,72 @@ def test_info_is_the_set_fields_and_reads_back_as_the_same_record():
     full = Lookup(item="a", hits=1, note=None)
     assert full.info() == {"item": "a", "hits": 1, "note": None}
     assert RECORDS.of(step("lookup", full.info())) == full
+
+
+class Serialised(ToolRecord):
+    when: float
+
+    @field_serializer("when")
+    def _rounded(self, v: float) -> float:
+        return round(v)
+
+
+class Computed(ToolRecord):
+    a: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def doubled(self) -> int:
+        return 2 * self.a
+
+
+class Hidden(ToolRecord):
+    shown: int
+    secret: int = Field(default=0, exclude=True)
+
+
+class Annotated_(ToolRecord):
+    n: Annotated[int, Field(ge=0)]
+    label: Annotated[str, PlainSerializer(str.upper)]
+
+
+class Kinds(ToolRecord):
+    choice: Literal["a", "b"]
+    maybe: int | float | None = None
+    flag: bool = False
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Lookup(item="a", hits=1),
+        Lookup(item="a", hits=1, note="n"),
+        Kinds(choice="b"),
+        Kinds(choice="a", maybe=2, flag=True),
+        Kinds(choice="a", maybe=2.5),
+        Write(tool="write", changed_files=["x.py"]),
+        Serialised(when=1.7),
+        Computed(a=2),
+        Hidden(shown=1, secret=2),
+        Annotated_(n=1, label="low"),
+    ],
+)
+def test_info_equals_model_dump_of_the_set_fields_whatever_the_record(record: ToolRecord):
+    # info() copies the values of a record of plain scalars instead of dumping it; every record still gets exactly
+    # what model_dump gives, serializers, computed and excluded fields included
+    info = record.info()
+    assert info == record.model_dump(exclude_unset=True)
+    assert [type(v) for v in info.values()] == [type(v) for v in record.model_dump(exclude_unset=True).values()]
+    info["extra"] = 1  # a fresh dict: writing to it leaves the record alone
+    assert "extra" not in record.info()
+
+
+def test_info_dumps_what_a_serializer_changes():
+    assert Serialised(when=1.7).info() == {"when": 2}
+    assert Computed(a=2).info() == {"a": 2, "doubled": 4}
+    assert Hidden(shown=1, secret=2).info() == {"shown": 1}
+    assert Annotated_(n=1, label="low").info() == {"n": 1, "label": "LOW"}
+    assert Kinds(choice="a", maybe=2).info()["maybe"] == 2 and type(Kinds(choice="a", maybe=2).info()["maybe"]) is int
 
 
 def test_records_are_read_fresh_and_leave_the_wire_type_alone():
