@@ -1,10 +1,15 @@
 """Sandbox latency: bwrap vs a container backend (podman's Docker API), measured in the same run.
 
-Prints create+exec+destroy latency (p50/p95) for each backend and the ratio, 32 concurrent sandboxes, and the
-``swe-v0`` reset time for a 2 MB repository. The container backend uses ``DOCKER_HOST`` when set; otherwise, as
-root with podman installed, a podman service is started on a temporary socket for the run (and stopped).
+Both sides run interleaved in rounds (the order alternates each round), so a load that comes and goes on a shared
+machine falls on both. Each round times ``--n`` create+exec+destroy cycles per backend (a small repository, the
+command ``true``) and, with ``--concurrent K``, K cycles started at once. Per side it prints the median over
+rounds of each round's median, with the rounds' min and max, the bwrap side's CPU time per cycle (this process
+and its children), the ratio of medians docker/bwrap against the target (>= 20x) and whether it is met. Then
+the ``swe-v0`` reset time for a 2 MB repository (bwrap only). The container backend uses ``DOCKER_HOST`` when
+set; otherwise, as root with podman installed, a podman service is started on a temporary socket for the run
+(and stopped).
 
-    .venv/bin/python bench/sandbox.py [--n 20]
+    .venv/bin/python bench/sandbox.py [--rounds 5] [--n 10] [--concurrent 32]
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
@@ -22,15 +29,11 @@ from pathlib import Path
 from rubricgym.envs.swe import SweEnv, SweInstance
 from rubricgym.envs.swe.sandbox import BwrapBackend, DockerBackend, SandboxBackend
 
+TARGET = 20.0
 CONF = (
     '[containers]\ndefault_ulimits = ["nofile=16384:16384", "nproc=16384:16384"]\n\n[engine]\nruntime = "runc"\n'
     'exit_command_delay = 5\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
 )
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def make_repo(root: Path, files: int, size: int) -> Path:
@@ -39,6 +42,12 @@ def make_repo(root: Path, files: int, size: int) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(("x = 1  # padding line\n" * (size // 22 + 1))[:size])
     return root
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (every sandboxed process of bwrap)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 async def cycle(backend: SandboxBackend, repo: Path) -> float:
@@ -50,9 +59,11 @@ async def cycle(backend: SandboxBackend, repo: Path) -> float:
     return time.perf_counter() - t0
 
 
-async def latency(backend: SandboxBackend, repo: Path, n: int) -> list[float]:
-    await cycle(backend, repo)  # warm-up: runtime dir, images
-    return [await cycle(backend, repo) for _ in range(n)]
+async def serial(backend: SandboxBackend, repo: Path, n: int) -> tuple[float, float]:
+    """Median wall seconds of ``n`` cycles, and CPU seconds per cycle."""
+    c0 = cpu_s()
+    walls = [await cycle(backend, repo) for _ in range(n)]
+    return statistics.median(walls), (cpu_s() - c0) / n
 
 
 async def concurrent(backend: SandboxBackend, repo: Path, k: int) -> float:
@@ -72,6 +83,7 @@ def start_podman(tmp: Path) -> tuple[subprocess.Popen | None, str | None]:
         ["podman", "system", "service", "--time=0", f"unix://{sock}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=tmp,  # conmon writes an `oom` marker file into the service's working directory
         env={**os.environ, "CONTAINERS_CONF": str(tmp / "containers.conf")},
     )
     for _ in range(300):
@@ -87,67 +99,87 @@ def start_podman(tmp: Path) -> tuple[subprocess.Popen | None, str | None]:
     return None, None
 
 
-async def main(n: int, k: int) -> None:
+def spread(xs: list[float], scale: float = 1e3, unit: str = "ms") -> str:
+    return f"median {statistics.median(xs) * scale:8.1f} {unit}  (min {min(xs) * scale:.1f}, max {max(xs) * scale:.1f})"
+
+
+async def rounds(sides: dict[str, SandboxBackend], repo: Path, n_rounds: int, n: int, k: int) -> None:
+    lat: dict[str, list[float]] = {s: [] for s in sides}
+    cpu: dict[str, list[float]] = {s: [] for s in sides}
+    wall: dict[str, list[float]] = {s: [] for s in sides}
+    for b in sides.values():
+        await cycle(b, repo)  # warm-up: runtime dir, images, the first sweep
+    for r in range(n_rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for name in order:
+            med, c = await serial(sides[name], repo, n)
+            lat[name].append(med)
+            cpu[name].append(c)
+        for name in order if k else ():
+            wall[name].append(await concurrent(sides[name], repo, k))
+        print(f"  round {r + 1}/{n_rounds}: " + "  ".join(f"{s} {lat[s][-1] * 1e3:.1f} ms" for s in sides), flush=True)
+    print(f"create+exec+destroy, {n_rounds} rounds x {n} cycles per side (median of the round medians):")
+    for s in sides:
+        extra = f"  CPU/cycle here {statistics.median(cpu[s]) * 1e3:.1f} ms" if s == "bwrap" else ""
+        print(f"  {s:7s} {spread(lat[s])}{extra}")
+    if "docker" in sides:
+        ratios = [d / b for d, b in zip(lat["docker"], lat["bwrap"], strict=True)]
+        ratio = statistics.median(lat["docker"]) / statistics.median(lat["bwrap"])
+        print(f"  ratio docker/bwrap of medians: {ratio:.1f}x (rounds: min {min(ratios):.1f}x, max {max(ratios):.1f}x)")
+        print(f"  target: >= {TARGET:g}x  -> {'MET' if ratio >= TARGET else 'NOT MET'}")
+    else:
+        print("  docker: no Docker API (set DOCKER_HOST or install podman as root); ratio not measured")
+    if k:
+        print(f"{k} concurrent sandboxes on {os.cpu_count()} cores, {n_rounds} rounds:")
+        for s in sides:
+            print(f"  {s:7s} wall {spread(wall[s])}  ({k / statistics.median(wall[s]):.1f} sandboxes/s)")
+        if "docker" in sides:
+            ratio = statistics.median(wall["docker"]) / statistics.median(wall["bwrap"])
+            print(f"  ratio docker/bwrap of medians: {ratio:.1f}x")
+
+
+def reset_times(big: Path, n: int) -> list[float]:
+    inst = SweInstance(
+        instance_id="bench", repo="bench", problem_statement="bench", patch="", FAIL_TO_PASS=["t"], snapshot=str(big)
+    )
+    env = SweEnv(instances=[inst])
+    times = []
+    for _ in range(n + 1):
+        t0 = time.perf_counter()
+        env.reset_typed(task=inst.to_task())
+        times.append(time.perf_counter() - t0)
+    env.close()
+    return times[1:]
+
+
+async def main(n_rounds: int, n: int, k: int) -> None:
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         small = make_repo(tmp / "small", 20, 1000)
         big = make_repo(tmp / "big", 200, 10_000)  # 2 MB
-        bw = BwrapBackend()
-        b_lat = await latency(bw, small, n)
-        print(f"bwrap   create+exec+destroy: p50 {pct(b_lat, 0.5) * 1e3:7.1f} ms  p95 {pct(b_lat, 0.95) * 1e3:7.1f} ms")
+        sides: dict[str, SandboxBackend] = {"bwrap": BwrapBackend()}
         proc, url = start_podman(tmp)
         try:
             if url:
-                dk = DockerBackend(base_url=url)
-                d_lat = await latency(dk, small, n)
-                print(
-                    f"docker  create+exec+destroy: p50 {pct(d_lat, 0.5) * 1e3:7.1f} ms  "
-                    f"p95 {pct(d_lat, 0.95) * 1e3:7.1f} ms"
-                )
-                print(f"ratio docker/bwrap (p50): {pct(d_lat, 0.5) / pct(b_lat, 0.5):.1f}x (target >= 20x)")
-            else:
-                print("docker: no Docker API (set DOCKER_HOST or install podman as root); ratio not measured")
-            wall = await concurrent(bw, small, k)
-            print(
-                f"bwrap   {k} concurrent sandboxes on {os.cpu_count()} cores: {wall * 1e3:.0f} ms wall "
-                f"({k / wall:.0f} sandboxes/s)"
-            )
+                sides["docker"] = DockerBackend(base_url=url)
+            await rounds(sides, small, n_rounds, n, k)
             if url:
-                wall_d = await concurrent(dk, small, k)
-                print(
-                    f"docker  {k} concurrent sandboxes: {wall_d * 1e3:.0f} ms wall ({k / wall_d:.1f} sandboxes/s); "
-                    f"ratio {wall_d / wall:.1f}x"
-                )
-                await dk.aclose()
+                await sides["docker"].aclose()
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=30)
-        inst = SweInstance(
-            instance_id="bench",
-            repo="bench",
-            problem_statement="bench",
-            patch="",
-            FAIL_TO_PASS=["t"],
-            snapshot=str(big),
-        )
-        env = SweEnv(instances=[inst])
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            env.reset_typed(task=inst.to_task())
-            times.append(time.perf_counter() - t0)
-        env.close()
+        times = reset_times(big, n)
         size = sum(p.stat().st_size for p in big.rglob("*") if p.is_file())
-        print(
-            f"swe-v0 reset, {size / 1e6:.1f} MB repository (bwrap): p50 {pct(times, 0.5) * 1e3:.1f} ms  "
-            f"p95 {pct(times, 0.95) * 1e3:.1f} ms (target < 50 ms)"
-        )
+        print(f"swe-v0 reset, {size / 1e6:.1f} MB repository (bwrap), {n} resets: {spread(times)} (target < 50 ms)")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=20, help="cycles per backend")
-    ap.add_argument("--concurrent", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    ap.add_argument("--n", type=int, default=10, help="serial cycles per backend per round")
+    ap.add_argument("--concurrent", type=int, default=32, help="sandboxes started at once per round (0: skip)")
     args = ap.parse_args()
-    asyncio.run(main(args.n, args.concurrent))
+    asyncio.run(main(args.rounds, args.n, args.concurrent))

@@ -27,6 +27,7 @@ from rubricgym.envs.swe.sandbox.hoststate import (
     take_lock,
 )
 from rubricgym.envs.swe.sandbox.runtime import SANDBOX_PYTHON, runtime_dir, sandbox_root, shared_copy
+from rubricgym.envs.swe.sandbox.syscalls import MS_NODEV, MS_NOSUID, mount
 from rubricgym.envs.swe.sandbox.treediff import fingerprint
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -65,8 +66,8 @@ class BwrapBackend(SandboxBackend):
     ):
         self.uid = uid if os.geteuid() == 0 else None
         self.use_cgroups = cgroups and _cgroups_writable()
-        self.overlay = overlay and os.geteuid() == 0 and shutil.which("mount") is not None
-        self.quota = os.geteuid() == 0 and shutil.which("mount") is not None
+        self.overlay = overlay and os.geteuid() == 0
+        self.quota = os.geteuid() == 0
         self.max_lowers = max_lowers
         self._runtime: Path | None = None
         self._swept = False
@@ -117,17 +118,12 @@ class BwrapBackend(SandboxBackend):
             d.mkdir(mode=0o700)
             if self.uid is not None:
                 os.chown(d, self.uid, self.uid)
+        opts = f"lowerdir={lower},upperdir={upper},workdir={scratch}"
         try:
-            await _run(
-                "mount",
-                "-t",
-                "overlay",
-                "overlay",
-                "-o",
-                f"lowerdir={lower},upperdir={upper},workdir={scratch}",
-                str(merged),
-            )
-        except SandboxError:
+            if any(c in str(p) for p in (lower, upper, scratch) for c in ",:\\"):
+                raise OSError(f"{opts!r}: a path holds a character the overlay options cannot carry")
+            mount("overlay", str(merged), "overlay", opts)
+        except OSError:
             self.overlay = False
             for d in (upper, scratch, merged):
                 d.rmdir()
@@ -141,10 +137,8 @@ class BwrapBackend(SandboxBackend):
         disk = home / "disk"
         disk.mkdir(mode=0o711)
         try:
-            await _run(
-                "mount", "-t", "tmpfs", "-o", f"size={limits.disk_mb}m,mode=0711,nosuid,nodev", "rg-disk", str(disk)
-            )
-        except SandboxError:
+            mount("rg-disk", str(disk), "tmpfs", f"size={limits.disk_mb}m,mode=0711", MS_NOSUID | MS_NODEV)
+        except OSError:
             self.quota = False
             disk.rmdir()
             return None
@@ -152,7 +146,7 @@ class BwrapBackend(SandboxBackend):
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
-        for tool in ("bwrap", "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()):
+        for tool in ("bwrap", "prlimit") + (("unshare",) if os.geteuid() == 0 else ()):
             if shutil.which(tool) is None:
                 return f"`{tool}` is not installed (apt-get install bubblewrap util-linux)"
         if not os.path.exists(SANDBOX_PYTHON):

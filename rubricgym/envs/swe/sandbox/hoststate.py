@@ -19,6 +19,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
+from rubricgym.envs.swe.sandbox.syscalls import umount
+
 LOCK_NAME = ".lock"
 STALE_TMP_S = 3600.0
 """A half-created sandbox or lower copy (a dot-prefixed folder) older than this belongs to a dead creator."""
@@ -48,9 +50,24 @@ def release(fd: int | None) -> None:
             os.close(fd)
 
 
+def _remove_shallow(path: Path) -> bool:
+    """Delete ``path`` if it holds only files and empty folders (a sandbox home once its mounts are gone)."""
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    os.rmdir(entry.path)  # fails on anything not empty (or mounted): left to rm
+                else:
+                    os.unlink(entry.path)
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
 def rmtree(path: Path) -> None:
     """Delete ``path`` entirely, however deep or chmod-ed (``rm`` walks iteratively); never crosses a mount."""
-    if not os.path.lexists(path):
+    if not os.path.lexists(path) or (path.is_dir() and not path.is_symlink() and _remove_shallow(path)):
         return
     run = [["rm", "-rf", "--one-file-system", "--", str(path)]]
     if os.geteuid() != 0:  # a command may have chmod-ed a folder to 000; root ignores modes
@@ -77,8 +94,8 @@ def mounts_under(path: Path) -> list[str]:
 
 def unmount_all(path: Path) -> None:
     for point in mounts_under(path):
-        with suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(["umount", "--lazy", point], capture_output=True, timeout=60)
+        with suppress(OSError):
+            umount(point)
 
 
 def kill_cgroups(cgroups: dict[str, Path], remove: bool = False) -> None:
