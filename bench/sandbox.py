@@ -1,10 +1,11 @@
 """Sandbox latency: bwrap vs a container backend (podman's Docker API), measured in the same run.
 
-Both sides run interleaved in rounds (the order alternates each round), so a load that comes and goes on a shared
-machine falls on both. Each round times ``--n`` create+exec+destroy cycles per backend (a small repository, the
-command ``true``) and, with ``--concurrent K``, K cycles started at once. Per side it prints the median over
-rounds of each round's median, with the rounds' min and max, the bwrap side's CPU time per cycle (this process
-and its children), the ratio of medians docker/bwrap against the target (>= 20x) and whether it is met. Then
+Both sides run interleaved: each round times ``--n`` create+exec+destroy cycles per backend (a small repository,
+the command ``true``), one cycle of each side in turn (which side goes first alternates), so both sample the same
+stretch of a load that comes and goes on a shared machine; with ``--concurrent K`` each round then starts K
+cycles at once per side. Per side it prints the median over rounds of each round's median, with the rounds' min
+and max, the bwrap side's CPU time per cycle (this process and its children: every process bwrap starts), the
+ratio of medians docker/bwrap against the target (>= 20x) and whether it is met. Then
 the ``swe-v0`` reset time for a 2 MB repository (bwrap only). The container backend uses ``DOCKER_HOST`` when
 set; otherwise, as root with podman installed, a podman service is started on a temporary socket for the run
 (and stopped).
@@ -59,13 +60,6 @@ async def cycle(backend: SandboxBackend, repo: Path) -> float:
     return time.perf_counter() - t0
 
 
-async def serial(backend: SandboxBackend, repo: Path, n: int) -> tuple[float, float]:
-    """Median wall seconds of ``n`` cycles, and CPU seconds per cycle."""
-    c0 = cpu_s()
-    walls = [await cycle(backend, repo) for _ in range(n)]
-    return statistics.median(walls), (cpu_s() - c0) / n
-
-
 async def concurrent(backend: SandboxBackend, repo: Path, k: int) -> float:
     t0 = time.perf_counter()
     await asyncio.gather(*(cycle(backend, repo) for _ in range(k)))
@@ -105,22 +99,31 @@ def spread(xs: list[float], scale: float = 1e3, unit: str = "ms") -> str:
 
 async def rounds(sides: dict[str, SandboxBackend], repo: Path, n_rounds: int, n: int, k: int) -> None:
     lat: dict[str, list[float]] = {s: [] for s in sides}
-    cpu: dict[str, list[float]] = {s: [] for s in sides}
+    cpu: list[float] = []
     wall: dict[str, list[float]] = {s: [] for s in sides}
     for b in sides.values():
         await cycle(b, repo)  # warm-up: runtime dir, images, the first sweep
     for r in range(n_rounds):
+        walls: dict[str, list[float]] = {s: [] for s in sides}
+        bwrap_cpu = 0.0
+        for i in range(n):  # one cycle per side in turn, the first side alternating: both span the same time
+            for name in list(sides) if (r * n + i) % 2 == 0 else list(reversed(sides)):
+                c0 = cpu_s()
+                walls[name].append(await cycle(sides[name], repo))
+                if name == "bwrap":
+                    bwrap_cpu += cpu_s() - c0
+        for name in sides:
+            lat[name].append(statistics.median(walls[name]))
+        cpu.append(bwrap_cpu / n)
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        for name in order:
-            med, c = await serial(sides[name], repo, n)
-            lat[name].append(med)
-            cpu[name].append(c)
-        for name in order if k else ():
+        for name in order if k else []:
             wall[name].append(await concurrent(sides[name], repo, k))
         print(f"  round {r + 1}/{n_rounds}: " + "  ".join(f"{s} {lat[s][-1] * 1e3:.1f} ms" for s in sides), flush=True)
     print(f"create+exec+destroy, {n_rounds} rounds x {n} cycles per side (median of the round medians):")
     for s in sides:
-        extra = f"  CPU/cycle here {statistics.median(cpu[s]) * 1e3:.1f} ms" if s == "bwrap" else ""
+        extra = (
+            f"  CPU/cycle {statistics.median(cpu) * 1e3:.1f} ms (this process and its children)" if s == "bwrap" else ""
+        )
         print(f"  {s:7s} {spread(lat[s])}{extra}")
     if "docker" in sides:
         ratios = [d / b for d, b in zip(lat["docker"], lat["bwrap"], strict=True)]

@@ -147,3 +147,67 @@ async def test_unused_snapshot_copies_are_evicted(repo, tmp_path, monkeypatch):
     assert len(lowers) <= 2, f"{len(lowers)} snapshot copies kept with max_lowers=1 (one of them in use)"
     assert (await held.read_file("pkg/__init__.py")).startswith(b"def add"), "an in-use copy was evicted"
     await held.destroy()
+
+
+def _limits_inside(text: str) -> dict[str, str]:
+    return {line[:26].strip(): line[26:].split()[0] for line in text.splitlines() if line.startswith("Max ")}
+
+
+@pytest.mark.parametrize("sh_rlimits", [True, False], ids=["shell-ulimit", "prlimit"])
+async def test_rlimits_uid_and_capabilities_hold_whichever_way_the_limits_are_set(repo, sh_rlimits):
+    import os
+
+    from rubricgym.envs.swe.sandbox import BwrapBackend
+    from rubricgym.envs.swe.sandbox.bwrap import shell_sets_rlimits
+
+    if BwrapBackend.unavailable_reason():
+        pytest.skip(BwrapBackend.unavailable_reason())
+    if sh_rlimits and not shell_sets_rlimits():
+        pytest.skip("this /bin/sh's ulimit does not set the limits in the units we use (prlimit is used instead)")
+    backend = BwrapBackend(cgroups=False)  # no pids cgroup: the process limit is then an rlimit too
+    backend._sh_rlimits = sh_rlimits  # the way of setting them chosen here instead of by the probe
+    async with await backend.create(repo, Limits(memory_mb=1000, file_mb=7, pids=99)) as sb:
+        res = await sb.exec("cat /proc/self/limits; grep -E '^(Uid|Gid|Groups|CapEff|CapBnd):' /proc/self/status")
+    assert res.ok, res.describe()
+    limits = _limits_inside(res.stdout)
+    assert limits["Max address space"] == str(1000 * 1024 * 1024)
+    assert limits["Max file size"] == str(7 * 1024 * 1024)
+    assert limits["Max core file size"] == "0"
+    assert limits["Max processes"] == "99"
+    status = dict(line.split(":", 1) for line in res.stdout.splitlines() if line[:3] in ("Uid", "Gid", "Gro", "Cap"))
+    assert status["Groups"].split() == [], "supplementary groups must be dropped"
+    assert status["CapEff"].strip() == status["CapBnd"].strip() == "0000000000000000"
+    if os.geteuid() == 0:
+        assert status["Uid"].split() == ["65534"] * 4 and status["Gid"].split() == ["65534"] * 4
+
+
+async def test_a_cancelled_command_leaves_no_process_behind(bwrap, repo):
+    import asyncio
+    import os
+    import time
+    import uuid
+
+    marker = f"rg-cancelled-{uuid.uuid4().hex[:8]}"
+
+    def running() -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+        return found
+
+    async with await bwrap.create(repo) as sb:
+        name = f'{marker[:6]}""{marker[6:]}'  # the command line itself must not hold the marker
+        task = asyncio.create_task(sb.exec(f"(exec -a {name} sleep 300) & exec -a {name} sleep 300", timeout=600))
+        deadline = time.monotonic() + 60
+        while len(running()) < 2 and time.monotonic() < deadline and not task.done():
+            await asyncio.sleep(0.05)
+        assert len(running()) == 2, "the command's two processes did not start"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert running() == [], "cancelling exec must kill every process the command started"
+        assert (await sb.exec("echo still usable")).stdout == "still usable\n"

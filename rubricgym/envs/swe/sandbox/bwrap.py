@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import time
 import weakref
 from contextlib import suppress
@@ -39,10 +40,8 @@ from rubricgym.envs.swe.sandbox.base import (
     clean_relpath,
     to_bytes,
 )
-from rubricgym.envs.swe.sandbox.hoststate import (
-    release,
-    remove_sandbox,
-)
+from rubricgym.envs.swe.sandbox.child import Child
+from rubricgym.envs.swe.sandbox.hoststate import release, remove_sandbox
 from rubricgym.envs.swe.sandbox.treediff import fingerprint, open_beneath
 
 SANDBOX_UID = 65534
@@ -74,8 +73,11 @@ class BwrapSandbox(Sandbox):
         disk_quota_mb: int | None = None,
         deps: Path | None = None,
         deps_mount: Path | None = None,
+        sh_rlimits: bool = False,
     ):
         super().__init__(snapshot, limits, deps)
+        self.sh_rlimits = sh_rlimits
+        """Whether ``/bin/sh``'s ``ulimit`` sets the rlimits (checked by ``shell_sets_rlimits``); else ``prlimit``."""
         self.work = work
         self.home = home
         self.disk_quota_mb = disk_quota_mb
@@ -90,25 +92,35 @@ class BwrapSandbox(Sandbox):
 
     def _command(self, argv: list[str], env: dict[str, str]) -> list[str]:
         lim = self.limits
-        cmd: list[str] = []
+        # with a pids cgroup the process limit is per sandbox; RLIMIT_NPROC counts every process of the uid,
+        # which all sandboxes share, so one sandbox could starve the others
+        rlimits = {"-v": lim.memory_mb * 1024, "-f": lim.file_mb * 2048, "-c": 0}  # KiB, 512-byte blocks
+        if "pids" not in self.cgroups:
+            rlimits["-p"] = lim.pids
+        # one shell, as root, joins the cgroups and sets the rlimits (where its ulimit was checked to set them)
+        script = []
         if self.cgroups:
             procs = " ".join(str(d / "cgroup.procs") for d in self.cgroups.values())
-            cmd += ["/bin/sh", "-c", f'for f in {procs}; do echo $$ > "$f" || exit 125; done; exec "$@"', "rg-sandbox"]
+            script.append(f'for f in {procs}; do echo $$ > "$f" || exit 125; done')
+        if self.sh_rlimits:
+            script += [f"ulimit {flag} {value} || exit 125" for flag, value in rlimits.items()]
+        cmd: list[str] = []
+        if script:
+            cmd += ["/bin/sh", "-c", "; ".join([*script, 'exec "$@"']), "rg-sandbox"]
         if self.uid is not None:
             # unshare without a namespace flag only drops to the user: setgroups(0), setgid, setuid (a quarter of
             # setpriv's start-up cost)
             cmd += [_tool("unshare"), f"--setgid={self.uid}", f"--setuid={self.uid}", "--"]
-        # with a pids cgroup the process limit is per sandbox; RLIMIT_NPROC counts every process of the uid,
-        # which all sandboxes share, so one sandbox could starve the others
-        nproc = [] if "pids" in self.cgroups else [f"--nproc={lim.pids}"]
-        cmd += [
-            _tool("prlimit"),
-            *nproc,
-            f"--as={lim.memory_mb * 1024 * 1024}",
-            f"--fsize={lim.file_mb * 1024 * 1024}",
-            "--core=0",
-            "--",
-        ]
+        if not self.sh_rlimits:
+            nproc = [f"--nproc={lim.pids}"] if "-p" in rlimits else []
+            cmd += [
+                _tool("prlimit"),
+                *nproc,
+                f"--as={lim.memory_mb * 1024 * 1024}",
+                f"--fsize={lim.file_mb * 1024 * 1024}",
+                "--core=0",
+                "--",
+            ]
         tmp_size = str(min(TMP_MB, lim.disk_mb) * 1024 * 1024)
         cmd += [
             _tool("bwrap"),
@@ -160,20 +172,20 @@ class BwrapSandbox(Sandbox):
             cmd += ["--setenv", k, v]
         return cmd + argv
 
-    def _kill_tree(self, proc: asyncio.subprocess.Process) -> None:
+    def _kill_tree(self, root: int) -> None:
         """SIGKILL ``bwrap`` and every process below it.
 
         The descendants are found through ``/proc`` parent links and frozen (SIGSTOP) before anything is
         killed, so nothing can fork away or be re-parented out of reach between the scan and the kill; the
         sandbox's cgroups, when it has them, are swept too. ``--die-with-parent`` is only a second line.
         """
-        pids = [proc.pid, *_descendants(proc.pid)]
+        pids = [root, *_descendants(root)]
         for pid in pids[1:]:
             with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
-        pids += [p for p in _descendants(proc.pid) if p not in pids]  # forked before the freeze landed
+        pids += [p for p in _descendants(root) if p not in pids]  # forked before the freeze landed
         with suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(root, signal.SIGKILL)
         for pid in pids:
             with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -186,53 +198,30 @@ class BwrapSandbox(Sandbox):
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:
         t0 = time.monotonic()
         # an empty environment: bwrap stays PID 1 inside, and its /proc/1/environ is readable by the sandbox
-        proc = await asyncio.create_subprocess_exec(
-            *self._command(argv, env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env={},
-        )
-        bufs = {"stdout": bytearray(), "stderr": bytearray()}
-        over: list[str] = []
-
-        async def pump(name: str, stream: asyncio.StreamReader) -> None:
-            # past the cap we keep draining (and drop) what comes, so a writer never blocks on a full pipe
-            buf = bufs[name]
-            while chunk := await stream.read(65536):
-                if over:
-                    continue
-                if len(buf) + len(chunk) > output_bytes:
-                    buf += chunk[: output_bytes + 1 - len(buf)]
-                    over.append(name)
-                    self._kill_tree(proc)
-                    continue
-                buf += chunk
-
-        assert proc.stdout is not None and proc.stderr is not None
-        pumps = asyncio.gather(pump("stdout", proc.stdout), pump("stderr", proc.stderr))
+        child = Child(self._command(argv, env), output_bytes, on_overflow=lambda: self._kill_tree(child.pid))
         limit = None
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.gather(pumps, proc.wait())), timeout)
-        except TimeoutError:
-            limit = "timeout"
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(child.exited, child.drained)), timeout)
+            except TimeoutError:
+                limit = "timeout"
+            finally:
+                if child.returncode is None or limit:
+                    self._kill_tree(child.pid)
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(child.exited), 10)
+                # the pipes close when the last process holding them is gone; never wait on them for long
+                with suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(child.drained), 2)
         finally:
-            if proc.returncode is None or limit:
-                self._kill_tree(proc)
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), 10)
-            # the pipes close when the last process holding them is gone; never wait on them for long
-            with suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(pumps), 2)
-            pumps.cancel()
-        if over:  # the output cap fired first; a timeout reported after it is the kill still settling
+            child.close()
+        if child.over:  # the output cap fired first; a timeout reported after it is the kill still settling
             limit = "output"
-        code = proc.returncode if proc.returncode is not None else -9
+        code = child.returncode if child.returncode is not None else -9
         if code < 0:
             code = 128 - code
-        out, out_cut = cap_bytes(bytes(bufs["stdout"]), output_bytes)
-        err, err_cut = cap_bytes(bytes(bufs["stderr"]), output_bytes)
+        out, out_cut = cap_bytes(bytes(child.output["stdout"]), output_bytes)
+        err, err_cut = cap_bytes(bytes(child.output["stderr"]), output_bytes)
         return ExecResult(
             exit_code=code,
             stdout=out,
@@ -345,6 +334,24 @@ def cleanup_sandbox(home: Path, cgroups: dict[str, Path], locks: tuple[int | Non
     remove_sandbox(home, cgroups)
     for fd in locks:  # released last: until the folder is gone, no sweep may think it is stale
         release(fd)
+
+
+def shell_sets_rlimits() -> bool:
+    """Whether ``/bin/sh``'s ``ulimit`` sets what ``_command`` asks in the units it uses (dash's: ``-v`` KiB,
+    ``-f`` 512-byte blocks, ``-p`` processes; bash's ``-p`` is the pipe size), read back from ``/proc``."""
+    script = "ulimit -v 1048576 && ulimit -f 2048 && ulimit -c 0 && ulimit -p 77 && exec cat /proc/self/limits"
+    want = {"Max address space": 1 << 30, "Max file size": 1 << 20, "Max core file size": 0, "Max processes": 77}
+    try:
+        out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30, env={}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    seen = {}
+    for line in out.splitlines():
+        name, _, rest = line.partition("  ")
+        values = rest.split()
+        if name in want and len(values) >= 2:
+            seen[name] = values[:2]
+    return all(seen.get(name) == [str(v), str(v)] for name, v in want.items())
 
 
 _TOOLS: dict[str, str] = {}

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from rubricgym.envs.swe.sandbox.base import Limits, SandboxBackend, SandboxError
-from rubricgym.envs.swe.sandbox.bwrap import SANDBOX_UID, BwrapSandbox, cleanup_sandbox
+from rubricgym.envs.swe.sandbox.bwrap import SANDBOX_UID, BwrapSandbox, cleanup_sandbox, shell_sets_rlimits
 from rubricgym.envs.swe.sandbox.hoststate import (
     LOCK_NAME,
     evict_lowers,
@@ -70,6 +70,7 @@ class BwrapBackend(SandboxBackend):
         self.quota = os.geteuid() == 0
         self.max_lowers = max_lowers
         self._runtime: Path | None = None
+        self._sh_rlimits: bool | None = None
         self._swept = False
 
     def sweep(self) -> list[str]:
@@ -180,6 +181,8 @@ class BwrapBackend(SandboxBackend):
         try:
             if self._runtime is None:
                 self._runtime = await asyncio.to_thread(runtime_dir)
+            if self._sh_rlimits is None:
+                self._sh_rlimits = await asyncio.to_thread(shell_sets_rlimits)
             disk = await self._disk(home, limits)
             layer = disk or home
             work = None
@@ -216,6 +219,7 @@ class BwrapBackend(SandboxBackend):
             disk_quota_mb=limits.disk_mb if disk is not None else None,
             deps=Path(deps) if deps is not None else None,
             deps_mount=deps_mount,
+            sh_rlimits=self._sh_rlimits,
         )
 
 
