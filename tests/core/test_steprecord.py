@@ -6,7 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import Discriminator, Field, PlainSerializer, Tag, computed_field, field_serializer
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    ValidationError,
+    computed_field,
+    field_serializer,
+    field_validator,
+)
 
 from rubricgym.core.steprecord import Edits, RecordError, StepRecords, ToolRecord, env_records
 from rubricgym.core.types import Action, Observation, Step, ToolCall
@@ -166,6 +176,94 @@ def test_info_dumps_what_a_serializer_changes():
     assert Hidden(shown=1, secret=2).info() == {"shown": 1}
     assert Annotated_(n=1, label="low").info() == {"n": 1, "label": "LOW"}
     assert Kinds(choice="a", maybe=2).info()["maybe"] == 2 and type(Kinds(choice="a", maybe=2).info()["maybe"]) is int
+
+
+class Measured(ToolRecord):
+    x: float
+    n: int | None = None
+
+
+class Checked(ToolRecord):
+    x: int
+
+    @field_validator("x")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v % 2:
+            raise ValueError("odd")
+        return v * 10
+
+
+class Bounded(ToolRecord):
+    x: int = Field(ge=0)
+
+
+class Aliased(ToolRecord):
+    x: int = Field(alias="ex")
+
+
+class Stripped(ToolRecord):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    s: str
+
+
+class Strict(ToolRecord):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    x: float
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        (Lookup, {"item": "a", "hits": 1}),
+        (Lookup, {"item": "a", "hits": 1, "note": None}),
+        (Lookup, {"item": "a", "hits": 1, "note": "n"}),
+        (Lookup, {"item": "a", "hits": True}),  # a bool is not an int to pass as it is
+        (Lookup, {"item": "a", "hits": "3"}),  # coerced by validation
+        (Lookup, {"item": "a", "hits": 1.0}),
+        (Lookup, {"item": "a"}),  # missing
+        (Lookup, {"item": "a", "hits": 1, "hitz": 2}),  # unknown
+        (Lookup, {"item": 3, "hits": 1}),
+        (Measured, {"x": 1}),  # an int for a float field becomes 1.0
+        (Measured, {"x": 1.5, "n": None}),
+        (Measured, {"x": 1.5, "n": 2}),
+        (Measured, {"x": False}),
+        (Kinds, {"choice": "a"}),
+        (Kinds, {"choice": "c"}),  # not one of the Literal's values
+        (Kinds, {"choice": "b", "maybe": 2, "flag": True}),
+        (Kinds, {"choice": "b", "maybe": 2.5}),
+        (Checked, {"x": 2}),  # a validator changes the value
+        (Checked, {"x": 3}),
+        (Bounded, {"x": 1}),
+        (Bounded, {"x": -1}),  # a constraint refuses it
+        (Aliased, {"ex": 1}),
+        (Aliased, {"x": 1}),
+        (Stripped, {"s": "  padded "}),  # a config option changes the value
+        (Strict, {"x": 1}),
+        (Strict, {"x": 1.0}),
+        (Write, {"tool": "write", "changed_files": ["a.py"]}),
+    ],
+)
+def test_info_of_is_the_record_built_and_dumped(kind: type[ToolRecord], fields: dict[str, Any]):
+    # info_of skips building the record where validation could change nothing; it must give what building it gives,
+    # the same info or the same validation error
+    try:
+        expected = kind(**fields).info()
+    except ValidationError as e:
+        with pytest.raises(ValidationError) as got:
+            kind.info_of(**fields)
+        assert got.value.errors(include_context=False) == e.errors(include_context=False)
+    else:
+        info = kind.info_of(**fields)
+        assert info == expected
+        assert [type(v) for v in info.values()] == [type(v) for v in expected.values()]
+
+
+def test_info_of_returns_a_fresh_dict():
+    given = {"item": "a", "hits": 1}
+    info = Lookup.info_of(**given)
+    info["hits"] = 2
+    assert given == {"item": "a", "hits": 1}
 
 
 def test_records_are_read_fresh_and_leave_the_wire_type_alone():

@@ -111,7 +111,7 @@ class CalculatorEnv(RubricEnv):
             value = evaluate(expression)
         except CalculatorError as e:
             raise ToolError(str(e)) from None
-        return ToolOutput(text=format_number(value), info=Calculation(value=value).info())
+        return ToolOutput(text=format_number(value), info=Calculation.info_of(value=value))
 
     @tool(examples={"value": 387})
     def answer(self, value: float | str) -> ToolOutput:
@@ -129,7 +129,7 @@ class CalculatorEnv(RubricEnv):
             done=True,
             answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
-            info=Answer(value=number, correct=correct).info(),
+            info=Answer.info_of(value=number, correct=correct),
         )
 
     def stage_of(self, call: ToolCall | None) -> str:
