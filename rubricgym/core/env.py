@@ -16,12 +16,12 @@ import asyncio
 import functools
 import importlib
 import inspect
-import time
 import uuid
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 from typing import Any, ClassVar, TypeVar
 
 import gymnasium
@@ -113,7 +113,6 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         self.observation_space = UnicodeText(max_length=2 * self.max_observation_chars + 20_000)
         self.action_space = UnicodeText(max_length=self.max_action_chars)
         self._task: Task | None = None
-        self._episode_id: str | None = None
         self._system = ""
         self._records: list[StepRecord] = []
         self._stage: str | None = None
@@ -283,20 +282,25 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         rec = self._advance(action)
+        out = rec.out
         info = {
             "stage": rec.stage,
             "step": rec.index + 1,
             "task_id": self._task.id if self._task else None,
             "parse_error": rec.parse_error,
-            "tool_error": rec.out.error,
-            "details": self.public_details(rec.out.info),
+            "tool_error": out.error,
+            "details": self.public_details(out.info),
         }
-        return rec.reply, rec.out.reward, rec.out.done, rec.truncated, info
+        return rec.reply, out.reward, out.done, rec.truncated, info
 
     def public_details(self, info: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a step's ``info`` the agent may see: the keys in ``public_info_keys``, nothing else."""
         keys = self.public_info_keys
-        return {k: info[k] for k in keys if k in info} if keys else {}
+        if not keys or not info:
+            return {}
+        if info.keys() <= keys:  # all of it is public: a copy, so the agent's dict is not the record
+            return dict(info)
+        return {k: info[k] for k in keys if k in info}
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -323,7 +327,6 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
         self._task = task
         self._episodes += 1
-        self._episode_id = f"{self._env_key}-{self._episodes}"
         self._records = []
         self._done = False
         self._outcome = None
@@ -343,9 +346,15 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return cache.prompt
 
     def _tools_now(self) -> _Tooling:
-        """The current tools with their validation rules and prompt, rebuilt only when the ToolSpecs change."""
-        tools = self.tools()
+        """The current tools with their validation rules and prompt, rebuilt only when the ToolSpecs change.
+
+        An env that keeps the base ``tools()`` has its class's declared tools for good: no call per step. Any other
+        env is asked every step and keeps its cache while it returns the same ToolSpec objects (a changed schema is
+        a new ToolSpec: a spec is never edited in place once an env has handed it out)."""
         cache = self._tooling
+        if cache is not None and cache.fixed:
+            return cache
+        tools = self.tools()
         if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
             return cache
         if (
@@ -353,7 +362,8 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             or len(cache.tools) != len(tools)
             or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
         ):
-            self._tooling = cache = _Tooling(tools, argument_rules(tools))
+            fixed = type(self).tools is RubricEnv.tools and "tools" not in self.__dict__
+            self._tooling = cache = _Tooling(tools, argument_rules(tools), fixed)
         return cache
 
     def step_typed(self, action: Action | str | Message) -> Observation:
@@ -406,12 +416,15 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             raise RuntimeError("call reset() before step()")
         if self._done:
             raise RuntimeError("the episode is over (terminated or truncated): call reset() to start another")
-        t0 = time.perf_counter()
-        tooling = self._tools_now()
-        tools = tooling.tools
+        t0 = perf_counter()
+        tooling = self._tooling
+        if tooling is None or not tooling.fixed:
+            tooling = self._tools_now()
         if not isinstance(text, str):
             text, parse_error = str(text), f"agent output must be text, got {type(text).__name__}"
-        text, call = clean_text(text), clean_call(call) if call is not None else None  # no lone surrogates past here
+        text = clean_text(text)  # no lone surrogates past here
+        if call is not None:
+            call = clean_call(call)
         if len(text) > self.max_action_chars:
             text = truncate(text, self.max_action_chars)
         if call is None and parse_error is None:
@@ -421,9 +434,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             else:
                 call = parsed
         if call is not None and parse_error is None:
-            parse_error = call_error(call.name, call.arguments, tools, tooling.rules)
-        valid = parse_error is None and call is not None
-        return _Pending(t0, tools, text, call if valid else None, call, parse_error, structured)
+            parse_error = call_error(call.name, call.arguments, tooling.tools, tooling.rules)
+        valid = call if parse_error is None else None
+        return _Pending(t0, tooling.tools, text, valid, call, parse_error, structured)
 
     def _finish_step(self, p: _Pending, out: ToolOutput | None) -> StepRecord:
         """Label, truncate and record a step whose tool call (if valid) gave ``out``."""
@@ -432,7 +445,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         stage = self._stage = self.stage_of(p.call)
         index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
-        reply = truncate(out.text, self.max_observation_chars)
+        reply = out.text
+        if len(reply) > self.max_observation_chars:
+            reply = truncate(reply, self.max_observation_chars)
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
         rec = StepRecord(
@@ -445,7 +460,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
             out,
             reply,
             truncated,
-            time.perf_counter() - p.t0,
+            perf_counter() - p.t0,
             p.tools,
         )
         self._records.append(rec)
@@ -493,7 +508,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         """Where the episode stands; ``extras`` holds ``summary()`` once the episode is over, never before (a
         running summary such as goal progress would tell the agent which guess is right)."""
         return State(
-            episode_id=self._episode_id,
+            episode_id=f"{self._env_key}-{self._episodes}" if self._episodes else None,
             env_id=self.env_id,
             task_id=self._task.id if self._task else None,
             step_count=len(self._records),
@@ -549,8 +564,12 @@ def _tool_error(call: ToolCall, e: ToolError) -> ToolOutput:
 
 @dataclass(slots=True)
 class _Tooling:
+    """The tools of the moment, their validation rules and the system prompt built from them; ``fixed`` when they
+    are the class's declared tools (the base ``tools()``), which never change."""
+
     tools: list[ToolSpec]
     rules: dict[str, ArgumentRules]
+    fixed: bool
     prompt: str | None = None
 
 

@@ -127,7 +127,7 @@ def parse_tool_call(text: str) -> ToolCall | str:
     body = _tool_call_body(text)
     if body and _decodes_clean(body):
         try:
-            call = ToolCall.model_validate_json(body)
+            call = ToolCall.__pydantic_validator__.validate_json(body)  # model_validate_json less its Python wrapper
         except ValueError:
             pass
         else:
@@ -222,6 +222,9 @@ class ArgumentRules:
     properties: frozenset[str]
     required: tuple[str, ...]
     closed: bool
+    required_declared: bool
+    """Every required name is a property: then a call whose keys are exactly the properties (the usual call)
+    has nothing missing and nothing extra, which one set comparison shows."""
     types: dict[str, tuple[str, ...]]
     exact: dict[str, frozenset[type]]
     """Per typed argument, the Python types that pass its ``types`` at once (``type(value) in exact``)."""
@@ -233,10 +236,12 @@ def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
     for t in tools:
         props = t.parameters.get("properties", {})
         types = {k: tuple(json_type(v)) for k, v in props.items() if isinstance(v, dict) and "type" in v}
+        required = tuple(t.parameters.get("required", ()))
         out[t.name] = ArgumentRules(
             properties=frozenset(props),
-            required=tuple(t.parameters.get("required", ())),
+            required=required,
             closed=t.parameters.get("additionalProperties") is False,
+            required_declared=set(required) <= set(props),
             types=types,
             exact={k: frozenset(c for kind in kinds for c in _JSON_TYPES.get(kind, ())) for k, kinds in types.items()},
         )
@@ -252,13 +257,14 @@ def call_error(
     rules_ = (rules if rules is not None else argument_rules(tools)).get(name)
     if rules_ is None:
         return f"unknown tool {name!r}; available tools: {', '.join(t.name for t in tools) or '(none)'}"
-    for required in rules_.required:
-        if required not in arguments:
-            missing = [k for k in rules_.required if k not in arguments]
-            return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
-    if rules_.closed and not rules_.properties.issuperset(arguments):
-        extra = [k for k in arguments if k not in rules_.properties]
-        return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
+    if not (rules_.required_declared and arguments.keys() == rules_.properties):
+        for required in rules_.required:
+            if required not in arguments:
+                missing = [k for k in rules_.required if k not in arguments]
+                return f"tool {name!r} is missing required argument(s): {', '.join(missing)}"
+        if rules_.closed and not rules_.properties.issuperset(arguments):
+            extra = [k for k in arguments if k not in rules_.properties]
+            return f"tool {name!r} got unknown argument(s): {', '.join(extra)}"
     exact = rules_.exact
     for key, value in arguments.items():
         allowed = exact.get(key)

@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from rubricgym.core.types import ToolSpec, json_type
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolOutput:
     """What running one tool call produced."""
 
@@ -91,9 +91,9 @@ class BoundTool:
 
 def declared_tools(cls: type) -> dict[str, BoundTool]:
     """The tools ``cls`` declares with ``@tool`` (its bases' too), by tool name in definition order."""
-    cached = cls.__dict__.get("_declared_tools_cache")
-    if cached is not None:
-        return cached
+    cached = getattr(cls, "_declared_tools_cache", None)  # (owner, tools): a subclass must not take its base's
+    if cached is not None and cached[0] is cls:
+        return cached[1]
     found: dict[str, BoundTool] = {}
     for klass in reversed(cls.__mro__):
         for attr, value in vars(klass).items():
@@ -102,7 +102,7 @@ def declared_tools(cls: type) -> dict[str, BoundTool]:
                 bound = _build(value, attr, decl)
                 found = {k: v for k, v in found.items() if v.method != attr}  # an override replaces its base's
                 found[bound.spec.name] = bound
-    cls._declared_tools_cache = found  # type: ignore[attr-defined]
+    cls._declared_tools_cache = (cls, found)  # type: ignore[attr-defined]
     return found
 
 

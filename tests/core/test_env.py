@@ -101,3 +101,14 @@ def test_episode_ids_are_distinct_per_reset(env):
         env.reset(seed=seed)
         ids.append(env.state().episode_id)
     assert len(set(ids)) == 3 and all(len(i) < 40 for i in ids)
+
+
+def test_details_are_the_public_keys_of_the_record_in_a_dict_of_their_own(env):
+    env.reset(seed=0)
+    *_, info = env.step(call("calculator", expression="6*7"))
+    assert info["details"] == {"value": 42}
+    info["details"]["value"] = 0  # the agent's copy: the step's record is untouched
+    assert env.steps[-1].info == {"value": 42}
+    *_, info = env.step(call("answer", value=42))
+    assert info["details"] == {"value": 42.0}  # whether it is correct stays private
+    assert set(env.steps[-1].info) == {"value", "correct"}

@@ -175,3 +175,43 @@ def test_parse_tool_call_gives_parse_calls_call(text):
         assert isinstance(got, ToolCall) and got.id is None
         assert got.name == parsed[0]
         assert json.dumps(got.arguments) == json.dumps(parsed[1])  # NaN-safe, and 1 is not 1.0
+
+
+@pytest.mark.parametrize(
+    ("parameters", "arguments", "error"),
+    [
+        # every property required: the call's keys are compared with the properties in one step
+        (
+            {"properties": {"x": {}, "y": {}}, "required": ["x", "y"], "additionalProperties": False},
+            {"x": 1, "y": 2},
+            None,
+        ),
+        (
+            {"properties": {"x": {}, "y": {}}, "required": ["x", "y"], "additionalProperties": False},
+            {"x": 1},
+            "missing required argument(s): y",
+        ),
+        (
+            {"properties": {"x": {}, "y": {}}, "required": ["x", "y"], "additionalProperties": False},
+            {"x": 1, "y": 2, "z": 3},
+            "unknown argument(s): z",
+        ),
+        (
+            {"properties": {"x": {}}, "required": ["x", "y"], "additionalProperties": False},
+            {"x": 1},
+            "missing required argument(s): y",
+        ),  # required but undeclared
+        ({"properties": {"x": {}, "y": {}}, "required": ["x"], "additionalProperties": False}, {"x": 1}, None),
+        (
+            {"properties": {"x": {}, "y": {}}, "required": ["x"], "additionalProperties": False},
+            {"y": 1},
+            "missing required argument(s): x",
+        ),
+        ({"properties": {"x": {}}, "required": ["x"]}, {"x": 1, "extra": 2}, None),  # open schema
+        ({"properties": {}, "required": [], "additionalProperties": False}, {}, None),
+        ({"properties": {}, "required": [], "additionalProperties": False}, {"x": 1}, "unknown argument(s): x"),
+    ],
+)
+def test_required_and_unknown_arguments_whatever_the_schema_shape(parameters, arguments, error):
+    got = call_error("t", arguments, [ToolSpec(name="t", description="T.", parameters=parameters)])
+    assert got == error if error is None else error in got

@@ -114,3 +114,47 @@ def test_a_tool_advertised_without_code_is_the_env_authors_error_named_at_the_fi
     env.reset(seed=0)
     with pytest.raises(TypeError, match="has no @tool named 'delete': declare it with @tool or override call_tool"):
         env.step('<tool_call>{"name": "delete", "arguments": {}}</tool_call>')
+
+
+def test_a_changed_tool_schema_is_checked_against_the_new_spec_not_a_cached_one():
+    from rubricgym.core.types import ToolSpec
+
+    class Switches(NotesEnv):  # tools per episode: a new list (and new specs) when they change
+        strict = False
+
+        def tools(self):
+            write, finish = super().tools()
+            if not self.strict:
+                return [write, finish]
+            params = {**finish.parameters, "properties": {"count": {"type": "string"}}, "required": ["count"]}
+            return [write, ToolSpec(name="finish", description=finish.description, parameters=params)]
+
+    env = Switches()
+    env.reset(seed=0)
+    finish = '<tool_call>{"name": "finish", "arguments": {"count": 2}}</tool_call>'
+    assert env.step(finish)[2]  # valid under the first schema: the episode ends
+    env.strict = True
+    obs, info = env.reset(seed=0)
+    assert "finish(count: string)" in obs  # the system prompt follows the tools
+    obs, _, terminated, _, info = env.step(finish)
+    assert not terminated and info["parse_error"] == "argument 'count' of tool 'finish' must be string, got int (2)"
+    _, _, _, _, info = env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
+    assert info["parse_error"] == "tool 'finish' is missing required argument(s): count"
+    env.strict = False  # and back, within the episode
+    assert env.step(finish)[2]
+
+
+def test_a_subclass_declares_its_own_tools_whatever_was_built_first():
+    base = [t.name for t in NotesEnv().tools()]
+
+    class More(NotesEnv):
+        @tool
+        def erase(self, title: str) -> str:
+            """Erase a note."""
+            return f"erased {title}"
+
+    assert [t.name for t in More().tools()] == [*base, "erase"]
+    assert [t.name for t in NotesEnv().tools()] == base
+    env = More()
+    env.reset(seed=0)
+    assert env.step('<tool_call>{"name": "erase", "arguments": {"title": "a"}}</tool_call>')[0] == "erased a"
