@@ -15,7 +15,9 @@ from rubricgym.core.rollout import rollout
 from rubricgym.envs.gui.agents import Escape, FlightOracle, Oracle, Shotgun, WrongSubmit, elements, find_ref
 from rubricgym.envs.gui.byo import WebTaskEnv
 from rubricgym.envs.gui.env import GuiEnv
+from rubricgym.envs.gui.templates import TEMPLATES
 from rubricgym.rewards.judges import CheckJudge
+from rubricgym.rewards.leaks import audit_leaks
 from rubricgym.rewards.prm import ProcessRewardModel
 
 SHORTCUTS: dict[str, Callable[..., Agent]] = {"shotgun": Shotgun, "wrong_submit": WrongSubmit, "escape": Escape}
@@ -77,6 +79,52 @@ def test_no_step_channel_shows_an_expected_value(pool):
             seen = json.dumps(info["details"]) + json.dumps(env.state().model_dump(mode="json"))
             assert not [s for s in secrets if s in seen], (task.id, info)
     env.close()
+
+
+OPEN_LEAKS = {
+    "shop.cheapest": "the answer is one of the product names the shop's start page lists",
+    "shop.price": "the shop's start page lists every product with its price",
+    "calendar.when": "the calendar's start page shows the events with their dates and times",
+    "mail.sender": "the inbox lists each email with its sender's address",
+}
+"""Templates whose answer is on the app's start page, so in the first observation (found by the audit below, #29):
+each needs a start page that does not show it (the contact list had the same fault and now shows names only)."""
+
+
+def _answer_tasks(templates: set[str] | None = None, exclude: set[str] = frozenset()) -> list:
+    return [
+        task
+        for tid, tmpl in TEMPLATES.items()
+        if (templates is None or tid in templates) and tid not in exclude
+        for task in GuiEnv(templates=[tid]).task_set(1, seed=3, split=tmpl.split)
+        if GuiEnv.secrets(task)
+    ]
+
+
+@pytest.mark.slow
+def test_leak_audit_finds_no_answer_before_the_agent_acts(pool):
+    """The leak audit over a task of every template with an answer to find, played by the wrong-submit probe (it
+    answers wrong at once and stops, so no action of its own reveals the answer). Before the fix the contact list
+    showed each contact's company beside the name: contacts.company's answer was in its first observation."""
+    tasks = _answer_tasks(exclude=set(OPEN_LEAKS))
+    assert "contacts.company" in {t.params["template"] for t in tasks} and len(tasks) >= 10
+    report = asyncio.run(
+        audit_leaks("gui-v0", agents={"wrong_submit": WrongSubmit}, tasks=tasks, env_kwargs={"pool": pool})
+    )
+    assert report.episodes == len(tasks) and report.secrets >= 5  # one-digit counts are too generic to scan for
+    assert report.ok, report.line()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("template", sorted(OPEN_LEAKS))
+def test_open_leaks_are_still_open(pool, template):
+    """Strict: when a start page stops showing the answer, this fails and the template leaves ``OPEN_LEAKS``."""
+    report = asyncio.run(
+        audit_leaks(
+            "gui-v0", agents={"wrong_submit": WrongSubmit}, tasks=_answer_tasks({template}), env_kwargs={"pool": pool}
+        )
+    )
+    assert [leak.channel for leak in report.leaks][:1] == ["first observation"], (template, OPEN_LEAKS[template])
 
 
 async def _scores(env_factory: Callable[[], RubricEnv], agent: Agent, tasks) -> list[tuple[float, float]]:

@@ -1,5 +1,6 @@
 /* Contacts: a searchable list, favourites, a detail card, add/edit/delete.
- * State: {contacts: [{id, name, phone, email, company, favorite}]} */
+ * State: {contacts: [{id, name, phone, email, company, favorite}]}
+ * The list shows names only: phone, email and company are on a contact's card (tasks ask for them). */
 "use strict";
 let S = { contacts: [] };
 let query = "";
@@ -18,7 +19,7 @@ function render() {
   main.innerHTML = `<h2>${view === "favorites" ? "Favorites" : "Contacts"}</h2>
     <input type="search" id="q" aria-label="Search contacts" placeholder="Search contacts" value="${esc(query)}" style="width:100%;padding:8px;margin-bottom:12px">
     <ul class="list" aria-label="Contacts">${shown.map((c) => `<li><button class="row" data-act="open" data-arg="${c.id}">
-    <span class="grow">${c.favorite ? "★ " : ""}${esc(c.name)}</span><span class="muted">${esc(c.company)}</span></button></li>`).join("") ||
+    <span class="grow">${c.favorite ? "★ " : ""}${esc(c.name)}</span></button></li>`).join("") ||
     '<li class="muted" style="padding:12px">No contacts</li>'}</ul>`;
   document.getElementById("q").addEventListener("input", (e) => { query = e.target.value; render(); document.getElementById("q").focus(); });
 }
