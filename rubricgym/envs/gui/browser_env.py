@@ -48,6 +48,9 @@ class BrowserEnv(RubricEnv):
     max_observation_chars = 12_000
     public_info_keys: ClassVar[frozenset[str]] = frozenset({"tool", "screenshot_jpeg_b64", "timeout", "escaped"})
     step_records = RECORDS
+    open_ahead: ClassVar[bool] = False
+    """Whether the pool opens the next episode's start page ahead (``Session.settle``): only for pages that do
+    nothing until ``open_episode`` sets them up (no timers, no clock read at load), since a spare may wait a while."""
     shortcut_agents: ClassVar[Mapping[str, str]] = {
         "shotgun": "rubricgym.envs.gui.agents:Shotgun",
         "wrong_submit": "rubricgym.envs.gui.agents:WrongSubmit",
@@ -128,6 +131,7 @@ class BrowserEnv(RubricEnv):
         await self.open_episode(self.session, task)
         page = await self.page_text()
         self._task = task.model_copy(update={"prompt": f"{await self.episode_prompt(task)}\n\n{page}"})
+        self.session.settle(self.open_ahead)  # the next episode's page opens while the agent reads this one
 
     async def restore_page(self, session: Session) -> None:
         """Put a re-opened page (after a crash or hang) back in the episode's last state; default: leave it fresh."""

@@ -54,6 +54,7 @@ class GuiEnv(BrowserEnv):
         "random": "rubricgym.envs.gui.agents:RandomClicker",
     }
     guidance_levels = guidance.LEVELS
+    open_ahead = True  # the bundled apps render nothing of their own until load(state)
     discoverable: ClassVar[Mapping[str, frozenset[str]]] = {
         "goals": frozenset({"*"}),  # what an information task asks for is on the app's pages (and on the sheet)
         "plan": frozenset({"*"}),  # the oracle's plan names elements of those pages and the text it types
@@ -92,9 +93,10 @@ class GuiEnv(BrowserEnv):
         """The answers the agent must find out (answer-sheet goals) that the instruction does not state.
 
         State goals describe the state the instruction asks for, in the app's own vocabulary (a folder named
-        "sent"). An answer is on the app's pages by design (``discoverable`` through every tool: the company asked
-        for is one of the nine on the contact list), so the audit holds it to the channels no page reaches: ids,
-        the first observation, ``info`` and ``state()``; which one it is, the shortcut battery checks.
+        "sent"). An answer is on a page the agent opens (``discoverable`` through every tool: the company asked
+        for is on the contact's card), so the audit holds it to the channels no action reaches: ids, the first
+        observation (the start page shows no answer: the contact list shows names only), ``info`` and ``state()``;
+        which one it is, the shortcut battery checks.
         """
         shown = task.prompt.casefold()
         return [
@@ -169,8 +171,7 @@ class GuiEnv(BrowserEnv):
             raise ValueError(f"task {task.id!r}: unknown app {app!r}; bundled apps: {', '.join(APPS)}")
         self.scope = f"{APP_ORIGIN}/{app}/"
         await session.open(self.scope + "index.html")
-        await session.evaluate("s => load(s)", task.params["state"])
-        self._initial = self._last = await session.evaluate("() => state()")
+        self._initial = self._last = await session.evaluate("s => (load(s), state())", task.params["state"])
         rows = check_goals(self._goals, self._initial, {})
         self._progress, self._start_state_progress = progress(rows), state_progress(rows)
 

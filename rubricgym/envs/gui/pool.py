@@ -6,6 +6,13 @@ event loop in a daemon thread and every browser operation runs there: ``pool.run
 face) and ``await pool.arun(coro)`` awaits from any other loop (rollouts). Many episodes share the one browser;
 an episode is a ``Session`` (a browser context with its own storage, routes and page).
 
+Reset cost: a new page on a fresh origin plus its navigation is most of an episode's start (tens to hundreds of
+ms, more with many live pages on two cores). The pool keeps up to ``spare_pages`` pages already opened at a URL
+an episode recently started from, each on an origin no episode has used, so the next reset at that URL adopts
+one (``Session.open``) and is left with loading the task's state and reading the first observation; the spare is
+replaced off the hot path (``Session.settle``). Only envs whose pages are static until an episode sets them up open
+pages ahead (``BrowserEnv.open_ahead``).
+
 Failures: a crashed browser (``disconnected``) or page (``crash``) and a hung one (an action past its timeout
 whose page no longer answers a probe) are detected; the browser is killed and relaunched and every session
 re-opens its page on the new browser from the app state it last read, so other episodes go on.
@@ -30,21 +37,56 @@ T = TypeVar("T")
 
 CHROMIUM_ENV = "RUBRICGYM_CHROMIUM"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+)
+"""Playwright's own ``--disable-features`` (1.65, ``chromiumSwitches.ts``). Chromium keeps only the last
+``--disable-features`` switch, so ours must repeat them or they are silently enabled again."""
 # --no-sandbox: Chromium's own sandbox needs user namespaces that containers and root lack; every page is ours.
 # Site isolation off + a renderer-process limit: episodes' pages (each on its own private origin) share a few
-# renderer processes, ~14 MB per extra episode instead of ~60 MB for a context with a process of its own.
+# renderer processes, ~13 MB per extra episode instead of ~60 MB for a context with a process of its own.
+# Measured on Chromium 156 (bench/gui.py, 8 live episodes, unique pages of the browser's process tree): the WebUI
+# omnibox popup a headless browser preloads took a renderer of its own (~35 MB, and one of the renderer slots);
+# the GPU (software compositing) and network services in the browser process save ~20 MB more.
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-dev-shm-usage",
     "--disable-gpu",
+    "--in-process-gpu",
     "--disable-extensions",
     "--no-first-run",
     "--mute-audio",
     "--disable-background-networking",
     "--disable-sync",
     "--disable-site-isolation-trials",
-    "--disable-features=IsolateOrigins,site-per-process",
+    "--disable-features="
+    + ",".join(
+        (
+            *PLAYWRIGHT_DISABLED_FEATURES,
+            "IsolateOrigins",
+            "site-per-process",
+            "WebUIOmniboxPopup",
+            "WebUIOmniboxAimPopup",
+            "WebUIOmniboxFullPopup",
+        )
+    ),
+    "--enable-features=CDPScreenshotNewSurface,SkipListAccountsWithoutGaiaCookies,NetworkServiceInProcess2",
 )
+DRIVER_NODE_OPTIONS = "--max-semi-space-size=1"
+"""V8 option for Playwright's Node driver: a 1 MB young generation instead of up to 16 MB semi-spaces (~25 MB
+less resident; the driver's allocations are small protocol messages)."""
 
 
 class BrowserUnavailable(RuntimeError):
@@ -94,12 +136,27 @@ class BrowserPool:
     _shared_lock = threading.Lock()
 
     def __init__(
-        self, executable: str | None = None, *, launch_timeout: float = 60.0, renderer_processes: int | None = None
+        self,
+        executable: str | None = None,
+        *,
+        launch_timeout: float = 60.0,
+        renderer_processes: int | None = None,
+        spare_pages: int = 1,
     ):
+        """``spare_pages``: how many pages the pool keeps opened ahead at the URLs episodes recently started from
+        (0: none; each costs one live page's memory, ~13 MB)."""
+        if spare_pages < 0:
+            raise ValueError(f"spare_pages must be 0 (no pages opened ahead) or more, got {spare_pages}")
         self.executable = find_chromium(executable)
         self._async_playwright = _playwright()
         self.launch_timeout = launch_timeout
         self.renderer_processes = renderer_processes or max(2, os.cpu_count() or 2)
+        self.spare_pages = spare_pages
+        self.spares: dict[Any, list[Any]] = {}  # key (site, URL, viewport) -> opened sessions no episode has used
+        self.warming: dict[Any, list[asyncio.Task[Any]]] = {}  # key -> spares being opened
+        self.spare_hits = 0
+        self.spare_misses = 0
+        self._background: set[asyncio.Future[Any]] = set()
         self.owners: dict[Any, Any] = {}  # page -> its Session (routes and popups are decided per page)
         self._context: Any = None
         self._serial = 0
@@ -157,7 +214,7 @@ class BrowserPool:
                 return self._browser
             await self._discard()
             if self._pw is None:
-                self._pw = await self._async_playwright().start()
+                self._pw = await self._start_driver()
             self._browser = await self._pw.chromium.launch(
                 executable_path=self.executable,
                 args=[
@@ -170,6 +227,25 @@ class BrowserPool:
             self.generation += 1
             self.launches += 1
             return self._browser
+
+    async def _start_driver(self) -> Any:
+        """Start Playwright's Node driver with ``DRIVER_NODE_OPTIONS`` (the driver reads ``NODE_OPTIONS`` from this
+        process's environment when it starts; a caller's own ``NODE_OPTIONS`` is kept and put back)."""
+        before = os.environ.get("NODE_OPTIONS")
+        os.environ["NODE_OPTIONS"] = f"{before} {DRIVER_NODE_OPTIONS}" if before else DRIVER_NODE_OPTIONS
+        try:
+            return await self._async_playwright().start()
+        finally:
+            if before is None:
+                os.environ.pop("NODE_OPTIONS", None)
+            else:
+                os.environ["NODE_OPTIONS"] = before
+
+    def background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` on the pool's loop without waiting for it (pool loop only); its errors are dropped."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(_forget(self._background))
 
     async def shared_context(self) -> Any:
         """The context of every file-served session (pool loop): no downloads, no service workers, routes by page."""
@@ -229,6 +305,11 @@ class BrowserPool:
         browser, self._browser = self._browser, None
         self._context = None
         self.owners.clear()
+        self.spares.clear()  # their pages die with the browser
+        for tasks in self.warming.values():
+            for task in tasks:
+                task.cancel()
+        self.warming.clear()
         self.kill_processes()
         if browser is not None:
             with contextlib.suppress(Exception):  # it is dead or dying; the processes were killed above
@@ -273,3 +354,12 @@ class BrowserPool:
             self._closed = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
+
+
+def _forget(tasks: set[asyncio.Future[Any]]) -> Any:
+    def done(task: asyncio.Future[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a background failure (a page closed under it) is not an error
+
+    return done

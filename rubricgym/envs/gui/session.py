@@ -83,7 +83,9 @@ class Session:
 
     A site served from files gets a page in the pool's shared context, on an origin of its own (a private
     registrable domain, so no storage, cookie or site is shared with another episode; the agent sees the site's
-    canonical origin). A loopback site, whose origin is fixed, gets a context of its own.
+    canonical origin). Every episode gets a new page on a new origin: one the pool opened ahead (a spare, never
+    shown to an episode) or one opened then; the last episode's page is closed off the hot path. A loopback site,
+    whose origin is fixed, gets a context of its own whose page is recycled with its storage wiped.
     """
 
     def __init__(
@@ -103,6 +105,8 @@ class Session:
         self.recoveries = 0
         self.recycled = 0
         self.origin = self.site.origin
+        self._url = ""  # the URL the episode's page was opened at (the key of its spares)
+        self._finished: list[tuple[Any, str]] = []  # earlier episodes' pages (and origins) still to close
 
     @property
     def shared(self) -> bool:
@@ -122,28 +126,139 @@ class Session:
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     async def open(self, url: str) -> None:
-        """The page at ``url`` (on the site's origin) with no cookies and no storage.
+        """The page at ``url`` (on the site's origin) with no cookies, no storage and no history.
 
-        A live page of this session is recycled (its cookies and storage cleared, a new page on the same
-        context), which is cheaper than a new context; after a crash or relaunch everything is made anew.
+        A file-served site: a fresh page on a fresh origin, adopted from the pool's spares when one was opened
+        ahead at ``url``; this session's previous page is closed in the background. A loopback site: a live page
+        of this session is recycled (its cookies and storage cleared, a new page on the same context), which is
+        cheaper than a new context; after a crash or relaunch everything is made anew.
         """
         if self.site.root is not None and not self.site.owns(url):
             raise ValueError(f"{url!r} is not on the site {self.site.origin}")
+        if self.shared:
+            await self._open_shared(url)
+            return
         if await self._recycle(url):
             return
         await self.close()
         browser = await self.pool.browser()
         self.generation = self.pool.generation
-        if self.shared:
-            self.context = await self.pool.shared_context()
-            self.origin = self.pool.private_origin(self)
-        else:
-            self.context = await browser.new_context(accept_downloads=False, service_workers="block")
-            await self.context.route("**/*", self.route)
-            await self.context.route_web_socket(re.compile(".*"), self.route_ws)
-            self.context.on("page", lambda page: asyncio.ensure_future(self.pool.refuse_popup(page, self)))
+        self.context = await browser.new_context(accept_downloads=False, service_workers="block")
+        await self.context.route("**/*", self.route)
+        await self.context.route_web_socket(re.compile(".*"), self.route_ws)
+        self.context.on("page", lambda page: asyncio.ensure_future(self.pool.refuse_popup(page, self)))
         self.page = await self._new_page()
         await self.page.goto(self.actual(url), wait_until="load")
+
+    # ---- file-served sites: a fresh page and origin per episode, opened ahead when the pool can --------------
+
+    @property
+    def spare_key(self) -> tuple[str, str, str, tuple[int, int]]:
+        return (self.site.origin, str(self.site.root), self._url, self.viewport)
+
+    async def _open_shared(self, url: str) -> None:
+        self._retire_pages()  # a previous open whose episode never called settle()
+        if self.page is not None:
+            self.pool.owners.pop(self.page, None)  # from now on every request of the old page is refused
+            self._finished.append((self.page, self.origin))
+        self.page = None
+        self._url = url
+        spare = await self._take_spare() if self.pool.spare_pages else None
+        if spare is not None:
+            self._adopt(spare)
+            return
+        await self._open_fresh(url)
+
+    async def _open_fresh(self, url: str) -> Session:
+        """A new page on a new private origin of the shared context, at ``url``."""
+        await self.pool.browser()
+        self.generation = self.pool.generation
+        self.context = await self.pool.shared_context()
+        self.origin = self.pool.private_origin(self)
+        self.page = await self._new_page()
+        await self.page.goto(self.actual(url), wait_until="load")
+        return self
+
+    def alive(self) -> bool:
+        """Whether this session's page is open and usable on the pool's current browser."""
+        browser = self.pool._browser
+        return (
+            self.page is not None
+            and not self.page.is_closed()
+            and not self.crashed
+            and self.generation == self.pool.generation
+            and browser is not None
+            and browser.is_connected()
+        )
+
+    async def _take_spare(self) -> Session | None:
+        """A spare opened ahead at this URL (waiting for one being opened), or ``None``."""
+        pool, key = self.pool, self.spare_key
+        ready = pool.spares.get(key, [])
+        while ready:
+            spare = ready.pop()
+            if spare.alive():
+                pool.spare_hits += 1
+                return spare
+            pool.background(spare.close())
+        warming = pool.warming.get(key, [])
+        if warming:  # claimed: it no longer goes to the ready list when it is done
+            task = warming.pop(0)
+            await asyncio.wait([task])  # a relaunch may cancel it, which must not cancel this open
+            spare = None if task.cancelled() or task.exception() is not None else task.result()
+            if spare is not None and spare.alive():
+                pool.spare_hits += 1
+                return spare
+        pool.spare_misses += 1
+        return None
+
+    def _adopt(self, spare: Session) -> None:
+        """Take over ``spare``'s page: its origin is one no episode has used, its history holds only ``url``."""
+        page = spare.page
+        self.context, self.page, self.origin, self.generation = spare.context, page, spare.origin, spare.generation
+        spare.page = spare.context = None
+        self.refs, self.seen_refs = set(), set()
+        self.crashed = False
+        self.blocked.extend(spare.blocked)  # what the page asked for while it loaded was refused all the same
+        page.remove_listener("crash", spare._on_crash)
+        page.on("crash", self._on_crash)
+        page.set_default_timeout(self.action_timeout * 1000)
+        self.pool.owners[page] = self
+
+    def _retire_pages(self) -> None:
+        """Close finished episodes' pages in the background; their origins are never used again."""
+        finished, self._finished = self._finished, []
+        for page, origin in finished:
+            self.pool.owners.pop(page, None)
+            self.pool.background(_retire(page, origin))
+
+    def settle(self, open_ahead: bool = True) -> None:
+        """Work an episode start leaves for later (pool loop; call it once the first observation is read): close the
+        last episode's page and, with ``open_ahead``, open a spare for the next episode at this session's URL. Keeps
+        at most ``pool.spare_pages`` spares, dropping the least recently used URLs' first. Only for pages whose
+        start does not depend on when they were loaded (a spare may wait minutes before an episode adopts it)."""
+        self._retire_pages()
+        pool = self.pool
+        if not open_ahead or not self.shared or pool.spare_pages <= 0 or not self._url or not self.alive():
+            return
+        key = self.spare_key
+        pool.spares[key] = pool.spares.pop(key, [])  # the most recently used URL goes last
+        if len(pool.spares[key]) + len(pool.warming.get(key, [])) >= pool.spare_pages:
+            return
+        held = sum(map(len, pool.spares.values())) + sum(map(len, pool.warming.values()))
+        for other in list(pool.spares):  # oldest keys first (dicts keep insertion order)
+            while held >= pool.spare_pages and other != key and pool.spares[other]:
+                pool.background(pool.spares[other].pop(0).close())
+                held -= 1
+            if not pool.spares[other]:
+                del pool.spares[other]
+        if held >= pool.spare_pages:
+            return
+        spare = Session(pool, self.site, action_timeout=self.action_timeout, viewport=self.viewport)
+        spare._url = self._url
+        task = asyncio.ensure_future(spare._open_fresh(self._url))
+        pool.warming.setdefault(key, []).append(task)
+        task.add_done_callback(lambda t: _warmed(pool, key, t))
 
     async def _new_page(self) -> Any:
         """A page with a fresh history (so go_back never reaches another episode's pages)."""
@@ -160,14 +275,7 @@ class Session:
 
     async def _recycle(self, url: str) -> bool:
         page = self.page
-        if (
-            page is None
-            or page.is_closed()
-            or self.crashed
-            or self.generation != self.pool.generation
-            or self.pool._browser is None
-            or not self.pool._browser.is_connected()
-        ):
+        if not self.alive():
             return False
         try:
             await asyncio.wait_for(self._wipe(page, url), self.action_timeout + 5)
@@ -178,8 +286,7 @@ class Session:
 
     async def _wipe(self, page: Any, url: str) -> None:
         """Cookies and local storage cleared, a new page (new history, empty session storage) at ``url``."""
-        host = urlsplit(self.origin).hostname
-        await self.context.clear_cookies(domain=host) if self.shared else await self.context.clear_cookies()
+        await self.context.clear_cookies()  # the context is this session's alone
         if page.url.startswith(self.origin):  # every page of the episode is on its origin (others are blocked)
             await page.evaluate("() => { try { localStorage.clear(); } catch (e) {} }")
         await self._close_page(page)
@@ -192,6 +299,7 @@ class Session:
             await asyncio.wait_for(page.close(), 5)
 
     async def close(self) -> None:
+        self._retire_pages()
         context, page, self.context, self.page = self.context, self.page, None, None
         if page is not None:
             await self._close_page(page)
@@ -224,15 +332,7 @@ class Session:
 
     async def ensure(self) -> None:
         """Re-open the page on a live browser if it crashed or the browser was relaunched."""
-        alive = (
-            self.page is not None
-            and not self.page.is_closed()
-            and not self.crashed
-            and self.generation == self.pool.generation
-            and self.pool._browser is not None
-            and self.pool._browser.is_connected()
-        )
-        if alive:
+        if self.alive():
             return
         self.recoveries += 1
         url = self.url if self.page is not None and not self.crashed else ""
@@ -369,6 +469,30 @@ class Session:
             await page.evaluate(SETTLE_JS)
 
         await self.guarded(name, run_and_settle)
+
+
+async def _retire(page: Any, origin: str) -> None:
+    """Close a finished episode's page, then drop its origin's cookies from the shared context."""
+    with contextlib.suppress(Exception):  # the browser may be gone or relaunched
+        await asyncio.wait_for(page.close(), 5)
+        await page.context.clear_cookies(domain=urlsplit(origin).hostname)
+
+
+def _warmed(pool: BrowserPool, key: Any, task: asyncio.Task[Session]) -> None:
+    """A spare finished opening: ready for the next episode at its URL, unless an episode already claimed it."""
+    waiting = pool.warming.get(key, [])
+    if task not in waiting:
+        return  # claimed (the claimer reads its result) or dropped by a relaunch
+    waiting.remove(task)
+    if not waiting:
+        pool.warming.pop(key, None)
+    if task.cancelled() or task.exception() is not None:
+        return
+    spare = task.result()
+    if spare.alive():
+        pool.spares.setdefault(key, []).append(spare)
+    else:
+        pool.background(spare.close())
 
 
 def _first_line(e: Exception) -> str:

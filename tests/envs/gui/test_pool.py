@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -64,18 +65,38 @@ def test_requests_to_other_origins_popups_and_downloads_are_refused(pool, site):
     pool.run(s.close())
 
 
+WRITE = """() => { localStorage.setItem('k', 'secret'); sessionStorage.setItem('s', 'secret'); document.cookie = 'c=1';
+    document.getElementById('out').textContent = 'secret'; location.hash = '#/mine'; }"""
+READ = """() => [localStorage.getItem('k'), sessionStorage.getItem('s'), document.cookie,
+    document.getElementById('out').textContent, history.length].map(String).join('|')"""
+FRESH = "null|null|||2"  # a new page's history: its first about:blank and the page
+
+
 @pytest.mark.slow
-def test_sessions_do_not_share_storage_and_recycling_wipes_it(pool, site):
+def test_no_episode_sees_another_episodes_cookies_storage_dom_or_history(pool, site):
+    """Every episode's page is new, on an origin no episode used before: opened ahead (a spare, adopted at the next
+    reset) or opened then. Neither an episode running beside it nor the session's previous one shows through."""
     a, b = Session(pool, site), Session(pool, site)
     for s in (a, b):
         pool.run(s.open(site.origin + "/"))
-    pool.run(a.evaluate("() => { localStorage.setItem('k', 'secret'); document.cookie = 'c=1'; }"))
-    assert pool.run(b.evaluate("() => localStorage.getItem('k') + '|' + document.cookie")) == "null|"
-    pool.run(a.open(site.origin + "/"))  # the next episode in the same session
-    assert a.recycled == 1
-    assert pool.run(a.evaluate("() => localStorage.getItem('k') + '|' + document.cookie")) == "null|"
+    pool.run(a.evaluate(WRITE))
+    assert pool.run(b.evaluate(READ)) == FRESH  # the episode beside it
+    hits, origin = pool.spare_hits, a.origin
+    pool.run(_open_ahead_and_wait(pool, a))
+    pool.run(a.open(site.origin + "/"))  # the session's next episode, on the page opened ahead
+    assert pool.spare_hits == hits + 1 and a.origin not in (origin, b.origin)
+    assert pool.run(a.evaluate(READ)) == FRESH  # no storage, cookie, DOM or history of the last one
+    pool.run(a.evaluate(WRITE))
+    pool.run(b.open(site.origin + "/"))  # no spare ready: a page opened now, on a fresh origin all the same
+    assert pool.run(b.evaluate(READ)) == FRESH and b.origin != a.origin
     for s in (a, b):
         pool.run(s.close())
+
+
+async def _open_ahead_and_wait(pool, s: Session) -> None:
+    s.settle()
+    for tasks in list(pool.warming.values()):
+        await asyncio.wait(tasks)
 
 
 @pytest.mark.slow
