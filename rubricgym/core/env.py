@@ -375,7 +375,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         if type(self).step_typed is not RubricEnv.step_typed:  # an env's own step_typed is the step
             return self.step_typed(action)
         pending = self._prepare_step(**_action_fields(action))
-        call = pending.call
+        call = pending[3]
         if call is None:
             return self._finish_step(pending, None).materialise()[0].observation
         cls = type(self)
@@ -394,12 +394,13 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     ) -> StepRecord:
         """The one code path of a synchronous step: parse, validate, run the tool, label, truncate, record."""
         pending = self._prepare_step(text, call, parse_error, structured)
-        if pending.call is None:
+        call = pending[3]
+        if call is None:
             return self._finish_step(pending, None)
         try:
-            out = self.call_tool(pending.call)
+            out = self.call_tool(call)
         except ToolError as e:
-            out = _tool_error(pending.call, e)
+            out = _tool_error(call, e)
         return self._finish_step(pending, out)
 
     def _run_tool(self, call: ToolCall, run: Callable[[ToolCall], ToolOutput]) -> ToolOutput:
@@ -411,7 +412,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     def _prepare_step(
         self, text: Any, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> _Pending:
-        """Parse and validate an action; ``call`` of the result is the tool call to run (``None``: malformed)."""
+        """Parse and validate an action; the result's call to run (``[3]``) is ``None`` for a malformed one."""
         if self._task is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
@@ -435,14 +436,14 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
                 call = parsed
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tooling.tools, tooling.rules)
-        valid = call if parse_error is None else None
-        return _Pending(t0, tooling.tools, text, valid, call, parse_error, structured)
+        return t0, tooling.tools, text, call if parse_error is None else None, call, parse_error, structured
 
-    def _finish_step(self, p: _Pending, out: ToolOutput | None) -> StepRecord:
+    def _finish_step(self, pending: _Pending, out: ToolOutput | None) -> StepRecord:
         """Label, truncate and record a step whose tool call (if valid) gave ``out``."""
+        t0, tools, text, call, given, parse_error, structured = pending
         if out is None:
-            out = ToolOutput(text=format_parse_error(p.parse_error or "no tool call found", p.tools))
-        stage = self._stage = self.stage_of(p.call)
+            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
+        stage = self._stage = self.stage_of(call)
         index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
         reply = out.text
@@ -451,17 +452,7 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
         rec = StepRecord(
-            index,
-            stage,
-            p.text,
-            p.given,
-            p.parse_error,
-            p.structured,
-            out,
-            reply,
-            truncated,
-            perf_counter() - p.t0,
-            p.tools,
+            index, stage, text, given, parse_error, structured, out, reply, truncated, perf_counter() - t0, tools
         )
         self._records.append(rec)
         if out.done or truncated:
@@ -530,18 +521,10 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A parsed action waiting for its tool's output: ``call`` is the valid call to run, ``given`` what the
-    agent sent (recorded even when invalid)."""
-
-    t0: float
-    tools: list[ToolSpec]
-    text: str
-    call: ToolCall | None
-    given: ToolCall | None
-    parse_error: str | None
-    structured: bool
+_Pending = tuple[float, list[ToolSpec], str, ToolCall | None, ToolCall | None, str | None, bool]
+"""A parsed action waiting for its tool's output: (start time, tools, text, the valid call to run or ``None``, the
+call the agent sent (recorded even when invalid), parse error, structured). A plain tuple: one is built per step,
+and a tuple costs a tenth of a dataclass instance."""
 
 
 def _action_fields(action: Action | str | Message) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pydantic import (
     computed_field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from rubricgym.core.steprecord import Edits, RecordError, StepRecords, ToolRecord, env_records
@@ -207,6 +208,17 @@ class Stripped(ToolRecord):
     s: str
 
 
+class Whole(ToolRecord):
+    low: int
+    high: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Whole:
+        if self.low > self.high:
+            raise ValueError("low > high")
+        return self
+
+
 class Strict(ToolRecord):
     model_config = ConfigDict(extra="forbid", strict=True)
     x: float
@@ -239,6 +251,8 @@ class Strict(ToolRecord):
         (Aliased, {"ex": 1}),
         (Aliased, {"x": 1}),
         (Stripped, {"s": "  padded "}),  # a config option changes the value
+        (Whole, {"low": 1, "high": 2}),  # a model validator: the record is built
+        (Whole, {"low": 3, "high": 2}),
         (Strict, {"x": 1}),
         (Strict, {"x": 1.0}),
         (Write, {"tool": "write", "changed_files": ["a.py"]}),
