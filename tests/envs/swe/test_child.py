@@ -1,4 +1,5 @@
-"""``Child``: a sandbox command's host process read from the event loop (real processes, no sandbox needed)."""
+"""``Launcher`` and ``Child``: a sandbox command's host process, parked ahead, then read from the event loop
+(real processes, no sandbox needed)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import os
 
 import pytest
 
-from rubricgym.envs.swe.sandbox.child import Child
+from rubricgym.envs.swe.sandbox.base import quote
+from rubricgym.envs.swe.sandbox.child import Child, Launcher
 
 
-async def _run(argv: list[str], cap: int = 1000) -> tuple[Child, list[int]]:
+async def _run(argv: list[str], cap: int = 1000, prelude: str = "") -> tuple[Child, list[int]]:
     calls: list[int] = []
-    child = Child(argv, cap, on_overflow=lambda: (calls.append(1), os.killpg(child.pid, 9)))
+    launcher = Launcher(prelude)
+    child = Child(launcher, cap, on_overflow=lambda: (calls.append(1), os.killpg(child.pid, 9)))
+    launcher.go(f"exec {quote(argv)} </dev/null\n")
     try:
         await asyncio.wait_for(asyncio.gather(child.exited, child.drained), 60)
     finally:
@@ -46,3 +50,30 @@ async def test_the_environment_is_empty_and_stdin_is_closed():
     assert bytes(child.output["stdout"]) == b""
     child, _ = await _run(["/bin/cat"])
     assert child.returncode == 0 and bytes(child.output["stdout"]) == b""
+
+
+async def test_the_prelude_runs_first_and_a_failing_one_stops_the_launch():
+    child, _ = await _run(["/bin/sh", "-c", "ulimit -c"], prelude="ulimit -c 7 || exit 125; ")
+    assert bytes(child.output["stdout"]) == b"7\n"
+    child, _ = await _run(["/bin/echo", "must not run"], prelude="false || exit 125; ")
+    assert child.returncode == 125 and bytes(child.output["stdout"]) == b""
+
+
+async def test_a_parked_launcher_waits_and_runs_any_argument_verbatim():
+    odd = 'it\'s "quoted" $HOME `id` \\ \n a newline and ' + "x" * 100_000
+    launcher = Launcher()
+    await asyncio.sleep(0.2)
+    assert launcher.alive(), "a launcher waits for its command"
+    child = Child(launcher, 1_000_000, on_overflow=lambda: None)
+    launcher.go(f"exec {quote(['/usr/bin/printf', '%s', odd])} </dev/null\n")
+    try:
+        await asyncio.wait_for(asyncio.gather(child.exited, child.drained), 60)
+    finally:
+        child.close()
+    assert child.returncode == 0 and bytes(child.output["stdout"]).decode() == odd
+
+
+def test_an_unused_launcher_is_discarded():
+    launcher = Launcher()
+    launcher.discard()
+    assert not launcher.alive()

@@ -93,8 +93,13 @@ import asyncio, os, sys
 from pathlib import Path
 from rubricgym.envs.swe.sandbox import BwrapBackend
 async def main():
-    sb = await BwrapBackend().create(Path(sys.argv[1]))
+    backend = BwrapBackend()
+    sb = await backend.create(Path(sys.argv[1]))
     await sb.exec("echo hi > planted.txt")
+    for _ in range(500):  # until the spare made ahead is ready, so that it is left behind too
+        if backend._spare_slots:
+            break
+        await asyncio.sleep(0.01)
     print(sb.home, flush=True)
     os.kill(os.getpid(), 9)
 asyncio.run(main())
@@ -120,8 +125,10 @@ async def test_startup_sweeps_what_a_killed_owner_left(bwrap, repo, tmp_path, mo
     assert proc.returncode == -9, proc.stderr
     home = Path(proc.stdout.strip())
     assert home.is_dir() and home.parent.parent == root, "the killed owner should have left its sandbox"
+    left = set((root / "work").iterdir())  # its sandbox, and the spare made ahead if it was ready
     async with await BwrapBackend().create(repo) as sb:  # a new backend sweeps at its first create
         assert not home.exists(), "the dead owner's sandbox was not swept"
+        assert left.isdisjoint((root / "work").iterdir()), "the dead owner's spare sandbox was not swept"
         assert mounts_under(home) == []
         assert sb.home.is_dir(), "a live sandbox must never be swept"
         assert BwrapBackend().sweep() == [] and sb.home.is_dir()
@@ -211,3 +218,77 @@ async def test_a_cancelled_command_leaves_no_process_behind(bwrap, repo):
             await task
         assert running() == [], "cancelling exec must kill every process the command started"
         assert (await sb.exec("echo still usable")).stdout == "still usable\n"
+
+
+async def _spare(backend, timeout: float = 60.0):
+    """The spare the backend makes in a thread after a create (polled: it is ready in milliseconds)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not backend._spare_slots and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert backend._spare_slots, "no spare was made after a create"
+    return backend._spare_slots[-1]
+
+
+async def test_a_sandbox_made_from_a_spare_sees_nothing_of_another(repo):
+    import os
+
+    from rubricgym.envs.swe.sandbox import BwrapBackend
+
+    if BwrapBackend.unavailable_reason():
+        pytest.skip(BwrapBackend.unavailable_reason())
+    backend = BwrapBackend(spares=1)
+    first = await backend.create(repo)
+    res = await first.exec(
+        "echo secret > pkg/planted.py; echo secret > /tmp/planted; (exec -a rg-first-sandbox sleep 300 &) ; "
+        "cat /proc/self/status | grep -E '^NSpid'"
+    )
+    assert res.ok, res.describe()
+    spare = await _spare(backend)
+    second = await backend.create(repo)
+    try:
+        assert second.home == spare.home and second.home != first.home, "the second sandbox did not use the spare"
+        assert (await first.read_file("pkg/planted.py")) == b"secret\n", "the first sandbox must be untouched"
+        res = await second.exec(
+            "find /work /tmp -mindepth 1 | sort; for p in /proc/[0-9]*; do cat $p/cmdline | tr '\\0' ' '; echo; done"
+        )
+        assert res.ok, res.describe()
+        seen = res.stdout
+        assert "planted" not in seen, "the second sandbox sees the first one's files"
+        assert "rg-first-sandbox" not in seen, "the second sandbox sees the first one's processes"
+        assert sorted(line for line in seen.splitlines() if line.startswith("/work/")) == sorted(
+            f"/work/{p.relative_to(repo)}" for p in repo.rglob("*")
+        ), "the second sandbox's /work is not exactly the snapshot"
+        assert not [line for line in seen.splitlines() if line.startswith("/tmp/")], "/tmp is not fresh"
+        if second.cgroups:
+            # only the launcher parked for its next command (a host process that has run nothing yet) may be there
+            parked = [str(second._launcher.pid)] if second._launcher else []
+            members = {d: (d / "cgroup.procs").read_text().split() for d in second.cgroups.values()}
+            assert all(m == parked for m in members.values()), f"processes left in the new sandbox's cgroups: {members}"
+            assert set(second.cgroups.values()).isdisjoint(first.cgroups.values())
+    finally:
+        await first.destroy()
+        await second.destroy()
+        await backend.aclose()
+    assert not os.path.exists(first.home) and not os.path.exists(second.home)
+
+
+async def test_spares_are_removed_by_aclose(repo, tmp_path):
+    from rubricgym.envs.swe.sandbox import BwrapBackend
+
+    if BwrapBackend.unavailable_reason():
+        pytest.skip(BwrapBackend.unavailable_reason())
+    backend = BwrapBackend(spares=1)
+    async with await backend.create(repo):
+        spare = await _spare(backend)
+        assert spare.home.is_dir() and spare.launcher.alive()
+    await backend.aclose()
+    assert not spare.home.exists() and not spare.launcher.alive()
+    assert not any(d.exists() for d in spare.cgroups.values())
+    with pytest.raises(SandboxError):  # a closed backend still creates (without spares)
+        await backend.create(tmp_path / "missing")
+    async with await backend.create(repo) as sb:
+        assert (await sb.exec("true")).ok
+    assert backend._spare_slots == []

@@ -1,13 +1,15 @@
 """The ``bwrap`` backend (default, no daemon): bubblewrap with the tested safe recipe.
 
 Every command runs as an unprivileged uid without supplementary groups (``unshare --setuid``) under rlimits
-(``prlimit``: processes, address space, file size) inside ``bwrap`` with every namespace unshared (no network, no
-host processes), all capabilities dropped, a read-only ``/usr`` and ``/etc``, a private ``/tmp``,
-``--die-with-parent``, ``--new-session`` and a cleared environment; ``bwrap`` itself (PID 1 inside) starts with an
-empty environment, so nothing of the host's shows under ``/proc``. Only the sandbox's own copy of the repository
-is bound writable at ``/work``; as root it lives on a size-capped tmpfs (the disk quota). When cgroup v1
+(address space, file size, no core, processes without a pids cgroup) inside ``bwrap`` with every namespace
+unshared (no network, no host processes), all capabilities dropped, a read-only ``/usr`` and ``/etc``, a private
+``/tmp``, ``--die-with-parent``, ``--new-session`` and a cleared environment; ``bwrap`` itself (PID 1 inside)
+starts with an empty environment, so nothing of the host's shows under ``/proc``. Only the sandbox's own copy of
+the repository is bound writable at ``/work``; as root it lives on a size-capped tmpfs (the disk quota). When cgroup v1
 controllers are writable (root), each sandbox also gets its own memory/pids/cpu cgroup, and its process limit is
-that cgroup's alone (a per-uid ``RLIMIT_NPROC`` would be shared by every sandbox). A timeout or an output
+that cgroup's alone (a per-uid ``RLIMIT_NPROC`` would be shared by every sandbox). Each command starts as a root
+``Launcher`` (``child``) that joins the cgroups and sets the rlimits, made ahead of the command (by the backend
+for the first, right after each command for the next) because a cgroup join waits ~10 ms. A timeout or an output
 overflow freezes and kills ``bwrap`` and every process below it (found through ``/proc``), taking every process
 the command started. Nothing survives between commands. The host reads and writes files only through
 ``open_beneath`` (no link is ever followed), and what a dead owner left behind is swept when the next backend
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -38,9 +41,10 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxPathError,
     cap_bytes,
     clean_relpath,
+    quote,
     to_bytes,
 )
-from rubricgym.envs.swe.sandbox.child import Child
+from rubricgym.envs.swe.sandbox.child import Child, Launcher
 from rubricgym.envs.swe.sandbox.hoststate import release, remove_sandbox
 from rubricgym.envs.swe.sandbox.treediff import fingerprint, open_beneath
 
@@ -55,6 +59,33 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONPATH": f"{RUNTIME_DIR}:{DEPS_DIR}",
 }
+
+
+def _rlimits(limits: Limits, cgroups: dict[str, Path]) -> dict[str, int]:
+    """The rlimits in ``ulimit`` flags and units (KiB, 512-byte blocks). With a pids cgroup the process limit is per
+    sandbox; RLIMIT_NPROC counts every process of the uid, which all sandboxes share, so one could starve another."""
+    lim = {"-v": limits.memory_mb * 1024, "-f": limits.file_mb * 2048, "-c": 0}
+    if "pids" not in cgroups:
+        lim["-p"] = limits.pids
+    return lim
+
+
+def prlimit_args(limits: Limits, cgroups: dict[str, Path]) -> dict[str, int]:
+    """The same rlimits as ``prlimit`` options (bytes)."""
+    names = {"-v": ("as", 1024), "-f": ("fsize", 512), "-c": ("core", 1), "-p": ("nproc", 1)}
+    return {names[k][0]: v * names[k][1] for k, v in _rlimits(limits, cgroups).items()}
+
+
+def launch_prelude(limits: Limits, cgroups: dict[str, Path], sh_rlimits: bool) -> str:
+    """The root shell commands a sandbox's ``Launcher`` runs before its command: join the cgroups, and set the
+    rlimits where ``/bin/sh``'s ``ulimit`` was checked to set them (``shell_sets_rlimits``)."""
+    script = []
+    if cgroups:
+        procs = " ".join(shlex.quote(str(d / "cgroup.procs")) for d in cgroups.values())
+        script.append(f'for f in {procs}; do echo $$ > "$f" || exit 125; done')
+    if sh_rlimits:
+        script += [f"ulimit {flag} {value} || exit 125" for flag, value in _rlimits(limits, cgroups).items()]
+    return "".join(line + "; " for line in script)
 
 
 class BwrapSandbox(Sandbox):
@@ -74,10 +105,15 @@ class BwrapSandbox(Sandbox):
         deps: Path | None = None,
         deps_mount: Path | None = None,
         sh_rlimits: bool = False,
+        launcher: Launcher | None = None,
     ):
         super().__init__(snapshot, limits, deps)
         self.sh_rlimits = sh_rlimits
         """Whether ``/bin/sh``'s ``ulimit`` sets the rlimits (checked by ``shell_sets_rlimits``); else ``prlimit``."""
+        self._prelude = launch_prelude(limits, cgroups, sh_rlimits)
+        self._launcher = launcher
+        """The next command's launcher, made ahead (by the backend, then after each command)."""
+        self._repark: asyncio.Handle | None = None
         self.work = work
         self.home = home
         self.disk_quota_mb = disk_quota_mb
@@ -91,36 +127,15 @@ class BwrapSandbox(Sandbox):
         self._locks = locks
 
     def _command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        """What the launcher (which joined the cgroups and set the rlimits, see ``launch_prelude``) executes."""
         lim = self.limits
-        # with a pids cgroup the process limit is per sandbox; RLIMIT_NPROC counts every process of the uid,
-        # which all sandboxes share, so one sandbox could starve the others
-        rlimits = {"-v": lim.memory_mb * 1024, "-f": lim.file_mb * 2048, "-c": 0}  # KiB, 512-byte blocks
-        if "pids" not in self.cgroups:
-            rlimits["-p"] = lim.pids
-        # one shell, as root, joins the cgroups and sets the rlimits (where its ulimit was checked to set them)
-        script = []
-        if self.cgroups:
-            procs = " ".join(str(d / "cgroup.procs") for d in self.cgroups.values())
-            script.append(f'for f in {procs}; do echo $$ > "$f" || exit 125; done')
-        if self.sh_rlimits:
-            script += [f"ulimit {flag} {value} || exit 125" for flag, value in rlimits.items()]
         cmd: list[str] = []
-        if script:
-            cmd += ["/bin/sh", "-c", "; ".join([*script, 'exec "$@"']), "rg-sandbox"]
         if self.uid is not None:
             # unshare without a namespace flag only drops to the user: setgroups(0), setgid, setuid (a quarter of
             # setpriv's start-up cost)
             cmd += [_tool("unshare"), f"--setgid={self.uid}", f"--setuid={self.uid}", "--"]
         if not self.sh_rlimits:
-            nproc = [f"--nproc={lim.pids}"] if "-p" in rlimits else []
-            cmd += [
-                _tool("prlimit"),
-                *nproc,
-                f"--as={lim.memory_mb * 1024 * 1024}",
-                f"--fsize={lim.file_mb * 1024 * 1024}",
-                "--core=0",
-                "--",
-            ]
+            cmd += [_tool("prlimit"), *[f"--{k}={v}" for k, v in prlimit_args(lim, self.cgroups).items()], "--"]
         tmp_size = str(min(TMP_MB, lim.disk_mb) * 1024 * 1024)
         cmd += [
             _tool("bwrap"),
@@ -196,9 +211,18 @@ class BwrapSandbox(Sandbox):
                         os.kill(int(member), signal.SIGKILL)
 
     async def _exec(self, argv: list[str], timeout: float, env: dict[str, str], output_bytes: int) -> ExecResult:
-        t0 = time.monotonic()
+        if self._repark is not None:
+            self._repark.cancel()
+            self._repark = None
+        launcher, self._launcher = self._launcher, None
+        if launcher is not None and not launcher.alive():  # killed with the last command's tree
+            launcher.discard()
+            launcher = None
         # an empty environment: bwrap stays PID 1 inside, and its /proc/1/environ is readable by the sandbox
-        child = Child(self._command(argv, env), output_bytes, on_overflow=lambda: self._kill_tree(child.pid))
+        launcher = launcher or Launcher(self._prelude)
+        child = Child(launcher, output_bytes, on_overflow=lambda: self._kill_tree(child.pid))
+        t0 = time.monotonic()
+        launcher.go(f"exec {quote(self._command(argv, env))} </dev/null\n")
         limit = None
         try:
             try:
@@ -215,6 +239,8 @@ class BwrapSandbox(Sandbox):
                     await asyncio.wait_for(asyncio.shield(child.drained), 2)
         finally:
             child.close()
+            if not self.destroyed:  # the next command's launcher joins the cgroups while the agent thinks
+                self._repark = asyncio.get_running_loop().call_soon(self._park)
         if child.over:  # the output cap fired first; a timeout reported after it is the kill still settling
             limit = "output"
         code = child.returncode if child.returncode is not None else -9
@@ -231,6 +257,13 @@ class BwrapSandbox(Sandbox):
             stdout_truncated=out_cut,
             stderr_truncated=err_cut,
         )
+
+    def _park(self) -> None:
+        self._repark = None
+        if self.destroyed or self._launcher is not None:
+            return
+        with suppress(OSError):  # e.g. no process left under the machine's limit: the command makes its own
+            self._launcher = Launcher(self._prelude)
 
     def _open(self, path: str, flags: int, make_dirs: bool = False) -> tuple[str, int]:
         """``(relative path, fd)`` of ``path`` opened beneath the work dir without following any link."""
@@ -307,6 +340,10 @@ class BwrapSandbox(Sandbox):
             return
         self.destroyed = True
         self._finalizer.detach()
+        if self._repark is not None:
+            self._repark.cancel()
+        if self._launcher is not None:
+            self._launcher.discard()
         await asyncio.to_thread(cleanup_sandbox, self.home, self.cgroups, self._locks)
 
 

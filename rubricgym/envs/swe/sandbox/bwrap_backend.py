@@ -4,6 +4,11 @@ As root, /work is an overlayfs over a shared, read-only per-snapshot ``lower/`` 
 on a tmpfs of ``Limits.disk_mb`` (the disk quota); each sandbox also gets memory/pids/cpu cgroups (v1) where they
 are writable. Without root, /work is a plain copy. Every sandbox is created under a lock (``hoststate``) so what
 a killed owner leaves is swept by the next backend's first ``create``.
+
+What does not depend on the snapshot is made ahead, in a thread, after each ``create``: ``spares`` fresh sandbox
+homes with their tmpfs, cgroups and a parked launcher that has already joined them (a cgroup v1 join waits for an
+RCU grace period, ~10 ms). A spare is never reused: it is made for one sandbox and removed with it; spares are
+kept for the limits of the latest ``create`` only and removed by ``aclose`` (or at exit, or by the next sweep).
 """
 
 from __future__ import annotations
@@ -12,11 +17,22 @@ import asyncio
 import hashlib
 import os
 import shutil
+import threading
 import uuid
+import weakref
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from rubricgym.envs.swe.sandbox.base import Limits, SandboxBackend, SandboxError
-from rubricgym.envs.swe.sandbox.bwrap import SANDBOX_UID, BwrapSandbox, cleanup_sandbox, shell_sets_rlimits
+from rubricgym.envs.swe.sandbox.bwrap import (
+    SANDBOX_UID,
+    BwrapSandbox,
+    cleanup_sandbox,
+    launch_prelude,
+    shell_sets_rlimits,
+)
+from rubricgym.envs.swe.sandbox.child import Launcher
 from rubricgym.envs.swe.sandbox.hoststate import (
     LOCK_NAME,
     evict_lowers,
@@ -48,6 +64,29 @@ def _cgroups_writable() -> bool:
     )
 
 
+@dataclass
+class _Slot:
+    """A sandbox's host state made before its snapshot is known: a locked home, its quota tmpfs (root), its
+    cgroups with the limits set, and the launcher of its first command (already in the cgroups)."""
+
+    limits: Limits
+    home: Path
+    lock: int | None
+    disk: Path | None
+    cgroups: dict[str, Path]
+    launcher: Launcher
+
+    def discard(self) -> None:
+        self.launcher.discard()
+        cleanup_sandbox(self.home, self.cgroups, (self.lock,))
+
+
+def _discard_all(slots: list[_Slot]) -> None:
+    while slots:
+        with suppress(Exception):
+            slots.pop().discard()
+
+
 class BwrapBackend(SandboxBackend):
     """Sandboxes made of bubblewrap processes over a private copy of the repository.
 
@@ -56,13 +95,19 @@ class BwrapBackend(SandboxBackend):
     ``overlay`` (root only) makes /work an overlayfs over a shared, read-only per-snapshot copy owned by the
     sandbox user, so creating a sandbox costs a mount instead of a copy; without it /work is a full copy. As
     root, /work's writable layer lives on a tmpfs of ``Limits.disk_mb`` (the disk quota). The first ``create``
-    sweeps what sandboxes of dead owners left; at most ``max_lowers`` unused snapshot copies are kept.
+    sweeps what sandboxes of dead owners left; at most ``max_lowers`` unused snapshot copies are kept. ``spares``
+    sandboxes' snapshot-independent state is made ahead in a thread (0: none).
     """
 
     name = "bwrap"
 
     def __init__(
-        self, uid: int = SANDBOX_UID, cgroups: bool = True, overlay: bool = True, max_lowers: int = MAX_LOWERS
+        self,
+        uid: int = SANDBOX_UID,
+        cgroups: bool = True,
+        overlay: bool = True,
+        max_lowers: int = MAX_LOWERS,
+        spares: int = 1,
     ):
         self.uid = uid if os.geteuid() == 0 else None
         self.use_cgroups = cgroups and _cgroups_writable()
@@ -71,6 +116,12 @@ class BwrapBackend(SandboxBackend):
         self.max_lowers = max_lowers
         self._runtime: Path | None = None
         self._sh_rlimits: bool | None = None
+        self.spares = spares
+        self._spare_slots: list[_Slot] = []
+        self._pool_lock = threading.Lock()
+        self._building = False
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _discard_all, self._spare_slots)
         self._swept = False
 
     def sweep(self) -> list[str]:
@@ -131,7 +182,7 @@ class BwrapBackend(SandboxBackend):
             return None
         return merged
 
-    async def _disk(self, home: Path, limits: Limits) -> Path | None:
+    def _mount_disk(self, home: Path, limits: Limits) -> Path | None:
         """``home/disk``: a tmpfs of ``limits.disk_mb`` for the sandbox's writable files (root only)."""
         if not self.quota:
             return None
@@ -144,6 +195,71 @@ class BwrapBackend(SandboxBackend):
             disk.rmdir()
             return None
         return disk
+
+    def _new_slot(self, limits: Limits) -> _Slot:
+        """A fresh home (locked), quota tmpfs, cgroups and launcher for one sandbox."""
+        parent = sandbox_root() / "work"
+        parent.mkdir(exist_ok=True, mode=0o711)
+        os.chmod(parent, 0o711)  # whatever the umask: the sandbox user must traverse it
+        sid = uuid.uuid4().hex[:16]
+        # made under a dot name with its lock held, then renamed: a sweep never sees it unlocked
+        building, home = parent / f".{sid}.new", parent / sid
+        building.mkdir(mode=0o711)
+        lock = take_lock(building / LOCK_NAME)
+        building.rename(home)
+        cgroups = _cgroup_dirs(sid) if self.use_cgroups else {}
+        try:
+            disk = self._mount_disk(home, limits)
+            cgroups = _make_cgroups(cgroups, limits)
+            launcher = Launcher(launch_prelude(limits, cgroups, bool(self._sh_rlimits)))
+        except BaseException:
+            cleanup_sandbox(home, cgroups, (lock,))
+            raise
+        return _Slot(limits, home, lock, disk, cgroups, launcher)
+
+    def _take_spare(self, limits: Limits) -> _Slot | None:
+        with self._pool_lock:
+            slots = self._spare_slots
+            stale = [s for s in slots if s.limits != limits or not s.launcher.alive()]
+            slots[:] = [s for s in slots if s not in stale]
+            slot = slots.pop() if slots else None
+        for s in stale:
+            s.discard()
+        return slot
+
+    def _refill(self, limits: Limits) -> None:
+        """Make spares for ``limits`` in a thread, up to ``spares`` (one thread at a time)."""
+        with self._pool_lock:
+            if self._building or self._closed or len(self._spare_slots) >= self.spares:
+                return
+            self._building = True
+        threading.Thread(target=self._build_spares, args=(limits,), name="rubricgym-bwrap-spares", daemon=True).start()
+
+    def _build_spares(self, limits: Limits) -> None:
+        try:
+            while True:
+                with self._pool_lock:
+                    if self._closed or len(self._spare_slots) >= self.spares:
+                        return
+                try:
+                    slot = self._new_slot(limits)
+                except Exception:  # the next create makes its own and says why
+                    return
+                with self._pool_lock:
+                    if not self._closed:
+                        self._spare_slots.append(slot)
+                        continue
+                slot.discard()
+                return
+        finally:
+            with self._pool_lock:
+                self._building = False
+
+    async def aclose(self) -> None:
+        """Remove the spares made ahead (sandboxes already created stay until destroyed)."""
+        with self._pool_lock:
+            self._closed = True
+        await asyncio.to_thread(_discard_all, self._spare_slots)
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -167,23 +283,14 @@ class BwrapBackend(SandboxBackend):
         deps_mount = await asyncio.to_thread(shared_copy, Path(deps)) if deps is not None else None
         if not self._swept:
             await asyncio.to_thread(self.sweep)
-        parent = sandbox_root() / "work"
-        parent.mkdir(exist_ok=True, mode=0o711)
-        os.chmod(parent, 0o711)  # whatever the umask: the sandbox user must traverse it
-        sid = uuid.uuid4().hex[:16]
-        # made under a dot name with its lock held, then renamed: a sweep never sees it unlocked
-        building, home = parent / f".{sid}.new", parent / sid
-        building.mkdir(mode=0o711)
-        lock = take_lock(building / LOCK_NAME)
-        building.rename(home)
-        cgroups = _cgroup_dirs(sid) if self.use_cgroups else {}
-        locks: list[int | None] = [lock]
+        if self._runtime is None:
+            self._runtime = await asyncio.to_thread(runtime_dir)
+        if self._sh_rlimits is None:
+            self._sh_rlimits = await asyncio.to_thread(shell_sets_rlimits)
+        slot = self._take_spare(limits) or self._new_slot(limits)
+        home, disk, cgroups = slot.home, slot.disk, slot.cgroups
+        locks: list[int | None] = [slot.lock]
         try:
-            if self._runtime is None:
-                self._runtime = await asyncio.to_thread(runtime_dir)
-            if self._sh_rlimits is None:
-                self._sh_rlimits = await asyncio.to_thread(shell_sets_rlimits)
-            disk = await self._disk(home, limits)
             layer = disk or home
             work = None
             if self.overlay:
@@ -203,10 +310,12 @@ class BwrapBackend(SandboxBackend):
                 if self.uid is not None:
                     await _run("chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", "--", str(work))
             os.chmod(work, 0o700)
-            cgroups = _make_cgroups(cgroups, limits)
         except BaseException:
+            slot.launcher.discard()
             await asyncio.to_thread(cleanup_sandbox, home, cgroups, tuple(locks))
             raise
+        if self.spares > 0:
+            self._refill(limits)
         return BwrapSandbox(
             snapshot,
             limits,
@@ -220,6 +329,7 @@ class BwrapBackend(SandboxBackend):
             deps=Path(deps) if deps is not None else None,
             deps_mount=deps_mount,
             sh_rlimits=self._sh_rlimits,
+            launcher=slot.launcher,
         )
 
 

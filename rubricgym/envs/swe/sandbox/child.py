@@ -1,4 +1,9 @@
-"""A sandbox command's host process, run from the event loop without a helper thread.
+"""A sandbox command's host process: started ahead as a parked launcher, then run from the event loop.
+
+A ``Launcher`` is a root shell that joins the sandbox's cgroups and sets its rlimits, then waits for the command
+it will become. Joining a cgroup v1 waits for an RCU grace period (about 10 ms here, whatever the load); a
+launcher made ahead of the command (between an agent's commands, or with a pre-made sandbox) pays it off the
+command's path. ``Child`` then runs the launched command from the event loop without a helper thread.
 
 ``asyncio.create_subprocess_exec`` (Python 3.11) starts a thread per process to wait for its exit and wraps each
 pipe in a transport. Here the exit is seen through a pidfd and the pipes are read straight from the loop's
@@ -10,31 +15,70 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from contextlib import suppress
 from typing import IO
 
 
+class Launcher:
+    """``/bin/sh`` in a new session with an empty environment (in ``/``), running ``prelude`` (shell commands;
+    exit status 125 if one fails) and then waiting on its stdin for the script it runs next (``go``): an ``exec``
+    of the command, which then is this same process. Needs no event loop (pre-made in a thread)."""
+
+    def __init__(self, prelude: str = ""):
+        self.proc = subprocess.Popen(
+            ["/bin/sh", "-c", "unset PWD; " + prelude + ". /dev/stdin", "rg-sandbox"],  # sh would export PWD
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={},
+            cwd="/",
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def go(self, script: str) -> None:
+        """Hand over the script to run (it must redirect stdin, e.g. ``exec CMD </dev/null``)."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        with suppress(BrokenPipeError):  # the launcher died (its prelude failed, or it was killed): its exit says
+            try:
+                stdin.write(script.encode())
+            finally:
+                stdin.close()
+
+    def discard(self) -> None:
+        """Kill an unused launcher and release its pipes."""
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                with suppress(OSError):
+                    f.close()
+        with suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
 class Child:
-    """``argv`` started in a new session with an empty environment, stdin from /dev/null and its stdout/stderr
-    collected up to ``cap`` bytes each. The first stream to pass the cap calls ``on_overflow`` once; from then on
-    both streams are drained and dropped, so a writer never blocks on a full pipe.
+    """A launcher's command, its stdout/stderr collected up to ``cap`` bytes each. The first stream to pass the
+    cap calls ``on_overflow`` once; from then on both streams are drained and dropped, so a writer never blocks on
+    a full pipe.
 
     ``exited`` resolves when the process has exited (and is reaped), ``drained`` when both pipes are closed (every
     process that held them is gone). ``close`` releases what is left; call it in a ``finally``.
     """
 
-    def __init__(self, argv: list[str], cap: int, on_overflow: Callable[[], None]):
+    def __init__(self, launcher: Launcher, cap: int, on_overflow: Callable[[], None]):
         self._loop = asyncio.get_running_loop()
-        self._proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env={},
-        )
+        self._proc = launcher.proc
         self.pid = self._proc.pid
         self.cap = cap
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
