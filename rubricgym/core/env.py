@@ -5,32 +5,26 @@ does parsing, malformed-action feedback, truncation at ``max_steps``, observatio
 and the episode record that becomes a ``Trajectory``.
 
 Tools may be ``async def`` (I/O: sandboxes, browsers, LLMs). ``astep_typed`` awaits them and the synchronous
-``step``/``step_typed`` run them to completion, both on the env's loop (``tool_loop``: ``None`` for the caller's
-loop, or a fresh one under ``step``; an env whose resources live on a loop of their own names it), through the
-one bridge in ``core.aio``. A plain ``def`` tool that returns a coroutine is the env author's bug: a ``TypeError``.
+``step``/``step_typed`` run them to completion, both on the env's loop. How a tool call runs is ``ToolDispatch``
+(``core.dispatch``); what an env declares for rewards, agents and the leak audit is ``EnvDeclarations``
+(``core.declarations``): both are bases of ``RubricEnv``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib
-import inspect
 import uuid
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from time import perf_counter
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 
-from rubricgym.core.agent import Agent
-from rubricgym.core.aio import arun_on, run_on
-from rubricgym.core.checks import NamedCheck
-from rubricgym.core.leaves import leaves
+from rubricgym.core.declarations import EnvDeclarations
+from rubricgym.core.dispatch import ToolDispatch
 from rubricgym.core.parsing import (
     ArgumentRules,
     argument_rules,
@@ -41,10 +35,8 @@ from rubricgym.core.parsing import (
     parse_tool_call,
 )
 from rubricgym.core.record import StepRecord
-from rubricgym.core.rubric import Rubric
-from rubricgym.core.steprecord import StepRecords
 from rubricgym.core.text import UnicodeText, truncate
-from rubricgym.core.tools import BoundTool, ToolError, ToolOutput, check_enums, declared_tools, tool_prompt
+from rubricgym.core.tools import ToolError, ToolOutput, declared_tools, tool_prompt
 from rubricgym.core.types import (
     Action,
     Message,
@@ -60,15 +52,15 @@ from rubricgym.core.types import (
 
 # ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
 __all__ = ["RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
-T = TypeVar("T")
 
 
-class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
+class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclass=ABCMeta):
     """Base class of every rubricgym env.
 
     Subclasses set ``env_id`` and ``stages``, declare their tools as ``@tool`` methods, implement
-    ``sample_task``, and declare ``check_set``, ``rubric_file`` and ``scripted_agents``; they may override
-    ``begin``, ``stage_of``, ``system_prompt`` and ``summary``.
+    ``sample_task``, and declare ``check_set``, ``rubric_file``, ``scripted_agents`` and the rest of
+    ``EnvDeclarations`` (``core.declarations``); they may override ``begin``, ``stage_of``, ``system_prompt`` and
+    ``summary``.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
@@ -77,30 +69,6 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
     default_max_steps: ClassVar[int] = 10
     max_observation_chars: ClassVar[int] = 8000
     max_action_chars: ClassVar[int] = 32_000
-    check_set: ClassVar[Mapping[str, NamedCheck]] = {}
-    """The named programmatic checks rubric criteria may reference (usually a checks module's ``ALL``)."""
-    rubric_file: ClassVar[str | Path | None] = None
-    """The default rubric as a YAML file, usually next to the env's checks."""
-    scripted_agents: ClassVar[Mapping[str, str]] = {}
-    """Scripted agents by name, as ``"module:Class"`` strings imported on first use."""
-    shortcut_agents: ClassVar[Mapping[str, str]] = {}
-    """The env's own agents for the shortcut battery, by probe (``info_reader``, ``shotgun``, ``wrong_submit``,
-    ``escape``), as ``"module:Class"``; the battery's generic agents play the probes an env does not name."""
-    public_info_keys: ClassVar[frozenset[str]] = frozenset()
-    """Keys of a step's ``ToolOutput.info`` an agent may see (the Gymnasium ``info["details"]`` and the server's
-    step ``details``). Every other key of ``Step.info`` is the private record that only checks and judges read."""
-    step_records: ClassVar[StepRecords | None] = None
-    """The typed record each tool writes in ``Step.info`` (``core.steprecord``): checks read ``RECORDS.of(step)``,
-    so a renamed key is an error verdict, never a quietly unmet check."""
-    discoverable: ClassVar[Mapping[str, frozenset[str]]] = {}
-    """Top-level ``Task.hidden`` fields the agent may legitimately find, each with the tools whose output may show
-    it (``"*"``: any tool), e.g. a deep-search answer on a page the agent opened. The leak audit exempts these
-    there and nowhere else (never in ids, ``info``, ``state()`` or the first observation)."""
-    guidance_levels: ClassVar[int] = 0
-    """How many graded hint levels ``guidance`` gives (0: none; the trainer then falls back to rubric criteria)."""
-    hintable: ClassVar[frozenset[str]] = frozenset()
-    """Top-level ``Task.hidden`` fields ``guidance`` may name (SWE: the failing tests and the files to edit): still
-    secrets everywhere else (ids, observations, ``info``, ``state()``), and never the answer itself."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -125,81 +93,9 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
 
     # ---- hooks for subclasses ---------------------------------------------------------------------------
 
-    def tools(self) -> list[ToolSpec]:
-        """The tools available in the current episode: by default the ones declared with ``@tool``.
-
-        An env whose tools change per episode overrides this (``self.tool_specs()`` has them by name); return the
-        same list object while the tools do not change.
-        """
-        return _declared_specs(type(self))
-
-    def tool_specs(self) -> dict[str, ToolSpec]:
-        """The declared tools' specs by name."""
-        return {name: bound.spec for name, bound in declared_tools(type(self)).items()}
-
     @abstractmethod
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
         """A task drawn with ``rng``; used by ``reset`` when no task is given and by ``task_set``."""
-
-    def call_tool(self, call: ToolCall) -> ToolOutput:
-        """Run one validated tool call: by default the ``@tool`` method of that name.
-
-        The method gets the call's arguments as keyword arguments and returns a ``ToolOutput`` or plain text; it
-        raises ``ToolError`` for a bad argument value. An ``async def`` tool runs to completion on the env's loop
-        (through ``acall_tool``), so the synchronous Gymnasium ``step`` can call every tool.
-        """
-        bound = self._bound(call)
-        if bound.is_async:
-            return self.run_async(self.acall_tool(call))
-        result = getattr(self, bound.method)(**call.arguments)
-        return result if type(result) is ToolOutput else self._output(call, result)
-
-    async def acall_tool(self, call: ToolCall) -> ToolOutput:
-        """``call_tool`` for ``astep_typed``: awaits an ``async def`` tool (on the env's loop). An env that wraps
-        its async tools (a sandbox check, grading after the last step) overrides this; ``call_tool`` runs it."""
-        bound = self._bound(call)
-        if not bound.is_async:
-            return self.call_tool(call)
-        return self._output(call, await getattr(self, bound.method)(**call.arguments))
-
-    def _bound(self, call: ToolCall) -> BoundTool:
-        bound = declared_tools(type(self)).get(call.name)
-        if bound is None:  # the env advertised a tool it has no code for: its author's mistake, not the agent's
-            raise TypeError(
-                f"{type(self).__name__} has no @tool named {call.name!r}: declare it with @tool or override call_tool"
-            )
-        if bound.enums:
-            problem = check_enums(bound, call.arguments)
-            if problem is not None:
-                raise ToolError(problem)
-        return bound
-
-    def _output(self, call: ToolCall, result: Any) -> ToolOutput:
-        if isinstance(result, ToolOutput):
-            return result
-        if inspect.isawaitable(result):  # a plain def returned a coroutine: nobody would ever run it
-            if inspect.iscoroutine(result):
-                result.close()
-            raise TypeError(
-                f"{type(self).__name__}'s tool {call.name!r} returned an un-awaited {type(result).__name__}: declare "
-                f"the method `async def` (steps await async tools) or await inside it"
-            )
-        return ToolOutput(text=str(result))
-
-    @property
-    def tool_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the env's async tools and resources live on. ``None`` (default): the caller's loop under
-        ``astep_typed``, a fresh one under ``step``. An env whose resources are bound to a loop running in its
-        own thread (a browser pool's) returns that loop."""
-        return None
-
-    def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` to completion on the env's loop from synchronous code (``begin``, ``close``, ``step``)."""
-        return run_on(self.tool_loop, coro)
-
-    async def arun_async(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the env's loop from the caller's loop."""
-        return await arun_on(self.tool_loop, coro)
 
     @classmethod
     def is_async(cls) -> bool:
@@ -214,57 +110,12 @@ class RubricEnv(gymnasium.Env[str, str], metaclass=ABCMeta):
         """The stage label of a step that made ``call`` (``None`` for a malformed action)."""
         return self._stage or (self.stages[0] if self.stages else "act")
 
-    def guidance(self, task: Task, level: int) -> str | None:
-        """A hint for ``task`` at ``level`` (1 = the least help .. ``guidance_levels``), or ``None`` for none.
-
-        The trainer shows it to a policy whose group of attempts at ``task`` all failed (``guidance:`` in the
-        training config). It is agent-visible: it may narrow the search (a specialty to consider, the page to
-        open, the failing test), never state an answer; the leak audit scans every level for ``secrets(task)``.
-        """
-        return None
-
     def system_prompt(self) -> str:
         """Instructions shown before the task: the tools and how to call them.
 
         Built once per tool list and reused across episodes: task-specific text belongs in ``Task.prompt``.
         """
         return tool_prompt(self.tools())
-
-    @classmethod
-    def checks(cls) -> Mapping[str, NamedCheck]:
-        """The env's named programmatic checks (``check_set``), for rubric criteria to reference by name."""
-        return cls.check_set
-
-    @classmethod
-    def default_rubric(cls) -> Rubric:
-        """The env's default rubric, validated: ``rubric_file`` (YAML, JSON or TOML; a bad file raises a
-        ``RubricError`` naming the file, criterion and field) or an empty rubric."""
-        if cls.rubric_file is None:
-            return Rubric(id=cls.env_id or cls.__name__, version="1", criteria=[])
-        return _load_rubric(Path(cls.rubric_file)).model_copy(deep=True)
-
-    @classmethod
-    def secrets(cls, task: Task) -> list[tuple[str, Any]]:
-        """The values of ``task.hidden`` that must never reach the agent side, as ``(path, value)`` pairs; the
-        leak audit scans every channel for them. Default: every leaf of ``hidden``. An env narrows it to what
-        is secret (an answer, a key-exam list) and leaves out what it shows on purpose (the question's text)."""
-        return list(leaves(task.hidden))
-
-    @classmethod
-    def agents(cls) -> dict[str, Callable[..., Agent]]:
-        """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
-        return {
-            name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
-            for name, target in cls.scripted_agents.items()
-        }
-
-    @classmethod
-    def shortcuts(cls) -> dict[str, Callable[..., Agent]]:
-        """The env's own shortcut-battery agents (``shortcut_agents``), imported."""
-        return {
-            name: _import(target, f"{cls.__name__}.shortcut_agents[{name!r}]")
-            for name, target in cls.shortcut_agents.items()
-        }
 
     # ---- task sets --------------------------------------------------------------------------------------
 
@@ -554,24 +405,6 @@ class _Tooling:
     rules: dict[str, ArgumentRules]
     fixed: bool
     prompt: str | None = None
-
-
-@functools.cache
-def _declared_specs(cls: type) -> list[ToolSpec]:
-    """One list object per class, so the env's per-step tool lookup stays an identity check."""
-    return [bound.spec for bound in declared_tools(cls).values()]
-
-
-@functools.cache
-def _load_rubric(path: Path) -> Rubric:
-    return Rubric.load(path)
-
-
-def _import(target: str, where: str) -> Any:
-    module, _, attr = target.partition(":")
-    if not attr:
-        raise ValueError(f"{where} must be 'module:Class', got {target!r}")
-    return getattr(importlib.import_module(module), attr)
 
 
 def _split_key(split: str) -> int:
