@@ -4,11 +4,11 @@ Both sides run interleaved: each round times ``--n`` create+exec+destroy cycles 
 the command ``true``), one cycle of each side in turn (which side goes first alternates), so both sample the same
 stretch of a load that comes and goes on a shared machine; with ``--concurrent K`` each round then starts K
 cycles at once per side. Per side it prints the median over rounds of each round's median, with the rounds' min
-and max, the bwrap side's CPU time per cycle (this process and its children: every process bwrap starts), the
-ratio of medians docker/bwrap against the target (>= 20x) and whether it is met. Then
-the ``swe-v0`` reset time for a 2 MB repository (bwrap only). The container backend uses ``DOCKER_HOST`` when
-set; otherwise, as root with podman installed, a podman service is started on a temporary socket for the run
-(and stopped).
+and max, the bwrap side's CPU time per cycle (this process with its threads, and its children: every process
+bwrap starts), the ratio of medians docker/bwrap against the target (>= 20x) and whether it is met. Then the
+``swe-v0`` reset time for a 2 MB repository (bwrap only). The container backend uses ``DOCKER_HOST`` when set;
+otherwise, as root with podman installed, a podman service is started on a temporary socket for the run (and
+stopped).
 
     .venv/bin/python bench/sandbox.py [--rounds 5] [--n 10] [--concurrent 32]
 """
@@ -122,7 +122,9 @@ async def rounds(sides: dict[str, SandboxBackend], repo: Path, n_rounds: int, n:
     print(f"create+exec+destroy, {n_rounds} rounds x {n} cycles per side (median of the round medians):")
     for s in sides:
         extra = (
-            f"  CPU/cycle {statistics.median(cpu) * 1e3:.1f} ms (this process and its children)" if s == "bwrap" else ""
+            f"  CPU/cycle {statistics.median(cpu) * 1e3:.1f} ms (this process, its threads, its children)"
+            if s == "bwrap"
+            else ""
         )
         print(f"  {s:7s} {spread(lat[s])}{extra}")
     if "docker" in sides:
@@ -167,8 +169,8 @@ async def main(n_rounds: int, n: int, k: int) -> None:
             if url:
                 sides["docker"] = DockerBackend(base_url=url)
             await rounds(sides, small, n_rounds, n, k)
-            if url:
-                await sides["docker"].aclose()
+            for b in sides.values():
+                await b.aclose()
         finally:
             if proc is not None:
                 proc.terminate()
