@@ -170,6 +170,8 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         self._seed = seed
         if task is None:
             task = self.sample_task(self.np_random)
+        elif type(task) is Task:  # the usual case, one identity check
+            pass
         elif isinstance(task, dict):
             task = Task.model_validate(task)
         elif not isinstance(task, Task):

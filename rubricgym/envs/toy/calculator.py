@@ -93,7 +93,7 @@ class CalculatorEnv(RubricEnv):
 
     def begin(self, task: Task) -> None:
         answer, steps = task.hidden.get("answer"), task.hidden.get("steps")
-        if isinstance(answer, bool) or not isinstance(answer, int | float) or not isinstance(steps, list):
+        if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not isinstance(steps, list):
             raise ValueError(
                 f"task {task.id!r}: a {self.env_id} task needs hidden.answer (a number) and hidden.steps (the list "
                 f"of intermediate expressions); its hidden has {sorted(task.hidden) or 'no keys'}"
