@@ -96,11 +96,26 @@ def vllm_server(local_model_dir: Path) -> Iterator[VLLMServer]:
         server.stop()
 
 
+@pytest.fixture
+def vllm_server_to_stop(vllm_server: VLLMServer) -> VLLMServer:
+    """The session's vLLM server, handed to a test that stops it mid-run (rather than starting a second server,
+    ~40 s here). Such tests run after every other test that uses ``vllm_server`` (``pytest_collection_modifyitems``);
+    a server an earlier one stopped is started again."""
+    if vllm_server.process is None or vllm_server.process.poll() is not None:
+        vllm_server.start()
+    return vllm_server
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests that need the vLLM server last.
+    """Run the tests that need the vLLM server last, and those that stop it after all of them.
 
     The session-scoped server starts with the first of them and stops at the end; vLLM's CPU worker keeps cores
     busy while it is up, which would slow every torch test that ran beside it (OpenMP threads spin when cores
     are shared).
     """
-    items.sort(key=lambda item: "vllm_server" in getattr(item, "fixturenames", ()))
+
+    def key(item: pytest.Item) -> tuple[bool, bool]:
+        names = getattr(item, "fixturenames", ())
+        return "vllm_server" in names, "vllm_server_to_stop" in names
+
+    items.sort(key=key)

@@ -9,8 +9,9 @@ from rubricgym.agents.serve import find_vllm_python
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("push", [False, True])
-def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, tmp_path, push):
+def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, tmp_path):
+    """One server start covers both halves: the first greedy turn checks tokens and log-probs as served from the
+    exported weights (what a run without pushes sees), then pushes change and restore the weights."""
     if find_vllm_python() is None:
         pytest.skip("no vLLM venv: run `make vllm`")
     from rubricgym.trainers.config import TrainConfig
@@ -58,8 +59,6 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(local_model_dir, 
         # the server (bf16) and the learner (fp32) agree on the greedy tokens' log-probs
         assert torch.allclose(our_logprobs(before), torch.tensor(before.logprobs), atol=0.35)
 
-        if not push:
-            return
         torch.manual_seed(0)
         original = {k: v.clone() for k, v in trainer.model.state_dict().items()}
         with torch.no_grad():
