@@ -70,6 +70,34 @@ class LoraConfig(_Strict):
         return self
 
 
+class ParallelConfig(_Strict):
+    """How data-parallel ranks (``torchrun --nproc-per-node N``) hold the policy (``trainers/sharding.py``)."""
+
+    strategy: Literal["ddp", "fsdp2"] = "ddp"
+    """``ddp``: every rank holds the whole model and ranks sum gradients; ``fsdp2``: PyTorch's ``fully_shard`` on
+    each decoder layer and the root, every rank holding 1/world of the parameters, gradients and AdamW state."""
+    mixed_precision: Literal["none", "bf16"] = "none"
+    """fsdp2 only: ``bf16`` gathers parameters and computes in bf16, reduces gradients in fp32 (fp32 master
+    weights and optimizer)."""
+    cpu_offload: bool = False
+    """fsdp2 only: keep the shards, their gradients and the optimizer step in CPU memory (for GPUs short of it)."""
+    reshard_after_forward: bool = True
+    """fsdp2 only: free each gathered layer after its forward (gather again in backward): less memory, more
+    communication."""
+
+    @model_validator(mode="after")
+    def _fsdp_only(self) -> ParallelConfig:
+        default = ParallelConfig.model_construct()
+        extra = [
+            k
+            for k in ("mixed_precision", "cpu_offload", "reshard_after_forward")
+            if getattr(self, k) != getattr(default, k)
+        ]
+        if self.strategy == "ddp" and extra:
+            raise ValueError(f"{', '.join(extra)}: set for strategy 'fsdp2' only (the strategy is 'ddp')")
+        return self
+
+
 class ModelConfig(_Strict):
     name: str = "smollm2-135m-instruct"
     """A known model name (``rubricgym model path``) or a Hugging Face model directory."""
@@ -88,6 +116,15 @@ class ModelConfig(_Strict):
     (``rubricgym/agents/packed.py``), one more copy of the weights during generation. No effect on GPU."""
     lora: LoraConfig | None = None
     """Train LoRA adapters instead of every weight (``LoraConfig``); None: full fine-tuning."""
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    """Data parallelism across ``torchrun`` ranks: replicated (``ddp``, the default) or sharded (``fsdp2``)."""
+
+    @model_validator(mode="after")
+    def _sharding(self) -> ModelConfig:
+        p = self.parallel
+        if p.strategy == "fsdp2" and p.mixed_precision == "bf16" and self.bf16_autocast:
+            raise ValueError("model.bf16_autocast and parallel.mixed_precision 'bf16' both cast to bf16: keep one")
+        return self
 
 
 class GenerationConfig(_Strict):
@@ -273,6 +310,11 @@ class TrainConfig(_Strict):
         if self.model.lora is not None and self.ray:
             # the Ray workers load plain state dicts: an adapted network's keys (base_layer, lora_) would not fit
             raise ValueError("model.lora does not run with ray yet: use the transformers or vllm backend")
+        if self.model.parallel.strategy == "fsdp2" and (self.ray or self.generation.backend == "vllm"):
+            # both load whole state dicts from the learner; gathering them from the shards is not wired yet
+            raise ValueError(
+                "model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)"
+            )
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         if self.judge is not None:

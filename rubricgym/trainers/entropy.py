@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from rubricgym.trainers.config import EntropyModulationConfig
-from rubricgym.trainers.samples import Sample, collate
-from rubricgym.trainers.update import UpdateSettings, generated_logprobs, micro_batches
+from rubricgym.trainers.samples import Sample
+from rubricgym.trainers.update import UpdateSettings, lockstep_batches, logprobs_of
 
 
 def aem_weights(entropies: Sequence[float], lam: float = 1.0, min_range: float = 0.1) -> list[float]:
@@ -55,16 +55,14 @@ def turn_entropies(
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
     was_training = model.training
     model.eval()
+    forward = logprobs_of(model)
     try:
-        for chunk in micro_batches(samples, settings.optim.micro_batch):
-            if not any(s.n_generated for s in chunk):
-                continue
-            b = collate(chunk, pad_id).to(device)
+        for chunk, b, filler in lockstep_batches(model, samples, settings.optim.micro_batch, pad_id):
             with autocast:
-                _, ent = generated_logprobs(
-                    model, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature, with_entropy=True
-                )
+                _, ent = forward(b.input_ids, b.attention_mask, b.loss_mask, settings.temperature, with_entropy=True)
             assert ent is not None
+            if filler:
+                continue
             for i, s in enumerate(chunk):
                 row = ent[i, : len(s)].float().cpu().numpy()
                 steps = np.asarray(s.step_ids)

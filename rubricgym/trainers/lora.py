@@ -9,7 +9,8 @@ weights included: the base layer and both factors are plain ``nn.Linear``s) samp
 - ``add_adapters``: wrap the policy (seeded initialisation of ``A``, independent of the global RNG stream).
 - ``reference``: the KL reference of a LoRA run is the same network with its adapters disabled (no second copy).
 - ``merged_state_dict``: ``W + (alpha / r) B A`` under the base model's key names (vLLM weight pushes, export).
-- ``export_merged``: a run's newest checkpoint as a plain Hugging Face model directory (``rubricgym export --merge``).
+- ``export_merged``: a run's newest checkpoint as a plain Hugging Face model directory (``rubricgym export --merge``),
+  a sharded run's ``torch.distributed.checkpoint`` one included.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 ADAPTER_FILE = "adapter_model.safetensors"
 """What ``PeftModel.save_pretrained`` writes: a checkpoint holding it is a LoRA checkpoint."""
+ADAPTER_CONFIG = "adapter_config.json"
+"""The adapter's PEFT config (a sharded LoRA checkpoint keeps its weights in ``dcp/``)."""
 INSTALL_PEFT = "model.lora needs the peft package: pip install 'rubricgym[train]' (or pip install peft)"
 
 
@@ -140,7 +143,9 @@ def export_merged(run_dir: Path, out: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        if (ckpt / ADAPTER_FILE).exists():
+        if (ckpt / "dcp").is_dir():  # a sharded run's checkpoint: gathered into one process here
+            _write_distributed(ckpt, *_base_model_of(run_dir, ckpt), tmp)
+        elif (ckpt / ADAPTER_FILE).exists():
             _write_merged(ckpt, *_base_model_of(run_dir, ckpt), tmp)
         else:
             tmp.mkdir()
@@ -169,8 +174,8 @@ def _base_model_of(run_dir: Path, ckpt: Path) -> tuple[Path, str]:
     if config.exists():
         model = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("model") or {}
     name = model.get("name")
-    if name is None:
-        name = json.loads((ckpt / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+    if name is None and (ckpt / ADAPTER_CONFIG).exists():
+        name = json.loads((ckpt / ADAPTER_CONFIG).read_text(encoding="utf-8")).get("base_model_name_or_path")
     if not name:
         raise MergeError(f"{run_dir}: no config.yaml names the base model the adapter in {ckpt} belongs to")
     return Path(model_path(str(name))), str(model.get("dtype") or "float32")
@@ -183,4 +188,24 @@ def _write_merged(ckpt: Path, base: Path, dtype: str, dest: Path) -> None:
     lm = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     merged = PeftModel.from_pretrained(lm, str(ckpt)).merge_and_unload()
     merged.save_pretrained(dest, safe_serialization=True)
+    AutoTokenizer.from_pretrained(ckpt if (ckpt / "tokenizer_config.json").exists() else base).save_pretrained(dest)
+
+
+def _write_distributed(ckpt: Path, base: Path, dtype: str, dest: Path) -> None:
+    """A ``torch.distributed.checkpoint`` checkpoint (any world size) as one model directory: its weights (or
+    its adapters, merged) loaded into the base model in this process."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rubricgym.trainers.checkpoint import DCP_DIR, load_distributed
+
+    lm = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
+    if (ckpt / ADAPTER_CONFIG).exists():
+        peft_model = get_peft_model(lm, PeftLoraConfig.from_pretrained(str(ckpt)))
+        load_distributed(peft_model, None, ckpt / DCP_DIR)
+        lm = peft_model.merge_and_unload()
+    else:
+        load_distributed(lm, None, ckpt / DCP_DIR)
+    lm.save_pretrained(dest, safe_serialization=True)
     AutoTokenizer.from_pretrained(ckpt if (ckpt / "tokenizer_config.json").exists() else base).save_pretrained(dest)

@@ -10,12 +10,13 @@ step appends to ``metrics.jsonl``; checkpoints every ``save_every`` steps make `
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import Rubric, load_rubric
+from rubricgym.trainers import sharding
 from rubricgym.trainers.backends import make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
@@ -108,6 +110,10 @@ class Trainer:
         self.ref_model: Any = None
         if cfg.loss.beta > 0:  # the frozen initial policy: under LoRA the same network with its adapters off
             self.ref_model = self.peft if self.peft is not None else self.frozen_copy()
+        if cfg.model.parallel.strategy == "fsdp2":  # each rank keeps 1/world of the weights (trainers/sharding.py)
+            sharding.shard(self.model, cfg.model.parallel)
+            if self.ref_model is not None and self.peft is None:
+                sharding.shard(self.ref_model, cfg.model.parallel)
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(
             trainable_parameters(self.model), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
@@ -201,12 +207,13 @@ class Trainer:
         all_tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
         tasks, seeds = shard(all_tasks), shard(self.seeds_for(step, len(all_tasks)))  # this rank's groups
         anchor = cfg.advantage.estimator == "tournament" and cfg.advantage.anchor_greedy  # ArenaRL's greedy anchor
-        groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
-        laps.lap("gen_s")
-        await self.score(groups)
         extra: dict[str, Any] = {}
-        if self.guide is not None:
-            extra |= await self.guide_groups(step, groups, laps)
+        with self.gathered():  # a sharded policy samples from whole weights until the update
+            groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
+            laps.lap("gen_s")
+            await self.score(groups)
+            if self.guide is not None:
+                extra |= await self.guide_groups(step, groups, laps)
         if self.rollout_log is not None:
             self.rollout_log.write(step + 1, [r.trajectory for r in flatten(groups)])
         tournaments = await self.rank_groups(groups) if cfg.advantage.estimator == "tournament" else None
@@ -240,7 +247,10 @@ class Trainer:
         laps.lap("update_s")
         self.state.cursor += len(all_tasks)
         record = train_record(step + 1, self.state.cursor, groups, est, stats, self.stages, laps)
-        return record | extra | self.judge_stats | await self.after_step(step + 1, groups)
+        monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy
+        with self.gathered() if monitored else contextlib.nullcontext():
+            extra |= await self.after_step(step + 1, groups)
+        return record | extra | self.judge_stats
 
     async def guide_groups(self, step: int, groups: list[Group], laps: Laps) -> dict[str, float]:
         """Re-roll part of every group that all failed with a hint (``trainers/guidance.py``), in place."""
@@ -317,7 +327,8 @@ class Trainer:
         tasks = list(self.eval_tasks)
         seeds = [10_000_019 + 97 * i for i in range(len(tasks))]
         temperature = self.cfg.generation.eval_temperature
-        groups = await self.backend.collect(tasks, seeds, 1, temperature=temperature, full_precision=True)
+        with self.gathered():
+            groups = await self.backend.collect(tasks, seeds, 1, temperature=temperature, full_precision=True)
         await self.score(groups)
         rollouts = flatten(groups)
         return EvalResult.of(
@@ -347,6 +358,24 @@ class Trainer:
     def trained(self) -> Any:
         """What checkpoints hold: the ``PeftModel`` (its adapter) under LoRA, else the whole network."""
         return self.peft if self.peft is not None else self.model
+
+    @contextlib.contextmanager
+    def gathered(self) -> Iterator[None]:
+        """Under FSDP2, the policy's whole weights on every rank for the duration (``sharding.gathered``). The
+        sampler's packed weights are dropped after: the next gather may reuse their storage for other tensors."""
+        if not sharding.is_sharded(self.model):
+            yield
+            return
+        try:
+            with sharding.gathered(self.model, self.cfg.model.parallel.reshard_after_forward):
+                yield
+        finally:
+            self.policy.release_packed()
+
+    @property
+    def writes_checkpoints(self) -> bool:
+        """Rank 0 writes replicated checkpoints; every rank writes its shards of a sharded one."""
+        return is_main() or sharding.is_sharded(self.model)
 
     def frozen_copy(self) -> Any:
         """A frozen copy of the initial policy: full fine-tuning's KL reference."""
@@ -419,13 +448,13 @@ class Trainer:
                     result = await self.evaluate(f"step {self.state.step}", self.state.step)
                     self._log_eval(result)
                     display.eval(result)
-                if cfg.save_every and self.state.step % cfg.save_every == 0 and is_main():
+                if cfg.save_every and self.state.step % cfg.save_every == 0 and self.writes_checkpoints:
                     self.checkpoint()
             display.status("evaluating the trained policy on held-out tasks")
             final = await self.evaluate("trained", self.state.step)
             self._log_eval(final)
             display.eval(final)
-        if cfg.save_every and is_main():
+        if cfg.save_every and self.writes_checkpoints:
             self.checkpoint()
         return self.finish(final)
 

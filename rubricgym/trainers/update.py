@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
+from rubricgym.trainers.distributed import any_rank
 from rubricgym.trainers.lora import reference
 from rubricgym.trainers.loss import (
     guided_weights,
@@ -36,6 +37,7 @@ from rubricgym.trainers.loss import (
     selected_logprobs,
 )
 from rubricgym.trainers.samples import Batch, Sample, collate
+from rubricgym.trainers.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded, lockstep_count
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,48 @@ def micro_batches(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
+LogProbs = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+
+
+def logprobs_of(model: torch.nn.Module) -> LogProbs:
+    """``generated_logprobs`` bound to ``model``: through the FSDP2 root's registered forward method when the
+    model is sharded (``trainers/sharding.py``), so the root's parameters are gathered for it."""
+    method = getattr(model, LOGPROBS_METHOD, None)
+    if method is not None:
+        return method
+    return lambda *args, **kwargs: generated_logprobs(model, *args, **kwargs)
+
+
+def lockstep_batches(
+    model: torch.nn.Module, samples: Sequence[Sample], size: int, pad_id: int
+) -> Iterator[tuple[list[Sample], Batch, bool]]:
+    """The micro-batches of ``samples`` on ``model``'s device as ``(samples, batch, filler)``. Unsharded, those with a
+    generated token. Sharded (every forward and backward a collective), every micro-batch, then ``filler`` ones
+    (a two-token batch training its last token) until this rank has run as many as the rank with the most: the
+    caller multiplies a filler's loss by zero."""
+    device = next(model.parameters()).device
+    chunks = micro_batches(samples, size)
+    if not is_sharded(model):
+        chunks = [c for c in chunks if any(s.n_generated for s in c)]
+        for chunk in chunks:
+            yield chunk, collate(chunk, pad_id).to(device), False
+        return
+    total = lockstep_count(len(chunks))
+    for chunk in chunks:
+        yield chunk, collate(chunk, pad_id).to(device), not any(s.n_generated for s in chunk)
+    for _ in range(total - len(chunks)):
+        filler = [_filler(pad_id)]
+        yield filler, collate(filler, pad_id).to(device), True
+
+
+def _filler(pad_id: int) -> Sample:
+    s = Sample(rollout=-1)
+    s.input_ids = [pad_id, pad_id]
+    s.loss_mask, s.step_ids, s.stage_ids = [0, 1], [-1, 0], [-1, 0]
+    s.sampled_logprobs, s.advantages = [0.0, 0.0], [0.0, 0.0]
+    return s
+
+
 def _all_reduce(value: float) -> float:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         t = torch.tensor([value], dtype=torch.float64)
@@ -240,14 +284,10 @@ def compute_gradients(
     known = 0
     device = next(model.parameters()).device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
-    for chunk in micro_batches(samples, settings.optim.micro_batch):
-        if not any(s.n_generated for s in chunk):
-            continue
-        b = collate(chunk, pad_id)
-        b.to(device)
+    forward = logprobs_of(model)
+    for chunk, b, filler in lockstep_batches(model, samples, settings.optim.micro_batch, pad_id):
         with autocast:
-            logp, entropy = generated_logprobs(
-                model,
+            logp, entropy = forward(
                 b.input_ids,
                 b.attention_mask,
                 b.loss_mask,
@@ -258,9 +298,10 @@ def compute_gradients(
             ref = None
             if ref_model is not None:  # a LoRA run's reference is its own network with the adapters off
                 with torch.no_grad(), reference(ref_model) as ref_net:
-                    ref, _ = generated_logprobs(
-                        ref_net, b.input_ids, b.attention_mask, b.loss_mask, settings.temperature
-                    )
+                    ref, _ = logprobs_of(ref_net)(b.input_ids, b.attention_mask, b.loss_mask, settings.temperature)
+        if filler:  # a sharded rank's extra micro-batch: the collectives run, the gradient gets zero
+            (logp.sum() * 0.0).backward()
+            continue
         width = logp.shape[1]
         if old_logprobs is not None and all(id(s) in old_logprobs for s in chunk):
             old = torch.stack([torch.nn.functional.pad(old_logprobs[id(s)], (0, width - len(s))) for s in chunk])
@@ -337,12 +378,19 @@ def _means(totals: dict[str, float], known: int, guided_min: float) -> dict[str,
 
 
 def sync_gradients(model: torch.nn.Module) -> None:
-    """Sum gradients across ``torch.distributed`` ranks (each rank's loss is already globally normalised)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    """Sum gradients across ``torch.distributed`` ranks (each rank's loss is already globally normalised). A
+    sharded model's were reduce-scattered (summed) by FSDP2 in its backward already."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()) or is_sharded(model):
         return
     for p in model.parameters():
         if p.grad is not None:
             torch.distributed.all_reduce(p.grad)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor, else the tensor."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if to_local is not None else t
 
 
 class NonFiniteUpdate(FloatingPointError):
@@ -357,7 +405,9 @@ def _check_finite(stats: dict[str, float], norm: float) -> None:
 
 
 def _check_weights(model: torch.nn.Module) -> None:
-    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(_local(p)).all())]
+    if is_sharded(model) and any_rank(bool(bad)) and not bad:
+        bad = ["a shard on another rank"]  # every rank stops together
     if bad:
         raise NonFiniteUpdate(
             f"the optimizer step made {len(bad)} weight tensor(s) non-finite (first: {bad[0]}); lower optim.lr"
@@ -387,7 +437,7 @@ def policy_update(
         stats = compute_gradients(model, samples, settings, pad_id=pad_id, old_logprobs=old, ref_model=ref_model)
         sync_gradients(model)
         max_norm = settings.optim.max_grad_norm
-        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm if max_norm is not None else math.inf))
+        norm = grad_norm_and_clip([p for p in model.parameters() if p.grad is not None], max_norm)
         if max_norm is not None:
             stats["grad_norm"] = norm
         _check_finite(stats, norm)
