@@ -216,6 +216,9 @@ async def test_a_cancelled_command_leaves_no_process_behind(bwrap, repo):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        deadline = time.monotonic() + 30  # killed processes may take a moment to finish exiting
+        while running() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert running() == [], "cancelling exec must kill every process the command started"
         assert (await sb.exec("echo still usable")).stdout == "still usable\n"
 
@@ -233,7 +236,9 @@ async def _spare(backend, timeout: float = 60.0):
 
 
 async def test_a_sandbox_made_from_a_spare_sees_nothing_of_another(repo):
+    import asyncio
     import os
+    import time
 
     from rubricgym.envs.swe.sandbox import BwrapBackend
 
@@ -263,10 +268,16 @@ async def test_a_sandbox_made_from_a_spare_sees_nothing_of_another(repo):
         ), "the second sandbox's /work is not exactly the snapshot"
         assert not [line for line in seen.splitlines() if line.startswith("/tmp/")], "/tmp is not fresh"
         if second.cgroups:
-            # only the launcher parked for its next command (a host process that has run nothing yet) may be there
-            parked = [str(second._launcher.pid)] if second._launcher else []
-            members = {d: (d / "cgroup.procs").read_text().split() for d in second.cgroups.values()}
-            assert all(m == parked for m in members.values()), f"processes left in the new sandbox's cgroups: {members}"
+            # once its last command's bwrap has finished exiting, only the launcher parked for its next command
+            # (a host process that has run nothing yet) is left in them
+            deadline = time.monotonic() + 30
+            while True:
+                parked = {str(second._launcher.pid)} if second._launcher else set()
+                members = {d: set((d / "cgroup.procs").read_text().split()) for d in second.cgroups.values()}
+                if all(m <= parked for m in members.values()) or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            assert all(m <= parked for m in members.values()), f"left in the new sandbox's cgroups: {members}"
             assert set(second.cgroups.values()).isdisjoint(first.cgroups.values())
     finally:
         await first.destroy()

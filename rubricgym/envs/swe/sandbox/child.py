@@ -57,8 +57,9 @@ class Launcher:
 
     def discard(self) -> None:
         """Kill an unused launcher and release its pipes."""
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:  # never signal a reaped pid: it may belong to someone else by now
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if f is not None:
                 with suppress(OSError):
