@@ -82,6 +82,7 @@ class SweEnv(SweTools, RubricEnv):
             if hint := raw_record_hint(i, f"instances[{n}]"):
                 raise ValueError(hint)
         self._instances = [SweInstance.model_validate(i) if isinstance(i, dict) else i for i in instances or []]
+        self._owns_backend = isinstance(backend, str)  # made here, so closed here (its spare sandboxes removed)
         if isinstance(backend, str):
             backend = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
         self.backend = backend
@@ -142,6 +143,8 @@ class SweEnv(SweTools, RubricEnv):
         if self.sandbox is not None:
             sandbox, self.sandbox = self.sandbox, None
             await sandbox.destroy()
+        if self._owns_backend:
+            await self.backend.aclose()
 
     def close(self) -> None:
         self.run_async(self._close())
