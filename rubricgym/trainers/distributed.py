@@ -32,6 +32,23 @@ def init_from_env(backend: str = "gloo") -> bool:
     return True
 
 
+def local_device(device: str) -> str:
+    """The device this process trains on: ``cuda``/``auto`` under a multi-process launch is the GPU named by
+    ``LOCAL_RANK`` (one GPU per rank, made current), ``auto`` without a GPU the CPU; anything else as given."""
+    if device in ("cuda", "auto") and torch.cuda.is_available():
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            return f"cuda:{local}"
+        return "cuda"
+    return "cpu" if device == "auto" else device
+
+
+def backend_for(device: str) -> str:
+    """The collective backend for tensors on ``device``: nccl for GPUs, gloo for the CPU."""
+    return "nccl" if device.startswith("cuda") else "gloo"
+
+
 def any_rank(flag: bool) -> bool:
     """True when ``flag`` is true on any rank (all ranks take the same decision, e.g. to stop on a time budget)."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):

@@ -36,7 +36,15 @@ from rubricgym.trainers.backends import make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
-from rubricgym.trainers.distributed import any_rank, init_from_env, is_main, rank_world, shard
+from rubricgym.trainers.distributed import (
+    any_rank,
+    backend_for,
+    init_from_env,
+    is_main,
+    local_device,
+    rank_world,
+    shard,
+)
 from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.entropy import modulate, turn_entropies
 from rubricgym.trainers.estimate import estimate, reward_of
@@ -65,7 +73,8 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
-        init_from_env()  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
+        device = local_device(cfg.model.device)  # under torchrun: this rank's GPU (LOCAL_RANK) when on GPUs
+        init_from_env(backend_for(device))  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
         self.run_dir = Path(cfg.run_dir)
         if not is_main():  # other data-parallel ranks keep their own metrics apart
             self.run_dir = self.run_dir / f"rank{rank_world()[0]}"
@@ -98,7 +107,7 @@ class Trainer:
             max_batch=g.max_batch,
             response_prefix=g.response_prefix,
             bf16_autocast=cfg.model.bf16_autocast,
-            device=cfg.model.device,
+            device=device,
             packed_weights=cfg.model.packed_weights,
         )
         self.model = self.policy.lm  # the network the sampler holds: LoRA adapters are injected into it in place
