@@ -1,4 +1,5 @@
-"""Run by ``torchrun --nproc-per-node 2`` from test_distributed.py: one data-parallel gradient, saved by rank 0."""
+"""Run by ``torchrun --nproc-per-node 2`` from test_distributed.py: a data-parallel gradient per loss aggregation,
+saved by rank 0."""
 
 import sys
 
@@ -45,9 +46,9 @@ def gradients(model_dir: str, aggregation: str, distributed: bool) -> dict[str, 
 
 
 if __name__ == "__main__":
-    model_dir, aggregation, out = sys.argv[1:4]
+    model_dir, aggregations, out = sys.argv[1:4]  # aggregations: comma-separated, one gradient each
     init_from_env("gloo")
-    grads = gradients(model_dir, aggregation, distributed=True)
+    grads = {a: gradients(model_dir, a, distributed=True) for a in aggregations.split(",")}
     if rank_world()[0] == 0:
         torch.save({"world": rank_world()[1], "grads": grads}, out)
     torch.distributed.destroy_process_group()

@@ -19,18 +19,18 @@ def test_shard_deals_items_round_robin():
     assert shard([1, 2], 0, 1) == [1, 2]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean"])
-def test_two_gloo_ranks_match_one_process(tiny_model_dir, tmp_path, aggregation):
-    sys.path.insert(0, str(HERE))
-    import socket
+AGGREGATIONS = ["token-mean", "seq-mean"]
 
-    from ddp_worker import gradients
+
+@pytest.fixture(scope="module")
+def two_rank_gradients(tiny_model_dir, tmp_path_factory) -> dict:
+    """Each aggregation's gradient from 2 gloo ranks, all from one torchrun launch (a launch costs ~10 s here)."""
+    import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    out = tmp_path / "grads.pt"
+    out = tmp_path_factory.mktemp("ddp") / "grads.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
     subprocess.run(
         [
@@ -45,7 +45,7 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, tmp_path, aggregation)
             str(port),
             str(HERE / "ddp_worker.py"),
             str(tiny_model_dir),
-            aggregation,
+            ",".join(AGGREGATIONS),
             str(out),
         ],
         check=True,
@@ -53,12 +53,21 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir, tmp_path, aggregation)
         timeout=300,
         capture_output=True,
     )
-    got = torch.load(out)
-    assert got["world"] == 2
+    return torch.load(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_two_gloo_ranks_match_one_process(two_rank_gradients, tiny_model_dir, aggregation):
+    sys.path.insert(0, str(HERE))
+    from ddp_worker import gradients
+
+    assert two_rank_gradients["world"] == 2
+    got = two_rank_gradients["grads"][aggregation]
     single = gradients(str(tiny_model_dir), aggregation, distributed=False)
-    assert set(single) == set(got["grads"])
+    assert set(single) == set(got)
     for name, g in single.items():
-        torch.testing.assert_close(got["grads"][name], g, rtol=1e-4, atol=1e-6)  # float summation order
+        torch.testing.assert_close(got[name], g, rtol=1e-4, atol=1e-6)  # float summation order
     assert any(g.abs().sum() > 0 for g in single.values())
 
 
