@@ -168,8 +168,20 @@ def _people(rng: np.random.Generator, k: int) -> list[str]:
     return [f"{f} {s}" for f, s in zip(firsts, lasts, strict=True)]
 
 
-def _email(name: str) -> str:
-    return name.lower().replace(" ", ".") + "@example.com"
+DOMAINS = ["example.com", "example.org", "example.net", "mail.example", "work.example"]
+ADDRESS_FORMS = ["{f}.{l}", "{f0}{l}", "{f}{l0}", "{f}_{l}", "{l}.{f}", "{f}"]
+"""How a person's address is written: ``first.last``, ``flast``, ``firstl``, ... (f/l: first/last name, 0: initial)."""
+
+
+def _emails(rng: np.random.Generator, names: list[str]) -> list[str]:
+    """An address per name in a form and domain drawn from ``rng``, so none can be told from the name alone (a
+    task that asks for it needs the page that shows it). Names are distinct in first and last name, so are these."""
+    out = []
+    for name in names:
+        first, last = name.lower().split()
+        form, domain = ADDRESS_FORMS[int(rng.integers(len(ADDRESS_FORMS)))], DOMAINS[int(rng.integers(len(DOMAINS)))]
+        out.append(form.format(f=first, l=last, f0=first[0], l0=last[0]) + "@" + domain)
+    return out
 
 
 def _day(rng: np.random.Generator, spread: int = 6) -> str:
@@ -199,11 +211,11 @@ def mail(rng: np.random.Generator) -> dict[str, Any]:
     subjects = _pick(rng, SUBJECTS, 10)
     messages = []
     for i, subject in enumerate(subjects):
-        sender = people[i % len(people)]
         messages.append(
             {
                 "id": f"m{i + 1}",
-                "from": _email(sender),
+                "from_name": people[i % len(people)],
+                "from": "",  # drawn below, after the other draws (which stay what they were)
                 "to": "me@example.com",
                 "subject": subject.format(n=int(rng.integers(1000, 9999))),
                 "body": str(rng.choice(BODIES)),
@@ -213,6 +225,9 @@ def mail(rng: np.random.Generator) -> dict[str, Any]:
                 "starred": bool(rng.random() < 0.2),
             }
         )
+    address = dict(zip(people, _emails(rng, people), strict=True))
+    for m in messages:
+        m["from"] = address[m["from_name"]]
     return {"me": "me@example.com", "today": TODAY, "messages": messages}
 
 
@@ -237,19 +252,20 @@ def calendar(rng: np.random.Generator) -> dict[str, Any]:
 
 def contacts(rng: np.random.Generator) -> dict[str, Any]:
     people = _people(rng, 9)
-    return {
-        "contacts": [
-            {
-                "id": f"c{i + 1}",
-                "name": p,
-                "phone": f"+1 555 {int(rng.integers(100, 999))} {int(rng.integers(1000, 9999))}",
-                "email": _email(p),
-                "company": str(rng.choice(COMPANIES)),
-                "favorite": bool(rng.random() < 0.25),
-            }
-            for i, p in enumerate(people)
-        ]
-    }
+    contacts = [
+        {
+            "id": f"c{i + 1}",
+            "name": p,
+            "phone": f"+1 555 {int(rng.integers(100, 999))} {int(rng.integers(1000, 9999))}",
+            "email": "",  # drawn below, after the other draws (which stay what they were)
+            "company": str(rng.choice(COMPANIES)),
+            "favorite": bool(rng.random() < 0.25),
+        }
+        for i, p in enumerate(people)
+    ]
+    for c, address in zip(contacts, _emails(rng, people), strict=True):
+        c["email"] = address
+    return {"contacts": contacts}
 
 
 def settings(rng: np.random.Generator) -> dict[str, Any]:

@@ -95,15 +95,23 @@ class GuiEnv(BrowserEnv):
         State goals describe the state the instruction asks for, in the app's own vocabulary (a folder named
         "sent"). An answer is on a page the agent opens (``discoverable`` through every tool: the company asked
         for is on the contact's card), so the audit holds it to the channels no action reaches: ids, the first
-        observation (the start page shows no answer: the contact list shows names only), ``info`` and ``state()``;
-        which one it is, the shortcut battery checks.
+        observation, ``info`` and ``state()``; which one it is, the shortcut battery checks. No app's start page
+        shows an answer: the contact list shows names only, the inbox senders' names (their addresses are on the
+        opened message), the agenda titles and places (dates and times are on the event's card) and the shop's
+        front page its categories and a search box (products and prices are on a category's page or a search's).
+        A number the sheet takes approximately (a price) is also scanned for with two decimals, as the apps show
+        it ("22.50" for 22.5).
         """
         shown = task.prompt.casefold()
-        return [
-            (f"goals[{i}].expected", g["expected"])
-            for i, g in enumerate(task.hidden.get("goals", []))
-            if str(g.get("field", "")).startswith("answer.") and str(g.get("expected")).casefold() not in shown
-        ]
+        out: list[tuple[str, Any]] = []
+        for i, g in enumerate(task.hidden.get("goals", [])):
+            expected = g.get("expected")
+            if not str(g.get("field", "")).startswith("answer.") or str(expected).casefold() in shown:
+                continue
+            out.append((f"goals[{i}].expected", expected))
+            if g.get("op") == "approx" and isinstance(expected, int | float) and not isinstance(expected, bool):
+                out.append((f"goals[{i}].expected", f"{expected:.2f}"))
+        return out
 
     def guidance(self, task: Task, level: int) -> str | None:
         """Level 1: the app page or section to go to (and that the item is opened from its list); 2: the elements

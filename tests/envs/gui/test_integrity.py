@@ -17,7 +17,7 @@ from rubricgym.envs.gui.byo import WebTaskEnv
 from rubricgym.envs.gui.env import GuiEnv
 from rubricgym.envs.gui.templates import TEMPLATES
 from rubricgym.rewards.judges import CheckJudge
-from rubricgym.rewards.leaks import audit_leaks
+from rubricgym.rewards.leaks import Scanner, audit_leaks, make_secrets
 from rubricgym.rewards.prm import ProcessRewardModel
 
 SHORTCUTS: dict[str, Callable[..., Agent]] = {"shotgun": Shotgun, "wrong_submit": WrongSubmit, "escape": Escape}
@@ -81,50 +81,67 @@ def test_no_step_channel_shows_an_expected_value(pool):
     env.close()
 
 
-OPEN_LEAKS = {
-    "shop.cheapest": "the answer is one of the product names the shop's start page lists",
-    "shop.price": "the shop's start page lists every product with its price",
-    "calendar.when": "the calendar's start page shows the events with their dates and times",
-    "mail.sender": "the inbox lists each email with its sender's address",
-}
-"""Templates whose answer is on the app's start page, so in the first observation (found by the audit below, #29):
-each needs a start page that does not show it (the contact list had the same fault and now shows names only)."""
-
-
-def _answer_tasks(templates: set[str] | None = None, exclude: set[str] = frozenset()) -> list:
+def _answer_tasks(n: int = 1) -> list:
+    """``n`` tasks of every template with an answer to find (one the instruction does not state)."""
     return [
         task
         for tid, tmpl in TEMPLATES.items()
-        if (templates is None or tid in templates) and tid not in exclude
-        for task in GuiEnv(templates=[tid]).task_set(1, seed=3, split=tmpl.split)
+        for task in GuiEnv(templates=[tid]).task_set(n, seed=3, split=tmpl.split)
         if GuiEnv.secrets(task)
     ]
+
+
+def test_a_price_is_scanned_for_as_the_shop_shows_it():
+    """A price of 22.5 is not in "$22.50" word by word: the audit missed the price on the shop's start page in one
+    of eight shop.price tasks until ``GuiEnv.secrets`` gave the two-decimal form too."""
+    tasks = GuiEnv(templates=["shop.price"]).task_set(8, seed=3)
+    prices = [task.hidden["goals"][0]["expected"] for task in tasks]
+    assert any(f"{p:.2f}" != str(p) and not f"{p:.2f}".endswith(".00") for p in prices)  # a 22.5 among them
+    for task, price in zip(tasks, prices, strict=True):
+        assert Scanner(make_secrets(GuiEnv.secrets(task))).find(f"Desk lamp ${price:.2f} · 4 in stock"), task.id
 
 
 @pytest.mark.slow
 def test_leak_audit_finds_no_answer_before_the_agent_acts(pool):
     """The leak audit over a task of every template with an answer to find, played by the wrong-submit probe (it
-    answers wrong at once and stops, so no action of its own reveals the answer). Before the fix the contact list
-    showed each contact's company beside the name: contacts.company's answer was in its first observation."""
-    tasks = _answer_tasks(exclude=set(OPEN_LEAKS))
-    assert "contacts.company" in {t.params["template"] for t in tasks} and len(tasks) >= 10
+    answers wrong at once and stops, so no action of its own reveals the answer). Before the fixes five start
+    pages showed their answer in the first observation: the contact list each contact's company (contacts.company),
+    the shop every product with its price (shop.price, shop.cheapest), the agenda every event's date and time
+    (calendar.when) and the inbox every sender's address (mail.sender)."""
+    tasks = _answer_tasks()
+    fixed = {"contacts.company", "shop.price", "shop.cheapest", "calendar.when", "mail.sender"}
+    assert fixed <= {t.params["template"] for t in tasks} and len(tasks) >= 14
     report = asyncio.run(
         audit_leaks("gui-v0", agents={"wrong_submit": WrongSubmit}, tasks=tasks, env_kwargs={"pool": pool})
     )
-    assert report.episodes == len(tasks) and report.secrets >= 5  # one-digit counts are too generic to scan for
+    assert report.episodes == len(tasks) and report.secrets >= 10  # one-digit counts are too generic to scan for
     assert report.ok, report.line()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("template", sorted(OPEN_LEAKS))
-def test_open_leaks_are_still_open(pool, template):
-    """Strict: when a start page stops showing the answer, this fails and the template leaves ``OPEN_LEAKS``."""
-    report = asyncio.run(
-        audit_leaks(
-            "gui-v0", agents={"wrong_submit": WrongSubmit}, tasks=_answer_tasks({template}), env_kwargs={"pool": pool}
-        )
-    )
-    assert [leak.channel for leak in report.leaks][:1] == ["first observation"], (template, OPEN_LEAKS[template])
+def test_each_answer_is_on_a_page_the_plan_opens_and_never_on_the_start_page(pool):
+    """Three tasks of every answer template: the start page holds none of the answer, and the page the oracle's
+    plan has reached when it answers (after opening the item, a search or a category) holds all of it, so an
+    agent that reads pages can find it by actions a rubric step can credit (the oracle itself answers from its
+    plan, not from the page, so its success alone would not show this)."""
+    env = GuiEnv(pool=pool)
+    checked = set()
+    for task in _answer_tasks(3):
+        scanner = Scanner(make_secrets(GuiEnv.secrets(task)))
+        if not scanner.secrets:  # a one-digit count: too generic to scan for
+            continue
+        obs, _ = env.reset(options={"task": task})
+        assert not scanner.find(obs), (task.id, [s.value for s in scanner.find(obs)])
+        plan = task.hidden["plan"]
+        for step in plan[: [s["tool"] for s in plan].index("answer")]:
+            ref = find_ref(obs, step["role"], step["name"])
+            assert ref is not None, (task.id, step)
+            args = {k: v for k, v in step.items() if k not in ("tool", "role", "name")}
+            obs, *_ = env.step(call(step["tool"], ref=ref, **args))
+        assert {s.path for s in scanner.find(obs)} == {s.path for s in scanner.secrets}, (task.id, obs)
+        checked.add(task.params["template"])
+    env.close()
+    assert {"shop.price", "shop.cheapest", "calendar.when", "mail.sender", "contacts.company"} <= checked
 
 
 async def _scores(env_factory: Callable[[], RubricEnv], agent: Agent, tasks) -> list[tuple[float, float]]:

@@ -1,4 +1,6 @@
-"""Mail templates: archive, delete, star, mark unread, compose, reply, restore, and read mail."""
+"""Mail templates: archive, delete, star, mark unread, compose, reply, restore, and read mail.
+
+The message lists show each sender's name, not the address: a sender's address is on the opened message."""
 
 from __future__ import annotations
 
@@ -172,7 +174,7 @@ def delete_from(rng, s):
     mine = [x for x in s["messages"] if x["from"] == m["from"] and x["folder"] == "inbox"]
     plan = [step for x in mine for step in (_open(x), click("button", "Delete"))]
     return Spec(
-        f"Delete every email in the inbox from {m['from']}.",
+        f"Delete every email in the inbox from {m['from_name']} <{m['from']}>.",
         [G(f"messages[id={x['id']}].folder", "trash") for x in mine],
         [*plan, DONE],
         [*(f"messages[id={x['id']}].folder" for x in mine), READ],

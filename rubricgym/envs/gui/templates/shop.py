@@ -1,4 +1,7 @@
-"""Shop templates: cart, quantities, checkout, and product questions."""
+"""Shop templates: cart, quantities, checkout, and product questions.
+
+The shop's start page lists no product (categories and a search box only), so every plan first opens the
+product's category or searches for it: a product question's answer is never on the first page."""
 
 from __future__ import annotations
 
@@ -18,13 +21,16 @@ def _product(rng, s, exclude=()):
 
 
 def _add(p):
-    return click("button", f"Add {p['name']} to cart")
+    """Open ``p``'s category, then add it to the cart."""
+    return [click("link", p["category"]), click("button", f"Add {p['name']} to cart")]
 
 
 @template("shop.add_to_cart", "shop", 1)
 def add_to_cart(rng, s):
     p = _product(rng, s)
-    return Spec(f"Add the {p['name']} to the cart.", [G(f"cart[product={p['id']}].qty", 1)], [_add(p), DONE], ["cart*"])
+    return Spec(
+        f"Add the {p['name']} to the cart.", [G(f"cart[product={p['id']}].qty", 1)], [*_add(p), DONE], ["cart*"]
+    )
 
 
 @template("shop.add_two", "shop", 2)
@@ -34,7 +40,7 @@ def add_two(rng, s):
     return Spec(
         f"Put one {a['name']} and one {b['name']} in the cart.",
         [G(f"cart[product={a['id']}].qty", 1), G(f"cart[product={b['id']}].qty", 1), G("cart", 2, "len")],
-        [_add(a), _add(b), DONE],
+        [*_add(a), *_add(b), DONE],
         ["cart*"],
     )
 
@@ -46,7 +52,13 @@ def quantity(rng, s):
     return Spec(
         f"Add {k} units of the {p['name']} to the cart.",
         [G(f"cart[product={p['id']}].qty", k)],
-        [_add(p), click("link", "~Cart"), fill("spinbutton", f"Quantity of {p['name']}", str(k)), press("Enter"), DONE],
+        [
+            *_add(p),
+            click("link", "~Cart"),
+            fill("spinbutton", f"Quantity of {p['name']}", str(k)),
+            press("Enter"),
+            DONE,
+        ],
         ["cart*"],
     )
 
@@ -80,7 +92,7 @@ def checkout(rng, s):
             G("orders[0].total", total, "approx"),
         ],
         [
-            _add(p),
+            *_add(p),
             click("link", "~Cart"),
             click("button", "Checkout"),
             fill("textbox", "Full name", name),
@@ -99,7 +111,7 @@ def price(rng, s):
     return Spec(
         f"How much does the {p['name']} cost? Answer with the number in the field `price`.",
         [G("answer.price", p["price"], "approx")],
-        [answer(price=f"{p['price']:.2f}"), DONE],
+        [fill("searchbox", "Search products", p["name"]), answer(price=f"{p['price']:.2f}"), DONE],
         answer_fields=["price"],
     )
 
@@ -133,6 +145,6 @@ def search_add(rng, s):
     return Spec(
         f"Search the shop for {quote(p['name'])} and add it to the cart.",
         [G(f"cart[product={p['id']}].qty", 1)],
-        [fill("searchbox", "Search products", p["name"]), _add(p), DONE],
+        [fill("searchbox", "Search products", p["name"]), click("button", f"Add {p['name']} to cart"), DONE],
         ["cart*"],
     )

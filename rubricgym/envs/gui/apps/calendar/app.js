@@ -1,5 +1,7 @@
-/* Calendar: an agenda grouped by day, event details, add/edit/delete.
- * State: {today: "YYYY-MM-DD", events: [{id, title, date, start: "HH:MM", duration (min), location}]} */
+/* Calendar: an agenda of upcoming events, today's schedule, event details, add/edit/delete.
+ * State: {today: "YYYY-MM-DD", events: [{id, title, date, start: "HH:MM", duration (min), location}]}
+ * The agenda (the start page) lists the events in order by title and place only: an event's date and time are on
+ * its card, and today's times on the Today page (tasks ask for them). */
 "use strict";
 let S = { today: "2024-05-20", events: [] };
 const { esc } = RG;
@@ -9,17 +11,16 @@ const DURATIONS = ["15", "30", "45", "60", "90", "120"];
 function render() {
   const [view = "agenda", arg] = RG.route();
   side.innerHTML = `<button class="primary" data-act="add" style="width:100%;margin-bottom:10px">New event</button>` +
-    RG.nav([["/agenda", "Agenda", S.events.length], ["/today", "Today", S.events.filter((e) => e.date === S.today).length]], "/" + view);
+    RG.nav([["/agenda", "Agenda", S.events.length], ["/today", "Today"]], "/" + view);
   if (view === "event") return detail(S.events.find((e) => e.id === arg));
   if (view === "edit" || view === "add") return edit(S.events.find((e) => e.id === arg));
   const shown = S.events.filter((e) => view !== "today" || e.date === S.today)
     .sort((a, b) => (a.date + a.start).localeCompare(b.date + b.start));
-  const days = [...new Set(shown.map((e) => e.date))];
-  main.innerHTML = `<h2>${view === "today" ? "Today, " + esc(S.today) : "Agenda"}</h2>` + (days.map((d) =>
-    `<section aria-label="${esc(d)}"><h3>${esc(d)}${d === S.today ? ' <span class="badge">Today</span>' : ""}</h3><ul class="list">` +
-    shown.filter((e) => e.date === d).map((e) => `<li><button class="row" data-act="open" data-arg="${e.id}">
-      <span style="width:60px">${esc(e.start)}</span><span class="grow">${esc(e.title)}</span><span class="muted">${esc(e.location)}</span></button></li>`).join("") +
-    "</ul></section>").join("") || '<p class="muted">No events</p>');
+  const today = view === "today";
+  main.innerHTML = `<h2>${today ? "Today, " + esc(S.today) : "Agenda"}</h2>` + (shown.length ? `<ul class="list" aria-label="Events">` +
+    shown.map((e) => `<li><button class="row" data-act="open" data-arg="${e.id}">
+      ${today ? `<span style="width:60px">${esc(e.start)}</span>` : ""}<span class="grow">${esc(e.title)}</span><span class="muted">${esc(e.location)}</span></button></li>`).join("") +
+    "</ul>" : '<p class="muted">No events</p>');
 }
 
 function detail(e) {

@@ -1,10 +1,13 @@
 /* Mail: folders, read/unread, stars, compose and reply.
- * State: {me, messages: [{id, from, to, subject, body, date, folder: inbox|archive|trash|sent, read, starred}]} */
+ * State: {me, messages: [{id, from_name, from, to, subject, body, date, folder: inbox|archive|trash|sent, read, starred}]}
+ * Lists show people by name (a mail client's display name): an address is on the opened message (tasks ask for it). */
 "use strict";
 let S = { me: "me@example.com", messages: [] };
 const { esc } = RG;
 const side = document.getElementById("side"), main = document.getElementById("main");
 const FOLDERS = [["inbox", "Inbox"], ["starred", "Starred"], ["sent", "Sent"], ["archive", "Archive"], ["trash", "Trash"]];
+/* A person's display name where a message from them gives one, else the address itself. */
+const nameOf = (address) => (S.messages.find((m) => m.from === address && m.from_name) || { from_name: address }).from_name;
 const inFolder = (f) => S.messages.filter((m) => (f === "starred" ? m.starred && m.folder !== "trash" : m.folder === f));
 
 function render() {
@@ -18,7 +21,7 @@ function render() {
   const label = (FOLDERS.find(([f]) => f === view) || [0, "Inbox"])[1];
   main.innerHTML = `<h2>${esc(label)}</h2><ul class="list" aria-label="Messages">${list.map((m) => `<li>
     <button class="row${m.read ? "" : " unread"}" data-act="open" data-arg="${m.id}">
-    <span style="width:220px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap">${esc(view === "sent" ? "To: " + m.to : m.from)}</span><span class="grow">${esc(m.subject)}</span>
+    <span style="width:220px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap">${esc(view === "sent" ? "To: " + nameOf(m.to) : nameOf(m.from))}</span><span class="grow">${esc(m.subject)}</span>
     <span class="muted">${m.starred ? "★ " : ""}${esc(m.date)}</span></button></li>`).join("") ||
     '<li class="muted" style="padding:12px">No messages</li>'}</ul>`;
 }
@@ -27,7 +30,7 @@ function message(m) {
   if (!m) { main.innerHTML = "<h2>Message not found</h2>"; return; }
   if (!m.read) m.read = true;
   main.innerHTML = `<article class="card" aria-label="Message"><h2>${esc(m.subject)}</h2>
-    <p class="muted">From: ${esc(m.from)}<br>To: ${esc(m.to)}<br>Date: ${esc(m.date)}</p><p style="white-space:pre-wrap">${esc(m.body)}</p></article>
+    <p class="muted">From: ${esc(m.from_name ? `${m.from_name} <${m.from}>` : m.from)}<br>To: ${esc(m.to)}<br>Date: ${esc(m.date)}</p><p style="white-space:pre-wrap">${esc(m.body)}</p></article>
     <div class="actions"><button data-act="reply" data-arg="${m.id}">Reply</button>
     <button data-act="star" data-arg="${m.id}" aria-pressed="${m.starred}">${m.starred ? "Unstar" : "Star"}</button>
     <button data-act="unread" data-arg="${m.id}">Mark as unread</button>

@@ -1,6 +1,8 @@
 /* Shop: a catalogue with categories and search, a cart with quantities, checkout and past orders.
  * State: {products: [{id, name, price, category, stock}], cart: [{product, qty}],
- *         orders: [{id, items: [{product, qty}], total, name, address, shipping}]} */
+ *         orders: [{id, items: [{product, qty}], total, name, address, shipping}]}
+ * The start page shows the categories and a search box, no product: products, prices and stock are on a
+ * category's page, All products and search results (tasks ask for them). */
 "use strict";
 let S = { products: [], cart: [], orders: [] };
 let query = "";
@@ -12,22 +14,27 @@ const product = (id) => S.products.find((p) => p.id === id);
 const cartTotal = () => Math.round(S.cart.reduce((t, i) => t + product(i.product).price * i.qty, 0) * 100) / 100;
 
 function render() {
-  const [view = "all", arg] = RG.route();
+  const [view = "home", arg] = RG.route();
   const cats = [...new Set(S.products.map((p) => p.category))].sort();
-  side.innerHTML = RG.nav([["/all", "All products"], ...cats.map((c) => ["/cat/" + encodeURIComponent(c), c]),
+  side.innerHTML = RG.nav([["/home", "Shop home"], ["/all", "All products"], ...cats.map((c) => ["/cat/" + encodeURIComponent(c), c]),
     ["/cart", "Cart", S.cart.reduce((n, i) => n + i.qty, 0)], ["/orders", "Orders", S.orders.length]],
     "/" + view + (view === "cat" ? "/" + arg : ""));
   if (view === "cart") return cart();
   if (view === "checkout") return checkout();
   if (view === "orders") return orders();
+  const home = view !== "all" && view !== "cat";
   const cat = view === "cat" ? decodeURIComponent(arg) : null;
+  const search = `<input type="search" id="q" aria-label="Search products" placeholder="Search products" value="${esc(query)}" style="width:100%;padding:8px;margin-bottom:12px">`;
   const shown = S.products.filter((p) => (!cat || p.category === cat) && p.name.toLowerCase().includes(query.toLowerCase()));
-  main.innerHTML = `<h2>${esc(cat || "All products")}</h2>
-    <input type="search" id="q" aria-label="Search products" placeholder="Search products" value="${esc(query)}" style="width:100%;padding:8px;margin-bottom:12px">
+  if (home && !query) {
+    main.innerHTML = `<h2>Welcome to the shop</h2>${search}<p class="muted">Search for a product, or pick a category or All products in the navigation.</p>`;
+  } else {
+    main.innerHTML = `<h2>${esc(cat || (home ? "Search results" : "All products"))}</h2>${search}
     <div class="grid">${shown.map((p) => `<article class="card" aria-label="${esc(p.name)}"><h3 style="margin:0 0 6px">${esc(p.name)}</h3>
     <p class="muted" style="margin:0">${esc(p.category)}</p><p><strong>${money(p.price)}</strong> · ${p.stock ? p.stock + " in stock" : "Out of stock"}</p>
     <button class="primary" data-act="add" data-arg="${p.id}" aria-label="Add ${esc(p.name)} to cart"${p.stock ? "" : " disabled"}>Add to cart</button></article>`).join("") ||
     '<p class="muted">No products</p>'}</div>`;
+  }
   document.getElementById("q").addEventListener("input", (e) => { query = e.target.value; render(); document.getElementById("q").focus(); });
 }
 
