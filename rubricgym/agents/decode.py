@@ -18,6 +18,12 @@ model stays fp32 under autocast), because bf16 logits (~3 significant digits) fl
 Each step applies temperature and top-p and records the log-prob of the drawn token under exactly that
 distribution (greedy rows: under the temperature-1 distribution), so the trainer gets the sampler's log-probs
 without any (steps x batch x vocab) tensor. Only the current (active rows x vocab) logits ever exist.
+
+Those recorded log-probs are the behaviour policy ``mu`` of the trainer's importance weight ``min(pi_old / mu, cap)``
+(``trainers/update.py``): for a token t drawn at temperature T with top-p, ``log mu(t) = log p_T(t) - log P_T(K)``,
+``p_T`` the full-vocabulary softmax of logits / T and ``K`` the kept (nucleus) set, i.e. the distribution is
+renormalised over ``K`` (what vLLM calls ``processed_logprobs``). The learner's ``pi_old`` is the full-vocabulary
+``log p_T``; at top_p = 1, ``P_T(K) = 1`` and the two are the same distribution.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from rubricgym.agents.packed import PackedLinears
 
 @dataclass
 class Sampled:
-    """One row's generated tokens (up to and including its end token or stop string) and their log-probs."""
+    """One row's generated tokens (up to and including its end token or stop string) and their log-probs under the
+    distribution each was drawn from (temperature, top-p renormalised: ``_process``)."""
 
     tokens: list[int]
     logprobs: list[float]
@@ -53,7 +60,11 @@ def common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
 
 
 def _process(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """Temperature and nucleus filtering of (rows, vocab) fp32 logits; returns the log-probs sampled from."""
+    """Temperature and nucleus filtering of (rows, vocab) fp32 logits; returns the log-probs sampled from.
+
+    The nucleus is the smallest prefix of the tokens by descending probability whose mass reaches ``top_p``; its
+    tokens get ``log p_T - log(kept mass)`` (renormalised), the others ``-inf``. ``temperature == 0``: the
+    temperature-1 log-probs (the argmax is taken from them)."""
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     if temperature > 0 and top_p < 1.0:

@@ -3,6 +3,11 @@
 vLLM's CPU build pins an older transformers than rubricgym uses, so it lives in ``.venv-vllm`` (``make vllm``)
 and runs as a subprocess; this module finds that venv, starts the server, waits until ``/v1/models`` answers and
 stops the whole process group on exit.
+
+The server returns **processed** log-probs (``--logprobs-mode processed_logprobs``): those of the distribution each
+token was drawn from, after temperature and top-k/top-p (renormalised over the kept tokens). vLLM's default,
+``raw_logprobs``, is the model's temperature-1 distribution before any of that, which is not the behaviour policy
+``mu`` a trainer's importance weight ``pi / mu`` needs (``trainers/vllm_backend.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from rubricgym.agents.models import cache_dir, model_path
 from rubricgym.core.llm import EndpointError, wait_until_ready
 
 VLLM_VENV_ENV = "RUBRICGYM_VLLM_VENV"
+LOGPROBS_MODE = "processed_logprobs"
+"""vLLM's ``--logprobs-mode`` for every server started here (vLLM >= 0.10; older versions reject the flag)."""
 
 
 def find_vllm_python() -> Path | None:
@@ -43,7 +50,10 @@ def free_port() -> int:
 
 
 class VLLMServer:
-    """A vLLM server process for one model. Use as a context manager, or ``start()`` / ``stop()``."""
+    """A vLLM server process for one model. Use as a context manager, or ``start()`` / ``stop()``.
+
+    ``logprobs_mode`` is vLLM's ``--logprobs-mode``; the default (``LOGPROBS_MODE``) is what a trainer's off-policy
+    correction assumes, so change it only for a server no trainer samples from."""
 
     def __init__(
         self,
@@ -54,6 +64,7 @@ class VLLMServer:
         max_model_len: int = 4096,
         kv_cache_gib: int = 2,
         extra_args: list[str] | None = None,
+        logprobs_mode: str = LOGPROBS_MODE,
         log_path: Path | None = None,
     ):
         self.model_dir = model_path(model)
@@ -62,6 +73,7 @@ class VLLMServer:
         self.max_model_len = max_model_len
         self.kv_cache_gib = kv_cache_gib
         self.extra_args = extra_args or []
+        self.logprobs_mode = logprobs_mode
         self.log_path = log_path or cache_dir() / "logs" / f"vllm-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -94,6 +106,8 @@ class VLLMServer:
             "--enable-auto-tool-choice",
             "--tool-call-parser",
             "hermes",
+            "--logprobs-mode",
+            self.logprobs_mode,
             *self.extra_args,
         ]
 

@@ -7,6 +7,14 @@ server to reload them in place (``/collective_rpc`` -> ``reload_weights``, a dev
 backend starts runs with ``VLLM_SERVER_DEV_MODE=1``), then clears the prefix cache, whose KV entries were
 computed with the old weights. Works with the CPU build (``make vllm``) and on GPUs.
 
+Log-probs: each turn records, per token, the log-prob of the distribution vLLM drew it from (temperature, then
+top-p renormalised over the kept tokens: vLLM's ``processed_logprobs``), which is the behaviour policy ``mu`` of the
+trainer's importance weight ``min(pi_old / mu, cap)``. vLLM's default ``raw_logprobs`` (temperature 1, before top-p)
+would bias that weight at any temperature != 1 or top_p < 1 (greedy turns are unaffected: both modes give
+their temperature-1 log-probs, which the trainer does not use).
+A server this backend starts runs with ``--logprobs-mode processed_logprobs`` (``agents/serve.py``); one given by
+``vllm_base_url`` is probed once (``check_processed_logprobs``) and refused if it returns raw log-probs.
+
 Tied embeddings: vLLM's in-place reload only re-processes layers whose weights it loads, and a tied ``lm_head``
 loads none (it shares ``embed_tokens``), so on the CPU build, which prepacks every projection for oneDNN, the
 logits kept using the *old* embedding matrix after a push. A server this backend starts therefore serves an
@@ -152,15 +160,24 @@ class VLLMBackend:
             sync_weights=g.vllm_sync_weights,
         )
         backend.serve_dir = serve_dir
+        try:
+            backend.check_processed_logprobs()
+        except BaseException:
+            backend.close()
+            raise
         return backend
 
-    async def complete(self, prompt_ids: list[int], temperature: float, seed: int | None) -> Turn:
+    def request_body(
+        self, prompt_ids: list[int], temperature: float, seed: int | None, *, top_p: float | None = None
+    ) -> dict[str, Any]:
+        """The ``/v1/completions`` request for one turn: token ids in, token ids and the sampled tokens'
+        (processed) log-probs out."""
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": prompt_ids,
             "max_tokens": self.max_new_tokens,
             "temperature": temperature,
-            "top_p": self.top_p if temperature > 0 else 1.0,
+            "top_p": (self.top_p if top_p is None else top_p) if temperature > 0 else 1.0,
             "logprobs": 0,
             "return_tokens_as_token_ids": True,
             "skip_special_tokens": False,
@@ -168,16 +185,37 @@ class VLLMBackend:
         }
         if seed is not None:
             body["seed"] = seed
+        return body
+
+    async def complete(self, prompt_ids: list[int], temperature: float, seed: int | None) -> Turn:
         async with httpx.AsyncClient(timeout=600.0) as client:
-            r = await client.post(f"{self.base_url}/completions", json=body)
+            r = await client.post(f"{self.base_url}/completions", json=self.request_body(prompt_ids, temperature, seed))
         r.raise_for_status()
-        choice = r.json()["choices"][0]
-        lp = choice["logprobs"]
+        lp = r.json()["choices"][0]["logprobs"]
         ids = [int(t.split(":", 1)[1]) for t in lp["tokens"]]
         logprobs = [float(x) if x is not None else float("nan") for x in lp["token_logprobs"]]  # NaN: unknown
         eos = {self.tokenizer.eos_token_id}
         text = self.tokenizer.decode([t for t in ids if t not in eos], skip_special_tokens=True)
         return Turn(prompt_ids=prompt_ids, completion_ids=ids, logprobs=logprobs, text=text, greedy=temperature == 0)
+
+    def check_processed_logprobs(self) -> None:
+        """Refuse a server whose log-probs are not those of the distribution it samples from.
+
+        One token at temperature 1 and top_p 1e-6 keeps only the most likely token, so its processed log-prob is
+        exactly 0; a raw one (``raw_logprobs``, vLLM's default) is log p_top < 0, a logit (``*_logits``) is
+        anything. Only a model certain to fp32 precision of its first token could pass a raw server."""
+        body = self.request_body(self.render([Message(role="user", content="Hello")]), 1.0, 0, top_p=1e-6)
+        body["max_tokens"] = 1
+        with httpx.Client(timeout=600.0) as c:
+            r = c.post(f"{self.base_url}/completions", json=body)
+        r.raise_for_status()
+        (lp,) = r.json()["choices"][0]["logprobs"]["token_logprobs"]
+        if lp is None or abs(float(lp)) > 1e-6:
+            raise RuntimeError(
+                f"the vLLM server at {self.base_url} returns log-probs of another distribution than the one it "
+                f"samples from (a sole kept token got {lp}, not 0): the trainer's importance weights need "
+                "`--logprobs-mode processed_logprobs` (vLLM >= 0.10); `rubricgym model serve` starts it so"
+            )
 
     def render(self, messages: list[Message]) -> list[int]:
         """The prompt an episode sends for ``messages``: the chat template, then the response prefix tokens."""
