@@ -146,3 +146,16 @@ def test_torchrun_trains_lora_on_fsdp2_resumes_on_one_process_and_exports_a_merg
     run_cli("train", "--config", str(tmp_path / "one.yaml"), "--resume", "--no-live")
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
     assert steps == [1, 2, 3]  # resumed after step 2, not from scratch
+
+
+def test_readme_sharded_model_section_validates():
+    import re
+
+    import yaml
+
+    readme = (HERE.parents[1] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "parallel:" in b]
+    assert blocks, "the README shows model.parallel"
+    for block in blocks:
+        cfg = TrainConfig.model_validate(yaml.safe_load(block))
+        assert cfg.model.parallel.strategy == "fsdp2"
