@@ -10,7 +10,11 @@ Without a GPU it runs on the CPU in a DEGRADED mode (smaller defaults, says so, 
 the numbers then check that the path works, not GPU speed. ``--vllm URL`` also times generation through a vLLM
 server (server mode) and one weight push (``VLLMBackend.push_weights``; the server needs VLLM_SERVER_DEV_MODE=1).
 
+``--lora R`` trains LoRA adapters, ``--fsdp2`` shards the policy with FSDP2 (``trainers/sharding.py``; under
+``torchrun --nproc-per-node N`` one GPU per rank over nccl, alone a group of one).
+
     .venv/bin/python bench/trainer_gpu.py [--device cuda] [--group 16] [--new-tokens 256] [--vllm http://...]
+    torchrun --nproc-per-node 8 bench/trainer_gpu.py --fsdp2 --lora 16
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ def main() -> None:
     ap.add_argument("--peak-tflops", type=float, default=None, help="bf16 peak to compute MFU against")
     ap.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     ap.add_argument("--vllm", default=None, help="also time a vLLM server (OpenAI base URL ending in /v1)")
+    ap.add_argument("--lora", type=int, default=0, metavar="R", help="train LoRA adapters of rank R (alpha 2R)")
+    ap.add_argument("--fsdp2", action="store_true", help="shard with FSDP2 (world 1, or every rank under torchrun)")
     a = ap.parse_args()
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
     degraded = device.type != "cuda"
@@ -90,16 +96,27 @@ def main() -> None:
         print(f"device: {torch.cuda.get_device_name(device)}")
 
     from rubricgym.agents.decode import sample
-    from rubricgym.trainers.config import OptimConfig
+    from rubricgym.trainers.config import LoraConfig, OptimConfig, ParallelConfig
+    from rubricgym.trainers.distributed import backend_for, init_from_env, local_device
+    from rubricgym.trainers.lora import add_adapters, trainable_parameters
     from rubricgym.trainers.policy import TrainingPolicy
     from rubricgym.trainers.samples import Sample
+    from rubricgym.trainers.sharding import gathered, shard
     from rubricgym.trainers.update import UpdateSettings, policy_update
 
+    if a.fsdp2:  # under torchrun: one GPU per rank and nccl; alone: a process group of one
+        device = torch.device(local_device(str(device)))
+        init_from_env(backend_for(str(device)))
     policy = TrainingPolicy(max_new_tokens=new, device=str(device), bf16_autocast=not a.fp32).load()
     model, tok = policy.lm, policy.tokenizer
+    if a.lora:
+        add_adapters(model, LoraConfig(r=a.lora, alpha=2 * a.lora), seed=0)
+    if a.fsdp2:
+        shard(model, ParallelConfig(strategy="fsdp2"))
+    print(f"training: {'LoRA r=' + str(a.lora) if a.lora else 'full'}{', FSDP2' if a.fsdp2 else ''}")
     prompts = [p for p in prompts_for(policy, tasks) for _ in range(group)]
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=not a.fp32)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    opt = torch.optim.AdamW(trainable_parameters(model), lr=1e-6)
     settings = UpdateSettings(
         optim=OptimConfig(micro_batch=len(prompts) if not degraded else 8), bf16_autocast=not a.fp32
     )
@@ -109,7 +126,7 @@ def main() -> None:
         gen = torch.Generator(device).manual_seed(step)
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         t0 = time.perf_counter()
-        with autocast:
+        with autocast, gathered(model):  # a sharded model samples from whole weights
             rows = sample(
                 model,
                 prompts,
