@@ -21,10 +21,10 @@ def test_model_path_materialises_once_and_accepts_dirs(local_model_dir):
         model_path("gpt-17")
 
 
-def test_local_agent_batches_and_records_turns(local_model_dir):
+def test_local_agent_batches_and_records_turns(tiny_model_dir):
     from rubricgym.agents.local import LocalAgent
 
-    agent = LocalAgent(temperature=0.8, max_new_tokens=24, seed=0)
+    agent = LocalAgent(str(tiny_model_dir), temperature=0.8, max_new_tokens=24, seed=0)  # the mechanics, not the model
     tasks = rubricgym.TaskSet.generate("toy-calculator-v0", 3, seed=0)
     views = [agent.episode(t, seed=i) for i, t in enumerate(tasks)]
 
