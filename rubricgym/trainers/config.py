@@ -122,6 +122,11 @@ class ModelConfig(_Strict):
     @model_validator(mode="after")
     def _sharding(self) -> ModelConfig:
         p = self.parallel
+        if p.cpu_offload and self.device == "cpu":
+            raise ValueError(
+                "model.parallel.cpu_offload keeps GPU shards in CPU memory: the model is on the CPU already "
+                "(set model.device to cuda, or drop cpu_offload)"
+            )
         if p.strategy == "fsdp2" and p.mixed_precision == "bf16" and self.bf16_autocast:
             raise ValueError("model.bf16_autocast and parallel.mixed_precision 'bf16' both cast to bf16: keep one")
         return self

@@ -77,6 +77,8 @@ def shard(lm: torch.nn.Module, cfg: ParallelConfig) -> torch.nn.Module:
         register_fsdp_forward_method,
     )
 
+    if cfg.cpu_offload and next(lm.parameters()).device.type == "cpu":  # FSDP2 pins the host copies: a GPU's job
+        raise ValueError("model.parallel.cpu_offload is for a model on a GPU; this one is on the CPU already")
     if not torch.distributed.is_initialized():
         init_single_rank()
     kw: dict[str, Any] = {

@@ -49,11 +49,11 @@ def samples_for(model: torch.nn.Module, step: int, sharded: bool) -> list:
     return shard(samples) if sharded else samples
 
 
-def gradients(model_dir: str, sharded: bool, lora: bool = False) -> dict:
+def gradients(model_dir: str, sharded: bool, lora: bool = False, mixed_precision: str = "none") -> dict:
     """Whole gradients and the global norm after one backward."""
     model, _ = load(model_dir, lora)
     if sharded:
-        fsdp_shard(model, ParallelConfig(strategy="fsdp2"))
+        fsdp_shard(model, ParallelConfig(strategy="fsdp2", mixed_precision=mixed_precision))  # type: ignore[arg-type]
     compute_gradients(model, samples_for(model, 0, sharded), SETTINGS, pad_id=0)
     sync_gradients(model)
     norm = grad_norm_and_clip([p for p in model.parameters() if p.grad is not None], None)
@@ -104,6 +104,7 @@ if __name__ == "__main__":
     init_from_env("gloo")
     rank, world = rank_world()
     result = {"world": world, "grads": gradients(model_dir, True), "lora_grads": gradients(model_dir, True, lora=True)}
+    result["bf16_grads"] = gradients(model_dir, True, mixed_precision="bf16")
     tokens: list = [None] * world
     torch.distributed.all_gather_object(tokens, generate(model_dir, [PROMPTS[rank]], sharded=True))
     result["tokens"] = [t for per_rank in tokens for t in per_rank]

@@ -77,6 +77,24 @@ def test_fsdp2_lora_gradients_equal_one_process(worker, tiny_model_dir):
 
 
 @pytest.mark.slow
+def test_fsdp2_bf16_mixed_precision_gradients_are_fp32_ones_to_bf16_precision(worker, tiny_model_dir):
+    """``mixed_precision: bf16`` gathers and computes in bf16, reduces in fp32: the gradient is the fp32 one up to
+    bf16 rounding, and still summed across ranks (the norm is not halved)."""
+    fsdp_worker, got, _ = worker
+    single = fsdp_worker.gradients(str(tiny_model_dir), sharded=False)
+    mixed = got["bf16_grads"]
+    diff = sum(float((mixed["grads"][k] - g).pow(2).sum()) for k, g in single["grads"].items())
+    norm = sum(float(g.pow(2).sum()) for g in single["grads"].values())
+    assert 0 < (diff / norm) ** 0.5 < 2e-2  # bf16 rounding shows, and stays at bf16's size
+    assert mixed["norm"] == pytest.approx(single["norm"], rel=1e-2)
+
+
+def test_cpu_offload_is_refused_for_a_model_on_the_cpu():
+    with pytest.raises((ValueError, ConfigError), match="cpu_offload keeps GPU shards in CPU memory"):
+        TrainConfig.model_validate({"model": {"parallel": {"strategy": "fsdp2", "cpu_offload": True}}})
+
+
+@pytest.mark.slow
 def test_sharded_policy_samples_the_tokens_of_one_process(worker, tiny_model_dir):
     fsdp_worker, got, _ = worker
     single = fsdp_worker.generate(str(tiny_model_dir), fsdp_worker.PROMPTS, sharded=False)
