@@ -115,41 +115,41 @@ def _trained(model: Any, state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if k not in frozen}
 
 
+def _state(model: Any, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """What a DCP checkpoint holds for ``model`` (and ``optimizer``): the trained parameters, their AdamW state."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    if optimizer is None:
+        return {"model": _trained(model, get_model_state_dict(model, options=_options()))}
+    msd, osd = get_state_dict(model, optimizer, options=_options())
+    return {"model": _trained(model, msd), "optim": osd}
+
+
 def save_distributed(model: Any, optimizer: torch.optim.Optimizer | None, path: Path) -> None:
     """Every rank writes its shards of the trained parameters (and their optimizer state) to ``path``."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    if optimizer is None:
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        dcp.save({"model": _trained(model, get_model_state_dict(model, options=_options()))}, checkpoint_id=str(path))
-        return
-    msd, osd = get_state_dict(model, optimizer, options=_options())
-    msd = _trained(model, msd)
-    dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(path))
+    dcp.save(_state(model, optimizer), checkpoint_id=str(path))
 
 
 def load_distributed(model: Any, optimizer: torch.optim.Optimizer | None, path: Path) -> None:
     """Load ``path`` (written by ``save_distributed`` at any world size) into ``model`` and ``optimizer``, sharded
     or not: DCP reads each rank's part of every tensor."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_state_dict,
-        set_model_state_dict,
-        set_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
+    state = _state(model, optimizer)
+    dcp.load(state, checkpoint_id=str(path))  # fills the tensors of ``state`` in place
     if optimizer is None:
-        msd = _trained(model, get_model_state_dict(model, options=_options()))
-        dcp.load({"model": msd}, checkpoint_id=str(path))
-        set_model_state_dict(model, msd, options=_options(strict=False))
-        return
-    msd, osd = get_state_dict(model, optimizer, options=_options())
-    msd = _trained(model, msd)
-    dcp.load({"model": msd, "optim": osd}, checkpoint_id=str(path))  # fills msd and osd in place
-    set_state_dict(model, optimizer, model_state_dict=msd, optim_state_dict=osd, options=_options(strict=False))
+        set_model_state_dict(model, state["model"], options=_options(strict=False))
+    else:
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+            options=_options(strict=False),
+        )
 
 
 def _net(model: Any) -> Any:

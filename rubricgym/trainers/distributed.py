@@ -49,13 +49,18 @@ def backend_for(device: str) -> str:
     return "nccl" if device.startswith("cuda") else "gloo"
 
 
+def max_over_ranks(value: int) -> int:
+    """The largest ``value`` any rank holds (``value`` itself in one process)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return value
+    t = torch.tensor([value], dtype=torch.int64)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
+
+
 def any_rank(flag: bool) -> bool:
     """True when ``flag`` is true on any rank (all ranks take the same decision, e.g. to stop on a time budget)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return flag
-    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return bool(t.item())
+    return bool(max_over_ranks(int(flag)))
 
 
 def shard(items: Sequence[T], rank: int | None = None, world: int | None = None) -> list[T]:

@@ -141,15 +141,6 @@ def gathered(model: torch.nn.Module, reshard_after_forward: bool = True) -> Iter
             u.set_reshard_after_forward(reshard_after_forward)
 
 
-def lockstep_count(n: int) -> int:
-    """The most micro-batches any rank runs (every rank must run as many: each is a collective)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return n
-    t = torch.tensor([n], dtype=torch.int64)
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return int(t.item())
-
-
 def grad_norm_and_clip(params: list[torch.nn.Parameter], max_norm: float | None) -> float:
     """The global gradient norm over every rank's shards (``clip_grad_norm_`` on DTensor gradients reduces it
     across the mesh), clipped to ``max_norm`` when given; a plain float."""

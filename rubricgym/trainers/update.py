@@ -27,7 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
-from rubricgym.trainers.distributed import any_rank
+from rubricgym.trainers.distributed import any_rank, max_over_ranks
 from rubricgym.trainers.lora import reference
 from rubricgym.trainers.loss import (
     guided_weights,
@@ -37,7 +37,7 @@ from rubricgym.trainers.loss import (
     selected_logprobs,
 )
 from rubricgym.trainers.samples import Batch, Sample, collate
-from rubricgym.trainers.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded, lockstep_count
+from rubricgym.trainers.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def lockstep_batches(
         for chunk in chunks:
             yield chunk, collate(chunk, pad_id).to(device), False
         return
-    total = lockstep_count(len(chunks))
+    total = max_over_ranks(len(chunks))  # every micro-batch is a collective: all ranks run as many
     for chunk in chunks:
         yield chunk, collate(chunk, pad_id).to(device), not any(s.n_generated for s in chunk)
     for _ in range(total - len(chunks)):
