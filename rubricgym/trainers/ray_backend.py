@@ -5,14 +5,26 @@ the new weights after every update (one ``ray.put``, shared by all actors) and g
 exact tokens and sampling log-probs behind them, as ``Rollout`` records. Tasks are dealt to actors round-robin per
 step, and every group's seeds are fixed by the trainer, so the result does not depend on which actor played which
 group. ``ray`` is an optional dependency: it is imported only when a pool is created.
+
+Placement: each actor asks for ``worker_resources`` (CPUs, GPUs, memory, custom resources such as a ``rollout``
+label that only some nodes carry); with ``placement`` the pool reserves one bundle per actor in a placement group
+(``pack``: as few nodes as possible, ``spread``: as many as possible, ``strict_*``: or fail). ``placement()`` says
+which node each actor landed on.
+
+Fault tolerance: an actor that dies (its process or node is lost) is replaced by a fresh one with the same
+resources and bundle, which is given the latest pushed weights, and replays exactly the groups the dead one had
+not returned, as one call with the same seeds: the result holds every (task, seed) once, in order, as if nothing
+had failed. Ray's own actor restart is not used because a restarted actor would come back with the weights it
+was created with, not the learner's latest.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import torch
 
@@ -25,6 +37,24 @@ from rubricgym.trainers.rollouts import Group, Rollout, fixed_env, play_groups
 WireGroup = list[tuple[str, list[dict[str, Any]]]]
 """A group as it crosses the wire: each rollout's trajectory JSON and its turns as dicts."""
 
+Placement = Literal["pack", "spread", "strict_pack", "strict_spread"]
+"""A placement group strategy (Ray's PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), one bundle per actor."""
+
+
+class WorkerResources(TypedDict, total=False):
+    """What each rollout actor asks Ray for (Ray's actor options of the same names)."""
+
+    num_cpus: float
+    num_gpus: float
+    memory: int
+    """Bytes of heap memory to reserve (Ray's logical ``memory`` resource)."""
+    resources: dict[str, float]
+    """Custom resources, e.g. ``{"rollout": 1}`` to run only on nodes started with ``--resources '{"rollout": 1}'``."""
+
+
+class RolloutWorkerError(RuntimeError):
+    """A rollout actor kept dying: more than ``max_restarts`` replacements in one call."""
+
 
 class RolloutWorker:
     """The actor body (wrapped with ``ray.remote`` at pool creation, so importing this needs no Ray)."""
@@ -34,6 +64,12 @@ class RolloutWorker:
         self.policy = TrainingPolicy(model, **gen)
         self.policy.load()
         self.env_of = fixed_env(env_id, env_kwargs)
+
+    def node_id(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
 
     def set_weights(self, state: dict[str, Any]) -> bool:
         self.policy.lm.load_state_dict(state, strict=False)
@@ -67,8 +103,29 @@ def _from_wire(group: WireGroup) -> Group:
     return [Rollout(Trajectory.model_validate_json(t), [Turn(**x) for x in turns]) for t, turns in group]
 
 
+def _check_resources(res: Mapping[str, Any]) -> WorkerResources:
+    unknown = set(res) - set(WorkerResources.__annotations__)
+    if unknown:
+        raise ValueError(
+            f"worker_resources: unknown keys {sorted(unknown)}; use {sorted(WorkerResources.__annotations__)} "
+            "(custom resources go under 'resources', e.g. {'resources': {'rollout': 1}})"
+        )
+    out = WorkerResources(num_cpus=1)
+    out.update(res)  # type: ignore[typeddict-item]
+    return out
+
+
 class RayBackend:
-    """A pool of ``RolloutWorker`` actors: a ``RolloutBackend``."""
+    """A pool of ``RolloutWorker`` actors: a ``RolloutBackend``.
+
+    ``address``: the cluster to join (``ray start --head`` prints it; ``"auto"`` finds a local one); without it and
+    with no Ray running, a local Ray is started with exactly the resources the pool asks for. ``worker_resources``:
+    what each actor reserves (default one CPU; see ``WorkerResources``). ``placement``: reserve all actors' resources
+    at once in a placement group of that strategy, failing after ``placement_timeout_s`` if the cluster cannot hold
+    it (None: Ray's default scheduler places each actor on its own). ``max_restarts``: how many times one actor may be
+    replaced within one ``collect`` or ``push_weights`` before that call raises ``RolloutWorkerError`` naming the
+    worker and the cause; ``restarts`` counts the replacements over the pool's life.
+    """
 
     def __init__(
         self,
@@ -78,37 +135,141 @@ class RayBackend:
         *,
         address: str | None = None,
         workers: int = 2,
+        worker_resources: Mapping[str, Any] | None = None,
+        placement: Placement | None = None,
+        placement_timeout_s: float = 120.0,
+        max_restarts: int = 3,
     ):
         import ray
 
+        if workers < 1:
+            raise ValueError(f"workers={workers}: a pool needs at least one actor")
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts={max_restarts}: use 0 to fail on the first lost actor")
+        if placement is not None and placement not in ("pack", "spread", "strict_pack", "strict_spread"):
+            raise ValueError(f"placement={placement!r}: use 'pack', 'spread', 'strict_pack' or 'strict_spread'")
+        self.resources = _check_resources(worker_resources or {})
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        """Actors replaced so far (each after its actor died)."""
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+                custom = {k: v * workers for k, v in self.resources.get("resources", {}).items()}
+                ray.init(
+                    num_cpus=max(1, round(self.resources.get("num_cpus", 1) * workers)),
+                    resources=custom or None,
+                    include_dashboard=False,
+                    ignore_reinit_error=True,
+                    log_to_driver=False,
+                )
             self._owns_ray = True
         else:
             self._owns_ray = False
         g = generation
-        gen = {
-            "temperature": g.temperature,
-            "top_p": g.top_p,
-            "max_new_tokens": g.max_new_tokens,
-            "dtype": model.dtype,
-            "max_batch": g.max_batch,
-            "response_prefix": g.response_prefix,
-        }
-        actor = ray.remote(num_cpus=1)(RolloutWorker)
-        self.workers: list[Any] = [
-            actor.remote(model.name, gen, env.id, env.kwargs, model.threads or 1) for _ in range(workers)
-        ]
+        self._init_args = (
+            model.name,
+            {
+                "temperature": g.temperature,
+                "top_p": g.top_p,
+                "max_new_tokens": g.max_new_tokens,
+                "dtype": model.dtype,
+                "max_batch": g.max_batch,
+                "response_prefix": g.response_prefix,
+            },
+            env.id,
+            env.kwargs,
+            model.threads or 1,
+        )
+        self._actor = ray.remote(RolloutWorker)
+        self._weights: Any = None  # the ObjectRef of the last pushed state dict: a replacement actor loads it
+        self._group: Any = None
+        if placement is not None:
+            self._group = self._reserve(workers, placement, placement_timeout_s)
+        self.workers: list[Any] = [self._spawn(i) for i in range(workers)]
+
+    def _bundle(self) -> dict[str, float]:
+        r = self.resources
+        bundle = {"CPU": r.get("num_cpus", 1), "GPU": r.get("num_gpus", 0), "memory": r.get("memory", 0)}
+        bundle.update(r.get("resources", {}))
+        return {k: float(v) for k, v in bundle.items() if v}
+
+    def _reserve(self, workers: int, placement: Placement, timeout_s: float) -> Any:
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        bundle = self._bundle()
+        if not bundle:
+            raise ValueError("placement needs each worker to reserve something: set worker_resources")
+        group = placement_group([bundle] * workers, strategy=placement.upper())
+        try:
+            ray.get(group.ready(), timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            remove_placement_group(group)
+            raise RuntimeError(
+                f"Ray could not place {workers} rollout workers of {bundle} with strategy {placement.upper()} in "
+                f"{timeout_s:.0f} s; the cluster has {ray.available_resources()} free: add nodes, lower "
+                "worker_resources or workers, or use a non-strict placement"
+            ) from None
+        return group
+
+    def _spawn(self, index: int) -> Any:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        r = self.resources
+        options: dict[str, Any] = {"num_cpus": r.get("num_cpus", 1), "num_gpus": r.get("num_gpus", 0)}
+        if r.get("memory"):
+            options["memory"] = r["memory"]
+        if r.get("resources"):
+            options["resources"] = dict(r["resources"])
+        if self._group is not None:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._group, placement_group_bundle_index=index
+            )
+        return self._actor.options(**options).remote(*self._init_args)
+
+    def _replace(self, index: int, cause: BaseException, failures: int) -> Any:
+        """Replace actor ``index`` after it died (its ``failures``-th death in this call); returns the pending
+        ``set_weights`` of the new actor (None before any push)."""
+        import ray
+
+        if failures > self.max_restarts:
+            raise RolloutWorkerError(
+                f"rollout worker {index} died {failures} times in one call (max_restarts={self.max_restarts}); "
+                f"last cause: {type(cause).__name__}: {cause}"
+            ) from cause
+        ray.kill(self.workers[index], no_restart=True)  # a no-op for a dead actor; stops one only unreachable
+        self.workers[index] = self._spawn(index)
+        self.restarts += 1
+        warnings.warn(
+            f"rollout worker {index} died ({type(cause).__name__}); replaced it ({self.restarts} replacement(s) so "
+            "far) and replaying its groups",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None if self._weights is None else self.workers[index].set_weights.remote(self._weights)
+
+    def placement(self) -> dict[int, str]:
+        """The Ray node id each actor runs on (waits for the actors to start)."""
+        import ray
+
+        return dict(enumerate(ray.get([w.node_id.remote() for w in self.workers])))
 
     def push_weights(self, model: Any) -> None:
         import ray
 
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        ref = ray.put(state)
-        ray.get([w.set_weights.remote(ref) for w in self.workers])
+        self._weights = ray.put(state)
+        for i, ref in enumerate([w.set_weights.remote(self._weights) for w in self.workers]):
+            failures = 0
+            while True:
+                try:
+                    ray.get(ref)
+                    break
+                except ray.exceptions.RayActorError as e:
+                    failures += 1
+                    ref = self._replace(i, e, failures)
 
     async def collect(
         self,
@@ -121,24 +282,36 @@ class RayBackend:
         full_precision: bool = False,
         hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
-        """See ``RolloutBackend.collect``; actors generate in the configured dtype (``full_precision`` is ignored)."""
+        """See ``RolloutBackend.collect``; actors generate in the configured dtype (``full_precision`` is ignored).
+        A worker that dies is replaced and its groups replayed (see the module docstring)."""
+        import ray
+
+        async def play(w: int, idx: list[int]) -> list[WireGroup]:
+            args = (
+                [tasks[i].model_dump(mode="json") for i in idx],
+                [seeds[i] for i in idx],
+                group_size,
+                anchor_greedy,
+                temperature,
+                None if hints is None else [hints[i] for i in idx],
+            )
+            failures, ready = 0, None
+            while True:
+                try:
+                    if ready is not None:  # a replacement takes the latest weights before it plays
+                        await asyncio.wrap_future(ready.future())
+                    result: list[WireGroup] = await asyncio.wrap_future(self.workers[w].rollout.remote(*args).future())
+                    return result
+                except ray.exceptions.RayActorError as e:
+                    failures += 1
+                    ready = self._replace(w, e, failures)
+
         n = len(self.workers)
-        jobs = []
-        for w, worker in enumerate(self.workers):
-            idx = list(range(w, len(tasks), n))
-            if idx:
-                ref = worker.rollout.remote(
-                    [tasks[i].model_dump(mode="json") for i in idx],
-                    [seeds[i] for i in idx],
-                    group_size,
-                    anchor_greedy,
-                    temperature,
-                    None if hints is None else [hints[i] for i in idx],
-                )
-                jobs.append((idx, ref))
-        results = await asyncio.gather(*(asyncio.wrap_future(ref.future()) for _, ref in jobs))
+        chunks = [(w, list(range(w, len(tasks), n))) for w in range(n)]
+        chunks = [(w, idx) for w, idx in chunks if idx]
+        results = await asyncio.gather(*(play(w, idx) for w, idx in chunks))
         groups: list[Group] = [[] for _ in tasks]
-        for (idx, _), result in zip(jobs, results, strict=True):
+        for (_, idx), result in zip(chunks, results, strict=True):
             for i, group in zip(idx, result, strict=True):
                 groups[i] = _from_wire(group)
         return groups
@@ -149,5 +322,10 @@ class RayBackend:
         for w in self.workers:
             ray.kill(w)
         self.workers = []
+        if self._group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._group)
+            self._group = None
         if self._owns_ray:
             ray.shutdown()
