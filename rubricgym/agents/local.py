@@ -40,6 +40,8 @@ class Turn:
     plain_prompt_ids: list[int] | None = None
     """For a turn sampled with a hint in its prompt (the trainer's guidance): the prompt without the hint, the one
     the policy faces unguided (``None`` for an unguided turn)."""
+    version: int = 0
+    """The policy version that generated it (the number of updates behind its weights; set by the trainer)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,18 @@ class LocalAgent(BaseAgent):
                 self._shared.packed = PackedLinears()
                 self._shared.tokenizer, self._shared.model = tok, lm
         return self
+
+    def with_model(self, lm: Any) -> LocalAgent:
+        """An agent with these settings that samples from ``lm`` (a copy of this one's network, say) with its own
+        batching queue, lock and packed weights; it shares the tokenizer."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.turns = []
+        other._shared = _Shared(model=lm, tokenizer=self.tokenizer)
+        from rubricgym.agents.packed import PackedLinears
+
+        other._shared.packed = PackedLinears()
+        return other
 
     @property
     def lm(self) -> Any:

@@ -242,6 +242,16 @@ class GuidanceConfig(_Strict):
     """Truncation of the guided tokens' importance weights (1: a guided token never outweighs an on-policy one)."""
 
 
+class AsyncConfig(_Strict):
+    """Rollouts for the next steps while the current update trains (``trainers/pipeline.py``, issue #27)."""
+
+    enabled: bool = False
+    max_staleness: int = Field(1, ge=0)
+    """How many updates behind the learner a batch's sampling policy may be when it is trained on. Generation is
+    paced, never discarded: step ``k`` is produced only once the learner has applied update ``k - max_staleness``.
+    0 is exactly the synchronous trainer (same samples, same update)."""
+
+
 class OptimConfig(_Strict):
     lr: float = Field(2e-5, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
@@ -252,6 +262,8 @@ class OptimConfig(_Strict):
 
 
 class TrainConfig(_Strict):
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
     run_dir: Path = Path("runs/train")
     steps: int = Field(20, ge=0)
     tasks_per_step: int = Field(4, ge=1)
@@ -283,6 +295,9 @@ class TrainConfig(_Strict):
     """RubricEM's evolving per-stage rubric buffer (``rewards.evolve``); None trains on a fixed rubric."""
     guidance: GuidanceConfig | None = None
     """Hints for groups that all fail (``GuidanceConfig``); None never guides."""
+    async_: AsyncConfig = Field(default_factory=AsyncConfig, alias="async")
+    """``async: {enabled, max_staleness}``: the sampler (its own copy of the weights) produces the next steps'
+    scored rollouts while the learner updates; the new weights reach it between two steps' collections."""
     report_to: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
     """Experiment trackers that also receive every ``metrics.jsonl`` record (same numbers, same steps) and the
     config (``trainers/trackers.py``); each needs its package (``pip install 'rubricgym[trackers]'``)."""
@@ -322,6 +337,7 @@ class TrainConfig(_Strict):
             )
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        self._async_fits()
         if self.judge is not None:
             self.judge.validate_pair()
         llm_writer = self.rubric_buffer is not None and self.rubric_buffer.writer == "llm"
@@ -331,6 +347,26 @@ class TrainConfig(_Strict):
                 "(base_url and model), or use writer 'checks'"
             )
         return self
+
+    def _async_fits(self) -> None:
+        if not self.async_.enabled:
+            return
+        if self.ray or self.generation.backend == "vllm" or self.model.parallel.strategy == "fsdp2":
+            # the sampler copy lives in this process; publishing to Ray actors, a vLLM server or from shards is
+            # not wired into the pipeline yet
+            raise ValueError("async.enabled runs with the transformers backend and ddp only (not ray, vllm or fsdp2)")
+        if self.async_.max_staleness == 0:
+            return  # exactly the synchronous order: everything the loop supports
+        if self.env.suite is not None:
+            raise ValueError(
+                "async.max_staleness > 0 does not run on env.suite: the curriculum that draws step k's tasks is "
+                "updated by step k-1's rewards, which a pipelined producer has not seen yet (use max_staleness 0)"
+            )
+        if self.rubric_buffer is not None:
+            raise ValueError(
+                "async.max_staleness > 0 does not run with rubric_buffer: the rubric step k is scored with may "
+                "change after step k-1's update, which a pipelined producer has not seen yet (use max_staleness 0)"
+            )
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:
         """A copy with fields replaced by dotted name (``{"advantage.estimator": "stage"}``), re-validated."""

@@ -82,6 +82,7 @@ def train_record(
         "samples": len(est.samples),
         "tokens": int(stats.get("tokens", 0)),
         **{k: v for k, v in laps.record().items()},
+        **_episode_times([r.trajectory.duration_s for r in rollouts]),
     }
     for s in stages:
         record[f"stage/{s}"] = _mean(
@@ -89,6 +90,14 @@ def train_record(
         )
     record.update({k: v for k, v in stats.items() if k != "tokens"})
     return record
+
+
+def _episode_times(durations: list[float]) -> dict[str, float]:
+    """The long tail of the step's episodes (env time plus generation): median, 99th percentile and slowest."""
+    if not durations:
+        return {}
+    p50, p99 = np.percentile(durations, [50, 99])
+    return {"episode_p50_s": float(p50), "episode_p99_s": float(p99), "episode_max_s": float(max(durations))}
 
 
 class MetricsLog:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import random
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import Rubric, load_rubric
 from rubricgym.trainers import sharding
-from rubricgym.trainers.backends import make_backend
+from rubricgym.trainers.backends import LocalBackend, make_backend
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import ConfigError, TrainConfig, dump_config
 from rubricgym.trainers.display import LiveDisplay
@@ -47,16 +49,32 @@ from rubricgym.trainers.distributed import (
 )
 from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.entropy import modulate, turn_entropies
-from rubricgym.trainers.estimate import estimate, reward_of
+from rubricgym.trainers.estimate import Estimate, estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.guidance import Guide
 from rubricgym.trainers.lora import add_adapters, trainable_parameters
+from rubricgym.trainers.pipeline import Pipeline
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, RolloutLog, train_record, write_html, write_plots
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
+from rubricgym.trainers.sampler_copy import SamplerCopy
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.trackers import TrackedLog
 from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
+
+
+@dataclass
+class StepBatch:
+    """What one step's rollout side hands the learner: the scored groups, their advantages and samples, the
+    phase timings so far, the record fields of scoring and guidance, and the policy version the rollouts were
+    sampled from (``Turn.version``); ``guide_state``: the guidance levels after this step's guidance."""
+
+    groups: list[Group]
+    est: Estimate
+    laps: Laps
+    extra: dict[str, Any]
+    version: int
+    guide_state: dict[str, Any] | None
 
 
 def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
@@ -93,7 +111,6 @@ class Trainer:
             except ValueError as e:
                 where = f"suite entry {name!r}: " if len(self.entries) > 1 else ""
                 raise ConfigError(f"judge: {where}{e}") from None
-        self.judge_stats: dict[str, float] = {}
         self.rollout_log = RolloutLog(self.run_dir) if cfg.keep_rollouts else None
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
@@ -129,6 +146,10 @@ class Trainer:
         )
         self.settings = UpdateSettings.of(cfg)
         self.backend: RolloutBackend = make_backend(cfg, self.policy)
+        # under async.enabled, while steps run: the sampler's own copy of the weights and the backend over it
+        self.sampler_copy: SamplerCopy | None = None
+        self.sampler_backend: RolloutBackend | None = None
+        self.consumed_guide_state: dict[str, Any] | None = None
         self.state = TrainState(step=0, cursor=0)
         self.base_eval: EvalResult | None = None
         for name, entry in self.entries.items():
@@ -210,19 +231,33 @@ class Trainer:
 
     # ---- one step: the algorithm -------------------------------------------------------------------------
 
+    def cursor_at(self, step: int) -> int:
+        """The data cursor at the start of ``step`` (each step takes ``tasks_per_step`` tasks), derived from the
+        step so that a pipelined producer needs nothing the learner changes."""
+        return self.state.cursor + (step - self.state.step) * self.cfg.tasks_per_step
+
     async def train_step(self, step: int) -> dict[str, Any]:
         """Roll out a group per task, score it with the rubric, estimate advantages, take one PPO-clip update."""
+        return await self.consume(step, await self.produce(step))
+
+    async def produce(self, step: int) -> StepBatch:
+        """The rollout side of ``step``: a group per task from the sampler, scored by the reward path (guided
+        re-rolls and tournaments included), advantages estimated."""
         cfg, laps = self.cfg, Laps()
-        all_tasks = self.tasks_at(self.state.cursor, cfg.tasks_per_step)
+        all_tasks = self.tasks_at(self.cursor_at(step), cfg.tasks_per_step)
         tasks, seeds = shard(all_tasks), shard(self.seeds_for(step, len(all_tasks)))  # this rank's groups
         anchor = cfg.advantage.estimator == "tournament" and cfg.advantage.anchor_greedy  # ArenaRL's greedy anchor
+        version = step if self.sampler_copy is None else self.sampler_copy.publish()  # the weights it samples from
         extra: dict[str, Any] = {}
         with self.gathered():  # a sharded policy samples from whole weights until the update
-            groups = await self.backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
+            groups = await self.rollout_backend.collect(tasks, seeds, cfg.group_size, anchor_greedy=anchor)
             laps.lap("gen_s")
-            await self.score(groups)
+            extra |= await self.score(groups)
             if self.guide is not None:
                 extra |= await self.guide_groups(step, groups, laps)
+        for r in flatten(groups):
+            for turn in r.turns:
+                turn.version = version
         if self.rollout_log is not None:
             self.rollout_log.write(step + 1, [r.trajectory for r in flatten(groups)])
         tournaments = await self.rank_groups(groups) if cfg.advantage.estimator == "tournament" else None
@@ -236,30 +271,59 @@ class Trainer:
             max_seq_len=cfg.optim.max_seq_len,
             plain_guided=plain,
         )
+        guide_state = None if self.guide is None else self.guide.state_dict()
+        return StepBatch(groups, est, laps, extra, version, guide_state)
+
+    async def consume(self, step: int, batch: StepBatch) -> dict[str, Any]:
+        """The learner side of ``step``: one PPO-clip update on the batch, the new weights to the sampler, the
+        monitors and rubric buffer; returns the step's ``metrics.jsonl`` record."""
+        cfg, laps, groups, est = self.cfg, batch.laps, batch.groups, batch.est
+        if self.sampler_copy is not None:
+            laps.lap("queued_s")  # produced ahead, waiting for the learner
         pad_id = self.tokenizer.pad_token_id
         self.policy.release_packed()  # stale after the update, and the update wants the memory
+        extra: dict[str, Any] = {}
         aem = cfg.loss.entropy_modulation
         if aem is not None:
             ents = turn_entropies(self.model, est.samples, self.settings, pad_id=pad_id)
             group_of = [g for g, group in enumerate(groups) for _ in group]
             extra |= modulate(est.samples, ents, group_of, aem)
             laps.lap("aem_s")
+        update = functools.partial(
+            policy_update,
+            self.model,
+            self.optimizer,
+            est.samples,
+            self.settings,
+            pad_id=pad_id,
+            ref_model=self.ref_model,
+        )
         try:
-            stats = policy_update(
-                self.model, self.optimizer, est.samples, self.settings, pad_id=pad_id, ref_model=self.ref_model
-            )
+            # pipelined, the update runs in a thread so the producer's collection goes on meanwhile
+            stats = update() if self.sampler_copy is None else await asyncio.to_thread(update)
         except NonFiniteUpdate as e:
             last = latest_checkpoint(Path(cfg.run_dir))
             kept = f"the last good checkpoint is {last}" if last else "no checkpoint was saved before it"
             raise NonFiniteUpdate(f"training stopped at step {step + 1}: {e}; {kept}") from None
-        self.backend.push_weights(self.model)
+        if self.sampler_copy is None:
+            self.backend.push_weights(self.model)
+        else:
+            self.sampler_copy.stage(self.model, step + 1)
+            self.consumed_guide_state = batch.guide_state
+            extra |= {"staleness": step - batch.version, "policy_version": batch.version}
         laps.lap("update_s")
-        self.state.cursor += len(all_tasks)
-        record = train_record(step + 1, self.state.cursor, groups, est, stats, self.stages, laps)
+        cursor = self.cursor_at(step + 1)
+        record = train_record(step + 1, cursor, groups, est, stats, self.stages, laps)
         monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy
         with self.gathered() if monitored else contextlib.nullcontext():
             extra |= await self.after_step(step + 1, groups)
-        return record | extra | self.judge_stats
+        return record | batch.extra | extra
+
+    @property
+    def rollout_backend(self) -> RolloutBackend:
+        """Where training rollouts come from: the sampler's copy while an async run's steps run, else ``backend``
+        (evaluation always uses ``backend``: the learner's own weights)."""
+        return self.backend if self.sampler_backend is None else self.sampler_backend
 
     async def guide_groups(self, step: int, groups: list[Group], laps: Laps) -> dict[str, float]:
         """Re-roll part of every group that all failed with a hint (``trainers/guidance.py``), in place."""
@@ -272,18 +336,18 @@ class Trainer:
             nonlocal rerolls
             rerolls += 1
             seeds = [s + 7_919 * rerolls for s in self.seeds_for(step, len(tasks))]
-            fresh = await self.backend.collect(tasks, seeds, n, hints=hints)
+            fresh = await self.rollout_backend.collect(tasks, seeds, n, hints=hints)
             await self.score(fresh)
             scored.extend(r.breakdown for r in flatten(fresh) if r.breakdown is not None)
             return fresh
 
         stats = await self.guide.guide(groups, regenerate)
-        self.judge_stats = judge_stats(scored)  # every verdict of the step, discarded re-rolls included
         laps.lap("guide_s")
-        return stats.record()
+        return stats.record() | judge_stats(scored)  # every verdict of the step, discarded re-rolls included
 
-    async def score(self, groups: Sequence[Group]) -> None:
-        """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards)."""
+    async def score(self, groups: Sequence[Group]) -> dict[str, float]:
+        """Put the process reward model's breakdown on every rollout (it also writes the trajectories' rewards);
+        returns the LLM verdicts' statistics (``judge_stats``)."""
         by_entry: dict[str, list[Rollout]] = {}
         for r in flatten(groups):
             by_entry.setdefault(self.entry_for(r.trajectory.task).name, []).append(r)
@@ -291,7 +355,7 @@ class Trainer:
             breakdowns = await self.entries[name].path.score_many([r.trajectory for r in rollouts], concurrency=8)
             for r, b in zip(rollouts, breakdowns, strict=True):
                 r.breakdown = b
-        self.judge_stats = judge_stats([r.breakdown for r in flatten(groups) if r.breakdown is not None])
+        return judge_stats([r.breakdown for r in flatten(groups) if r.breakdown is not None])
 
     async def rank_groups(self, groups: Sequence[Group]) -> list[TournamentResult]:
         """ArenaRL: each group's rollouts ranked by a tournament of pairwise judgements."""
@@ -411,7 +475,9 @@ class Trainer:
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
         self.state.entries = {name: entry.state_dict() for name, entry in self.entries.items()}
-        self.state.guidance = self.guide.state_dict() if self.guide is not None else None
+        guide = self.guide.state_dict() if self.guide is not None else None
+        # under async the producer may have guided later steps already: keep the levels of the last step trained
+        self.state.guidance = guide if self.sampler_copy is None else self.consumed_guide_state
         return save_checkpoint(Path(self.cfg.run_dir), self.trained, self.tokenizer, self.optimizer, self.state)
 
     async def arun(self, resume: bool = False) -> dict[str, Any]:
@@ -439,26 +505,8 @@ class Trainer:
                 self.base_eval = await self.evaluate("base", 0)
                 self._log_eval(self.base_eval)
                 display.eval(self.base_eval)
-            while self.state.step < cfg.steps:
-                over = bool(cfg.time_budget_s and time.perf_counter() - started > cfg.time_budget_s)
-                if any_rank(over):  # data-parallel ranks stop together, or one would wait forever in all_reduce
-                    display.status(f"time budget of {cfg.time_budget_s:.0f}s reached at step {self.state.step}")
-                    break
-                record = await self.train_step(self.state.step)
-                self.state.step += 1
-                self.state.elapsed_s = time.perf_counter() - started
-                record["elapsed_s"] = self.state.elapsed_s
-                self.metrics.write(record)
-                display.step(record)
-                if self.stop_reason:
-                    display.status(f"hacking monitor stopped the run: {self.stop_reason}")
-                    break
-                if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self.state.step < cfg.steps:
-                    result = await self.evaluate(f"step {self.state.step}", self.state.step)
-                    self._log_eval(result)
-                    display.eval(result)
-                if cfg.save_every and self.state.step % cfg.save_every == 0 and self.writes_checkpoints:
-                    self.checkpoint()
+            if not self.out_of_time(started, display):
+                await self.run_steps(started, display)
             display.status("evaluating the trained policy on held-out tasks")
             final = await self.evaluate("trained", self.state.step)
             self._log_eval(final)
@@ -466,6 +514,62 @@ class Trainer:
         if cfg.save_every and self.writes_checkpoints:
             self.checkpoint()
         return self.finish(final)
+
+    async def run_steps(self, started: float, display: LiveDisplay) -> None:
+        """Steps ``state.step .. steps-1``: one after the other, or pipelined under ``async.enabled`` (the producer
+        runs ahead of the learner by up to ``async.max_staleness`` steps)."""
+        a = self.cfg.async_
+        if not a.enabled:
+            while self.state.step < self.cfg.steps:
+                if await self.end_step(await self.train_step(self.state.step), started, display):
+                    return
+            return
+        self.sampler_copy = SamplerCopy(self.policy, self.model, version=self.state.step)
+        self.sampler_backend = LocalBackend(self.sampler_copy.policy, self.env_of)
+
+        async def consume(step: int, batch: StepBatch) -> None:
+            if await self.end_step(await self.consume(step, batch), started, display):
+                pipeline.stop()
+
+        async def produce(step: int, learner_version: int) -> StepBatch:
+            return await self.produce(step)  # tagged with the version the sampler holds (>= learner_version)
+
+        pipeline = Pipeline(
+            produce, consume, max_staleness=a.max_staleness, steps=self.cfg.steps, start_step=self.state.step
+        )
+        try:
+            await pipeline.run()
+        finally:
+            self.sampler_copy = self.sampler_backend = None
+
+    async def end_step(self, record: dict[str, Any], started: float, display: LiveDisplay) -> bool:
+        """Log a finished step, evaluate and checkpoint when due; whether the run stops here (a hacking monitor,
+        the time budget)."""
+        cfg = self.cfg
+        self.state.step, self.state.cursor = record["step"], record["cursor"]
+        self.state.elapsed_s = time.perf_counter() - started
+        record["elapsed_s"] = self.state.elapsed_s
+        self.metrics.write(record)
+        display.step(record)
+        if self.stop_reason:
+            display.status(f"hacking monitor stopped the run: {self.stop_reason}")
+            return True
+        if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self.state.step < cfg.steps:
+            result = await self.evaluate(f"step {self.state.step}", self.state.step)
+            self._log_eval(result)
+            display.eval(result)
+        if cfg.save_every and self.state.step % cfg.save_every == 0 and self.writes_checkpoints:
+            self.checkpoint()
+        return self.state.step < cfg.steps and self.out_of_time(started, display)
+
+    def out_of_time(self, started: float, display: LiveDisplay) -> bool:
+        """Whether ``time_budget_s`` has run out (agreed by every data-parallel rank)."""
+        cfg = self.cfg
+        over = bool(cfg.time_budget_s and time.perf_counter() - started > cfg.time_budget_s)
+        if any_rank(over):  # data-parallel ranks stop together, or one would wait forever in all_reduce
+            display.status(f"time budget of {cfg.time_budget_s:.0f}s reached at step {self.state.step}")
+            return True
+        return False
 
     def finish(self, final: EvalResult) -> dict[str, Any]:
         assert self.base_eval is not None
