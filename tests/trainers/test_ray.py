@@ -1,4 +1,5 @@
-"""Rollouts on a local Ray pool of 2 CPUs: the same tokens as in-process rollouts, before and after a weight push."""
+"""Rollouts on a local Ray pool of 2 CPUs: the same tokens as in-process rollouts, before and after a weight push;
+the pool's options checked before Ray starts (multi-node placement and failures: ``test_ray_cluster.py``)."""
 
 import asyncio
 
@@ -48,4 +49,18 @@ def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tin
         assert rt2 != rt
     finally:
         trainer.backend.close()
+    assert not ray.is_initialized()
+
+
+def test_pool_options_are_checked_before_ray_starts():
+    from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
+    from rubricgym.trainers.ray_backend import RayBackend
+
+    configs = (ModelConfig(), GenerationConfig(), EnvConfig())
+    with pytest.raises(ValueError, match=r"unknown keys \['cpus'\].*under 'resources'"):
+        RayBackend(*configs, worker_resources={"cpus": 1})
+    with pytest.raises(ValueError, match="placement='sideways'"):
+        RayBackend(*configs, placement="sideways")
+    with pytest.raises(ValueError, match="max_restarts=-1"):
+        RayBackend(*configs, max_restarts=-1)
     assert not ray.is_initialized()
