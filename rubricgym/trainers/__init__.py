@@ -9,10 +9,12 @@ Reading order. The algorithm, pure functions first:
 4. ``rollouts.py`` -- ``Rollout`` (trajectory + turns + breakdown) and the ``RolloutBackend`` protocol;
 5. ``estimate.py`` -- scored groups -> samples, one estimator function per name;
 6. ``update.py`` -- one policy update (log-probs, loss, backward, step);
-7. ``trainer.py`` -- ``Trainer.train_step``: collect, score, estimate, update, on one screen.
+7. ``step.py`` -- ``StepTrainer.produce`` (collect, score, estimate) and ``consume`` (update, push weights);
+8. ``trainer.py`` -- ``Trainer``: the run (evaluations, steps in order or pipelined by ``pipeline.py``, checkpoints).
 
 Then the infrastructure: ``config.py`` (the YAML schema), ``policy.py`` (the local policy), ``backends.py``,
-``ray_backend.py``, ``vllm_backend.py`` (where rollouts are generated), ``distributed.py``, ``checkpoint.py``,
+``ray_backend.py``, ``vllm_backend.py`` (where rollouts are generated), ``sampler_copy.py`` (async runs' sampler
+weights), ``distributed.py``, ``checkpoint.py``,
 ``monitors.py``, ``evaluation.py``, ``display.py``, ``report.py``, ``suite_trainer.py``, ``demo.py``, ``cli.py``.
 
 Names are imported on first use so that ``import rubricgym.trainers.cli`` (the CLI start-up) does not load torch.

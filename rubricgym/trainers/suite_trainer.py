@@ -39,7 +39,8 @@ from rubricgym.trainers.estimate import reward_of
 from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.report import write_html
 from rubricgym.trainers.rollouts import Group
-from rubricgym.trainers.trainer import Trainer, unique_tasks
+from rubricgym.trainers.step import unique_tasks
+from rubricgym.trainers.trainer import Trainer
 
 CURRICULUM_LOG = "curriculum.jsonl"
 

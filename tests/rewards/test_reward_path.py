@@ -14,7 +14,7 @@ from rubricgym.rewards.judges import CheckJudge
 from rubricgym.rewards.monitor import HackingMonitor, MonitorConfig, credit_shares
 from rubricgym.rewards.path import JudgeSettings, RewardPath, build_judges, choose_rubric
 from rubricgym.rewards.prm import ScoredTrajectory
-from rubricgym.trainers.trainer import judge_stats
+from rubricgym.trainers.step import judge_stats
 
 
 def _task_rubric(toy_rubric: dict) -> dict:
