@@ -1,0 +1,416 @@
+"""Weight sync by collective: the learner broadcasts its new weights to rollout workers over ``torch.distributed``.
+
+A ``WeightSync`` is one process group of its own (built directly on a ``TCPStore`` or ``FileStore``, never the
+default group), so a learner that already runs DDP or FSDP2 can make one beside its data-parallel group: the
+learner is rank 0, each rollout worker holding its own copy of the policy is rank 1..N. After an update the
+learner calls ``send(model, version)`` and every worker ``receive(model)``:
+
+1. **Manifest first.** The learner broadcasts what it sends (names, shapes, dtypes, the policy version, whether
+   these are all tensors or only the trainable ones, e.g. LoRA adapters). Every worker checks it against its own
+   model and the group agrees on the first tensor that differs (one ``all_reduce``), so a mismatch (another
+   model, LoRA on one side only) raises ``WeightSyncMismatch`` on *both* sides naming that tensor, before any
+   weight is written; the group stays usable.
+2. **Buckets.** Tensors are flattened into buckets of at most ``bucket_mb`` per dtype (a bigger tensor is a
+   bucket of its own) and broadcast one bucket at a time; workers unflatten each into their parameters in place
+   (``copy_``: a worker holding another dtype, say bf16, gets the weights cast). Both sides derive the bucket
+   plan from the manifest (``plan_buckets``), so nothing else travels.
+3. **Timeouts.** Every collective has a deadline (``timeout_s``; a worker's wait for the next sync to *start* is
+   ``receive(wait_s=...)``); a peer that never joins, dies, or stops answering raises ``WeightSyncTimeout``
+   saying which side waited for what and what to check, instead of hanging. After one, ``connect`` again.
+
+Sharded learner (FSDP2, ``trainers/sharding.py``): parameters are DTensor shards, and ``send`` gathers each one
+whole with ``full_tensor()`` (what ``sharding.grad_norm_and_clip`` and the checkpoint export do), which is a
+collective of the FSDP group: every *other* learner rank must call ``gather_for_send(model, ...)`` at the same
+time, in step with rank 0's ``send`` (one parameter at a time, so no rank holds more than a bucket of whole weights).
+
+Backend: gloo for CPU tensors, nccl when ``device`` is a GPU (``distributed.backend_for``). The nccl path
+(``ProcessGroupNCCL`` on the same store, tensors staged on ``device``) is written to the same contract but is
+untested on this project's CPU machines; a vLLM server would instead take the weights through vLLM's own weight
+transfer engine (``vllm.distributed.weight_transfer``, NCCL only). The disk path (``VLLMBackend.push_weights``:
+safetensors written, then reloaded) stays the fallback; ``bench/weight_sync.py`` compares the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from rubricgym.trainers.distributed import backend_for
+
+if TYPE_CHECKING:
+    from rubricgym.agents.local import LocalAgent
+
+DEFAULT_BUCKET_MB = 256.0
+"""Bytes per broadcast bucket, in MiB: big enough that per-collective latency vanishes, small enough that the
+staging copy of one bucket on each side stays cheap."""
+_PREFIX = "rubricgym-weight-sync"
+
+
+class WeightSyncError(RuntimeError):
+    """A weight sync that cannot go on; the message says which side and what to do."""
+
+
+class WeightSyncTimeout(WeightSyncError):
+    """A peer did not join, died, or did not answer a collective within the timeout."""
+
+
+class WeightSyncMismatch(WeightSyncError):
+    """The learner's manifest does not fit the worker's model; raised on both sides, naming the first difference."""
+
+
+class TensorMeta(BaseModel):
+    """One tensor of a sync, as the learner holds it (the whole shape, also when sharded)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        dtype: torch.dtype = getattr(torch, self.dtype)
+        return dtype
+
+    @property
+    def nbytes(self) -> int:
+        return _numel(self.shape) * self.torch_dtype.itemsize
+
+
+class Manifest(BaseModel):
+    """What one ``send`` broadcasts, in order; the first thing on the wire."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: int
+    trainable_only: bool
+    bucket_bytes: int
+    tensors: tuple[TensorMeta, ...]
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What one ``send`` or ``receive`` moved."""
+
+    version: int
+    tensors: int
+    buckets: int
+    nbytes: int
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def sync_tensors(model: torch.nn.Module, trainable_only: bool) -> list[tuple[str, torch.Tensor]]:
+    """The tensors a learner sends, in a fixed order: its trainable parameters (what an update changes: all of
+    them in full fine-tuning, the adapters under LoRA), or every parameter and persistent buffer. Tied weights
+    appear once, under their first name. Sharded parameters are returned as they are (DTensor shards)."""
+    out: list[tuple[str, torch.Tensor]] = [
+        (n, p) for n, p in model.named_parameters() if p.requires_grad or not trainable_only
+    ]
+    if not trainable_only:
+        seen = {id(p) for p in model.parameters()}
+        for mod_name, mod in model.named_modules():
+            for b_name, b in mod.named_buffers(recurse=False):
+                if b is not None and b_name not in mod._non_persistent_buffers_set and id(b) not in seen:
+                    seen.add(id(b))
+                    out.append((f"{mod_name}.{b_name}" if mod_name else b_name, b))
+    return out
+
+
+def _worker_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor a worker could receive, by name (trainable or not: a sampler's copy is usually frozen)."""
+    return dict(sync_tensors(model, trainable_only=False))
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """``t`` whole: a DTensor shard gathered (a collective of its mesh), anything else as it is."""
+    full = getattr(t, "full_tensor", None)
+    return (full() if callable(full) else t).detach()
+
+
+def plan_buckets(metas: Sequence[TensorMeta], bucket_bytes: int) -> list[list[int]]:
+    """The broadcast order: buckets of tensor indices, one dtype each, at most ``bucket_bytes`` (a larger tensor
+    alone). Scanning ``metas`` in order, a dtype's open bucket is emitted when the next tensor of that dtype would
+    overflow it; the open buckets left at the end follow in order of their first tensor. The sender can thus
+    emit every bucket as soon as it is full while gathering tensors one at a time in manifest order."""
+    plan: list[list[int]] = []
+    open_: dict[str, tuple[list[int], int]] = {}
+    for i, m in enumerate(metas):
+        idx, size = open_.get(m.dtype, ([], 0))
+        if idx and size + m.nbytes > bucket_bytes:
+            plan.append(idx)
+            idx, size = [], 0
+        open_[m.dtype] = (idx + [i], size + m.nbytes)
+    plan.extend(idx for idx, _ in sorted(open_.values(), key=lambda v: v[0][0]) if idx)
+    return plan
+
+
+def manifest_of(
+    named: Sequence[tuple[str, torch.Tensor]], version: int, trainable_only: bool, bucket_mb: float
+) -> Manifest:
+    """What a ``send`` of ``named`` announces (whole shapes: a DTensor's ``shape`` is its global one)."""
+    metas = tuple(TensorMeta(name=n, shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch.")) for n, t in named)
+    return Manifest(version=version, trainable_only=trainable_only, bucket_bytes=int(bucket_mb * 2**20), tensors=metas)
+
+
+def first_difference(manifest: Manifest, mine: dict[str, torch.Tensor]) -> tuple[int, str] | None:
+    """Where ``mine`` (a worker's tensors by name) does not fit ``manifest``: (index, what differs), index
+    ``len(manifest.tensors)`` for tensors the worker has and a full sync would not write; None when it fits."""
+    for i, m in enumerate(manifest.tensors):
+        t = mine.get(m.name)
+        if t is None:
+            return i, f"the worker has no tensor {m.name!r}{_lora_hint(m.name, mine)}"
+        if tuple(t.shape) != m.shape:
+            return i, f"{m.name!r} is {tuple(t.shape)} on the worker, {m.shape} on the learner"
+    if not manifest.trainable_only:
+        extra = [n for n in mine if n not in {m.name for m in manifest.tensors}]
+        if extra:
+            hint = _lora_hint(extra[0], {m.name: None for m in manifest.tensors})
+            what = f"the worker has {len(extra)} tensors the learner does not send, first {extra[0]!r}{hint}"
+            return len(manifest.tensors), what
+    return None
+
+
+def _lora_hint(name: str, other: dict[str, Any]) -> str:
+    lora_here = "lora_" in name or ".base_layer." in name
+    lora_there = any("lora_" in n or ".base_layer." in n for n in other)
+    if lora_here != lora_there:
+        return " (LoRA adapters on one side only: call lora.add_adapters with the run's model.lora on both)"
+    return ""
+
+
+class WeightSync:
+    """One side of a weight-sync group: the learner (rank 0) or a rollout worker (rank 1..world_size-1)."""
+
+    def __init__(self, pg: Any, store: Any, rank: int, world_size: int, device: torch.device, timeout_s: float):
+        self.pg, self.store, self.rank, self.world_size = pg, store, rank, world_size
+        self.device, self.timeout_s = device, timeout_s
+        self.syncs = 0  # completed or refused syncs: the key of the next one's start signal
+        self.broken: str | None = None
+
+    @classmethod
+    def connect(
+        cls, address: str, rank: int, world_size: int, *, timeout_s: float = 300.0, device: str = "cpu"
+    ) -> WeightSync:
+        """Join the sync group at ``address`` (``host:port``, the learner's TCP store which rank 0 opens, or
+        ``file:///path`` on a shared filesystem) as ``rank`` of ``world_size`` (learner + workers). Blocks until
+        every peer has joined; ``WeightSyncTimeout`` after ``timeout_s``."""
+        if not 0 <= rank < world_size or world_size < 2:
+            raise ValueError(
+                f"need 0 <= rank < world_size and world_size >= 2 (a learner and a worker); got {rank}, {world_size}"
+            )
+        dev = torch.device(device)
+        side = "learner" if rank == 0 else f"rollout worker {rank}"
+        timeout = datetime.timedelta(seconds=timeout_s)
+        backend = backend_for(str(dev))
+        if backend == "nccl" and not torch.distributed.is_nccl_available():
+            raise ValueError(f"device {device!r} needs the nccl backend, which this torch build lacks")
+        host, _, port = address.rpartition(":")
+        if not address.startswith("file://") and not (host and port.isdigit()):
+            raise ValueError(f"address {address!r} is neither host:port nor file:///path")
+        try:
+            if address.startswith("file://"):
+                store: Any = torch.distributed.FileStore(address.removeprefix("file://"), world_size)
+                store.set_timeout(timeout)
+            else:
+                store = torch.distributed.TCPStore(host, int(port), world_size, rank == 0, timeout=timeout)
+            prefixed = torch.distributed.PrefixStore(_PREFIX, store)
+            if backend == "nccl":
+                from torch.distributed import ProcessGroupNCCL
+
+                opts = ProcessGroupNCCL.Options()
+                opts._timeout = timeout
+                pg: Any = ProcessGroupNCCL(prefixed, rank, world_size, opts)
+            else:
+                from torch.distributed import ProcessGroupGloo
+
+                pg = ProcessGroupGloo(prefixed, rank, world_size, timeout)
+        except (RuntimeError, ValueError, OSError) as e:
+            what = (
+                f"waited {timeout_s:g} s for {world_size - 1} rollout worker(s) to join at {address}"
+                if rank == 0
+                else f"could not join the learner's sync group at {address} within {timeout_s:g} s"
+            )
+            raise WeightSyncTimeout(
+                f"weight sync ({side}): {what}: {_first_line(e)}. Check that the learner and every worker were "
+                f"started with the same address and world_size {world_size}, and that the address is reachable"
+            ) from e
+        return cls(pg, store, rank, world_size, dev, timeout_s)
+
+    # ---- collectives ------------------------------------------------------------------------------------
+
+    def _broadcast(self, t: torch.Tensor, what: str, wait_s: float | None = None) -> None:
+        opts = torch.distributed.BroadcastOptions()
+        opts.rootRank, opts.rootTensor = 0, 0
+        opts.timeout = datetime.timedelta(seconds=self.timeout_s if wait_s is None else wait_s)
+        self._run(lambda: self.pg.broadcast([t], opts).wait(), what, wait_s)
+
+    def _min(self, value: int, what: str) -> int:
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
+        opts = torch.distributed.AllreduceOptions()
+        opts.reduceOp = torch.distributed.ReduceOp(torch.distributed.ReduceOp.MIN)
+        opts.timeout = datetime.timedelta(seconds=self.timeout_s)
+        self._run(lambda: self.pg.allreduce([t], opts).wait(), what)
+        return int(t.item())
+
+    def _run(self, op: Any, what: str, wait_s: float | None = None) -> None:
+        if self.broken:
+            raise WeightSyncError(f"this weight sync failed earlier ({self.broken}); connect a new one")
+        try:
+            op()
+        except RuntimeError as e:
+            t = self.timeout_s if wait_s is None else wait_s
+            if self.rank == 0:
+                msg = (
+                    f"weight sync (learner): {what} did not complete within {t:g} s: {_first_line(e)}. A rollout "
+                    "worker died or is not calling receive(): check the workers' logs (each must call receive() "
+                    "once per send())"
+                )
+            else:
+                msg = (
+                    f"weight sync (rollout worker {self.rank}): {what} did not complete within {t:g} s: "
+                    f"{_first_line(e)}. The learner died, or has not called send(): check its log, or pass a "
+                    "longer receive(wait_s=...) if it is still training"
+                )
+            self.broken = msg
+            raise WeightSyncTimeout(msg) from e
+
+    def _agree(self, manifest: Manifest, bad: int) -> None:
+        """Every rank offers its first bad index (``len + 1`` when it fits); the group's minimum decides, so a
+        refused sync is refused on every rank before anything is written. The learner's error names the tensor."""
+        n = len(manifest.tensors)
+        worst = self._min(bad, f"the manifest check of sync v{manifest.version}")
+        if worst > n:
+            return
+        self.syncs += 1
+        name = manifest.tensors[worst].name if worst < n else "(tensors the learner does not send)"
+        if self.rank == 0:
+            raise WeightSyncMismatch(
+                f"weight sync (learner): a rollout worker's model does not fit sync v{manifest.version}: first "
+                f"difference at {name!r} (the worker's error says what it holds); nothing was sent. Workers must "
+                "load the same model, with the same LoRA settings, as the learner"
+            )
+        if bad > n:
+            raise WeightSyncMismatch(
+                f"weight sync (rollout worker {self.rank}): another worker's model does not fit sync "
+                f"v{manifest.version} (first difference at {name!r}); nothing was written here either"
+            )
+
+    # ---- learner ----------------------------------------------------------------------------------------
+
+    def send(
+        self,
+        model: torch.nn.Module | Sequence[tuple[str, torch.Tensor]],
+        version: int,
+        *,
+        trainable_only: bool = False,
+        bucket_mb: float = DEFAULT_BUCKET_MB,
+    ) -> SyncReport:
+        """Broadcast ``model``'s weights (``sync_tensors``; or the given ``(name, tensor)`` pairs) as policy
+        ``version`` to every worker. Under FSDP2 the other learner ranks call ``gather_for_send`` meanwhile."""
+        if self.rank != 0:
+            raise WeightSyncError(
+                f"send() is the learner's (rank 0); this is rollout worker {self.rank}: call receive()"
+            )
+        named = sync_tensors(model, trainable_only) if isinstance(model, torch.nn.Module) else list(model)
+        manifest = manifest_of(named, version, trainable_only, bucket_mb)
+        self.store.set(f"{_PREFIX}/start/{self.syncs}", str(version))
+        payload = torch.frombuffer(bytearray(manifest.model_dump_json().encode()), dtype=torch.uint8)
+        self._broadcast(torch.tensor([payload.numel()], dtype=torch.int64, device=self.device), "the manifest's size")
+        self._broadcast(payload.to(self.device), "the manifest")
+        plan = plan_buckets(manifest.tensors, manifest.bucket_bytes)
+        whole: dict[int, torch.Tensor] = {}
+        nbytes, done, gathered = 0, 0, 0
+        try:
+            self._agree(manifest, len(manifest.tensors) + 1)
+            for i, (_, t) in enumerate(named):
+                whole[i] = _whole(t)  # in manifest order on every learner rank (a collective when sharded)
+                gathered = i + 1
+                while done < len(plan) and all(j in whole for j in plan[done]):
+                    flat = torch.cat([whole.pop(j).reshape(-1).to(self.device) for j in plan[done]])
+                    self._broadcast(flat, f"bucket {done + 1}/{len(plan)} of sync v{version}")
+                    nbytes += flat.numel() * flat.element_size()
+                    done += 1
+        except WeightSyncError:
+            # the other FSDP ranks are gathering in step (gather_for_send): finish their collectives, then raise
+            for _, t in named[gathered:]:
+                if hasattr(t, "full_tensor"):
+                    _whole(t)
+            raise
+        self.syncs += 1
+        return SyncReport(version, len(named), len(plan), nbytes)
+
+    # ---- rollout worker ---------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """Whether the learner has started the next sync (a worker can poll this between generations and call
+        ``receive`` only then). Never blocks."""
+        return bool(self.store.check([f"{_PREFIX}/start/{self.syncs}"]))
+
+    @torch.no_grad()
+    def receive(self, target: torch.nn.Module | LocalAgent, *, wait_s: float | None = None) -> SyncReport:
+        """Wait (up to ``wait_s``, default ``timeout_s``) for the learner's next ``send`` and write its weights
+        into ``target`` in place: a model, or a ``LocalAgent`` (its ``lm``; its packed sampling weights, now
+        stale, are released). Returns the received policy version with what moved."""
+        if self.rank == 0:
+            raise WeightSyncError("receive() is a rollout worker's; the learner (rank 0) calls send()")
+        model = target if isinstance(target, torch.nn.Module) else target.lm
+        size = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._broadcast(size, "waiting for the learner's next send()", wait_s)
+        payload = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
+        self._broadcast(payload, "the manifest")
+        manifest = Manifest.model_validate_json(bytes(payload.cpu().numpy()))
+        mine = _worker_tensors(model)
+        diff = first_difference(manifest, mine)
+        n = len(manifest.tensors)
+        self._agree(manifest, n + 1 if diff is None else diff[0])
+        if diff is not None:
+            raise WeightSyncMismatch(
+                f"weight sync (rollout worker {self.rank}): this model does not fit the learner's sync "
+                f"v{manifest.version}: {diff[1]}; nothing was written. Load the learner's model (and its LoRA "
+                "settings) here"
+            )
+        nbytes = 0
+        plan = plan_buckets(manifest.tensors, manifest.bucket_bytes)
+        for k, bucket in enumerate(plan):
+            metas = [manifest.tensors[j] for j in bucket]
+            flat = torch.empty(sum(_numel(m.shape) for m in metas), dtype=metas[0].torch_dtype, device=self.device)
+            self._broadcast(flat, f"bucket {k + 1}/{len(plan)} of sync v{manifest.version}")
+            offset = 0
+            for m in metas:
+                numel = _numel(m.shape)
+                mine[m.name].copy_(flat[offset : offset + numel].view(m.shape))
+                offset += numel
+            nbytes += flat.numel() * flat.element_size()
+        self.syncs += 1
+        if not isinstance(target, torch.nn.Module):
+            target.release_packed()
+        return SyncReport(manifest.version, n, len(plan), nbytes)
+
+    def close(self) -> None:
+        """Leave the group (the learner's store stops serving once every rank has closed)."""
+        if self.pg is not None:
+            with contextlib.suppress(RuntimeError):
+                self.pg.shutdown()
+        self.pg = self.store = None
+
+
+def gather_for_send(model: torch.nn.Module, *, trainable_only: bool = False) -> None:
+    """On every FSDP2 learner rank except the sender: gather each sharded tensor in step with rank 0's ``send``
+    (``full_tensor`` is a collective of the FSDP group, so all ranks must call it in the same order)."""
+    for _, t in sync_tensors(model, trainable_only):
+        _whole(t)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

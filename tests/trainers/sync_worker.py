@@ -1,0 +1,64 @@
+"""A rollout worker process for test_weight_sync.py: joins the learner's weight-sync group as rank 1 and writes what
+it saw to a JSON file.
+
+``python sync_worker.py SCENARIO ADDRESS MODEL_DIR OUT`` with SCENARIO:
+
+- ``rollout``: its own ``TrainingPolicy`` on MODEL_DIR samples once (packed weights built), then receives two
+  syncs of the whole model and after each samples ``PROMPT`` with seed 11; then one sync of LoRA adapters while
+  it has none (refused: ``"refused"`` holds the error); then it adds the adapters and receives that sync again
+  and samples: ``{"before", "tokens": [3 lists], "reports": [3 dicts], "refused"}``;
+- ``wait``: never gets a sync (``receive(wait_s=3)``): ``{"timeout"}`` holds the error; then exits.
+"""
+
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from rubricgym.trainers.weight_sync import WeightSync, WeightSyncMismatch, WeightSyncTimeout
+
+PROMPT = [1, 9690, 198, 2683, 359, 253, 5356, 11173, 30, 2, 198, 1, 4093, 198]
+LORA = {"r": 4, "alpha": 8}
+
+
+def sample(policy: Any) -> list[int]:
+    """What ``policy`` samples for ``PROMPT`` at its temperature with seed 11."""
+    return asyncio.run(policy.episode(None, seed=11).generate(PROMPT)).completion_ids
+
+
+def main(scenario: str, address: str, model_dir: str, out: str) -> None:
+    result: dict[str, Any] = {}
+    if scenario == "wait":
+        sync = WeightSync.connect(address, 1, 2, timeout_s=60)
+        try:
+            sync.receive(torch.nn.Linear(2, 2), wait_s=3)
+        except WeightSyncTimeout as e:
+            result["timeout"] = str(e)
+    else:
+        from rubricgym.trainers.config import LoraConfig
+        from rubricgym.trainers.lora import add_adapters
+        from rubricgym.trainers.policy import TrainingPolicy
+
+        policy = TrainingPolicy(model_dir, temperature=1.0, max_new_tokens=8).load()
+        result["before"] = sample(policy)
+        sync = WeightSync.connect(address, 1, 2, timeout_s=60)
+        result["tokens"], result["reports"] = [], []
+        for step in range(3):
+            if step == 2:
+                try:
+                    sync.receive(policy)
+                except WeightSyncMismatch as e:
+                    result["refused"] = str(e)
+                add_adapters(policy.lm, LoraConfig(**LORA), seed=0)
+            result["reports"].append(asdict(sync.receive(policy)))
+            result["tokens"].append(sample(policy))
+    sync.close()
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
