@@ -13,6 +13,7 @@ Tools may be ``async def`` (I/O: sandboxes, browsers, LLMs). ``astep_typed`` awa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping
@@ -69,6 +70,13 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
     default_max_steps: ClassVar[int] = 10
     max_observation_chars: ClassVar[int] = 8000
     max_action_chars: ClassVar[int] = 32_000
+    tool_timeout_s: float | None = None
+    """Seconds an ``async def`` tool call may run before it is cancelled; the agent then sees a timeout error and
+    the episode goes on (``None``: no limit). Set on an instance by whoever runs it (the trainer's
+    ``env.tool_timeout_s``). Synchronous tools are not interrupted: a slow tool should be ``async def``."""
+    tool_limiter: asyncio.Semaphore | None = None
+    """A semaphore shared by the envs of a run: at most its value of their ``async def`` tool calls run at once
+    (sandboxes, browsers, judges), whatever the generation's concurrency (``None``: no cap)."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -237,10 +245,29 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         if bound is None or not bound.is_async or own_sync:  # a sync tool, or a sync call_tool of the env's own
             return self._finish_step(pending, self._run_tool(call, self.call_tool)).materialise()[0].observation
         try:
-            out = await self.arun_async(self.acall_tool(call))
+            out = await self._limited_call(call)
         except ToolError as e:
             out = _tool_error(call, e)
         return self._finish_step(pending, out).materialise()[0].observation
+
+    async def _limited_call(self, call: ToolCall) -> ToolOutput:
+        """``acall_tool`` on the env's loop within ``tool_limiter`` and ``tool_timeout_s``."""
+        timeout_s = self.tool_timeout_s
+        if self.tool_limiter is None and timeout_s is None:
+            return await self.arun_async(self.acall_tool(call))
+        async with self.tool_limiter or contextlib.nullcontext():
+            try:
+                async with asyncio.timeout(timeout_s) as deadline:
+                    return await self.arun_async(self.acall_tool(call))
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the tool's own TimeoutError, not ours
+            msg = f"timed out after {timeout_s:g} s and was stopped"
+            return ToolOutput(
+                text=f"Error from {call.name}: {msg}. Try a quicker call (a narrower command or query).",
+                error=msg,
+                info={"timed_out": True},
+            )
 
     def _advance(
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False

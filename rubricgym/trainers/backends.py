@@ -17,15 +17,15 @@ from rubricgym.core.types import Task
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.ray_backend import RayBackend
-from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, fixed_env, play_groups
+from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
 from rubricgym.trainers.vllm_backend import VLLMBackend
 
 
 class LocalBackend:
     """Rollouts by the in-process policy; ``env_of`` routes each task to its env (a suite's entries)."""
 
-    def __init__(self, policy: TrainingPolicy, env_of: EnvOf):
-        self.policy, self.env_of = policy, env_of
+    def __init__(self, policy: TrainingPolicy, env_of: EnvOf, limits: ToolLimits | None = None):
+        self.policy, self.env_of, self.limits = policy, env_of, limits
 
     async def collect(
         self,
@@ -51,6 +51,7 @@ class LocalBackend:
                 anchor_greedy=anchor_greedy,
                 temperature=temperature,
                 hints=hints,
+                limits=self.limits,
             )
         finally:
             policy.bf16_autocast = autocast
@@ -66,7 +67,15 @@ def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
     """The backend ``cfg`` asks for: vLLM (``generation.backend``), Ray (``ray``) or the local policy."""
     env_of = fixed_env(cfg.env.id, cfg.env.kwargs)
     if cfg.generation.backend == "vllm":
-        return VLLMBackend.for_policy(policy, cfg.generation, env_of)
+        return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:
         return RayBackend(cfg.model, cfg.generation, cfg.env, address=cfg.ray_address, workers=cfg.ray_workers)
-    return LocalBackend(policy, env_of)
+    return LocalBackend(policy, env_of, tool_limits(cfg))
+
+
+def tool_limits(cfg: TrainConfig) -> ToolLimits | None:
+    """The run's ``env.tool_timeout_s`` / ``env.max_concurrent_tools`` (``None`` when neither is set)."""
+    e = cfg.env
+    if e.tool_timeout_s is None and e.max_concurrent_tools is None:
+        return None
+    return ToolLimits(e.tool_timeout_s, e.max_concurrent_tools)

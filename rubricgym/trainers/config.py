@@ -155,6 +155,12 @@ class EnvConfig(_Strict):
     train_tasks: int = Field(256, ge=1)
     eval_tasks: int = Field(32, ge=1)
     task_seed: int = Field(0, ge=0, le=MAX_SEED)
+    tool_timeout_s: float | None = Field(None, gt=0)
+    """Seconds an ``async def`` tool call (a sandbox command, a browser action) may run before it is cancelled;
+    the agent sees a timeout error and the episode goes on. ``None``: no limit."""
+    max_concurrent_tools: int | None = Field(None, ge=1)
+    """At most this many ``async def`` tool calls run at once across the step's episodes, however many generate
+    together (sandboxes, browsers). ``None``: no cap."""
     rubric: str | dict[str, Any] | None = None
     """A rubric file or dict; None uses the env's ``default_rubric()``."""
     suite: str | None = None
@@ -335,6 +341,9 @@ class TrainConfig(_Strict):
             raise ValueError(
                 "model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)"
             )
+        limited = self.env.tool_timeout_s is not None or self.env.max_concurrent_tools is not None
+        if limited and self.ray:
+            raise ValueError("env.tool_timeout_s / max_concurrent_tools are not applied by ray workers yet")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         self._async_fits()

@@ -83,6 +83,7 @@ def train_record(
         "tokens": int(stats.get("tokens", 0)),
         **{k: v for k, v in laps.record().items()},
         **_episode_times([r.trajectory.duration_s for r in rollouts]),
+        "tool_timeouts": sum(bool(s.info.get("timed_out")) for r in rollouts for s in r.trajectory.steps),
     }
     for s in stages:
         record[f"stage/{s}"] = _mean(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rubricgym.agents.local import Turn
+from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.core.rollout import EnvFactory, rollout_fresh
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
@@ -97,6 +98,24 @@ class RolloutBackend(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass
+class ToolLimits:
+    """Limits on the env side of a run's rollouts (``env.tool_timeout_s``, ``env.max_concurrent_tools``): each
+    ``async def`` tool call (a sandbox command, a browser action, a judge) is cancelled after ``timeout_s`` with a
+    timeout error the agent sees, and at most ``max_concurrent`` such calls run at once across every episode the
+    backend plays, however many episodes generate together."""
+
+    timeout_s: float | None = None
+    max_concurrent: int | None = None
+
+    def __post_init__(self) -> None:
+        self.limiter = asyncio.Semaphore(self.max_concurrent) if self.max_concurrent else None
+
+    def apply(self, env: RubricEnv) -> RubricEnv:
+        env.tool_timeout_s, env.tool_limiter = self.timeout_s, self.limiter
+        return env
+
+
 def fixed_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvOf:
     """Every task in the same env."""
     return lambda task: (env_id, env_kwargs)
@@ -170,8 +189,10 @@ async def play_groups(
     anchor_greedy: bool = False,
     temperature: float | None = None,
     hints: Sequence[str | None] | None = None,
+    limits: ToolLimits | None = None,
 ) -> list[Group]:
-    """One group per task, all in flight together (a local policy batches them); see ``RolloutBackend.collect``."""
+    """One group per task, all in flight together (a local policy batches them); see ``RolloutBackend.collect``.
+    ``limits`` apply to every env played."""
     if hints is not None and len(hints) != len(tasks):
         raise ValueError(f"{len(hints)} hints for {len(tasks)} tasks: give one (or None) per task")
     temps = [0.0 if anchor_greedy and i == 0 else temperature for i in range(group_size)]
@@ -179,7 +200,9 @@ async def play_groups(
     def factory(task: Task) -> EnvFactory:
         env_id, kwargs = env_of(task)
         spec(env_id)  # fail now, with close matches, not inside an episode
-        return lambda: make(env_id, **kwargs)
+        if limits is None:
+            return lambda: make(env_id, **kwargs)
+        return lambda: limits.apply(make(env_id, **kwargs))
 
     return list(
         await asyncio.gather(

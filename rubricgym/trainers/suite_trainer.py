@@ -32,7 +32,7 @@ from rubricgym.rewards.judges import Judge
 from rubricgym.suites.curriculum import SuiteSampler, mean_abs_advantage
 from rubricgym.suites.suite import Suite, load_suite
 from rubricgym.trainers.advantages import grpo_advantages
-from rubricgym.trainers.backends import LocalBackend
+from rubricgym.trainers.backends import LocalBackend, tool_limits
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.estimate import reward_of
@@ -66,7 +66,7 @@ class SuiteTrainer(Trainer):
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         super().__init__(cfg, console=console)
         self.sampler = SuiteSampler(self.suite.weights, cfg.env.curriculum, seed=cfg.seed)
-        self.backend = LocalBackend(self.policy, self.env_of)
+        self.backend = LocalBackend(self.policy, self.env_of, tool_limits(cfg))
 
     # ---- what the run trains on: each entry's tasks and reward parts -------------------------------------------
 

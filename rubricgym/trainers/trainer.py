@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rubricgym.core.safeio import atomic_write
-from rubricgym.trainers.backends import LocalBackend
+from rubricgym.trainers.backends import LocalBackend, tool_limits
 from rubricgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import dump_config
 from rubricgym.trainers.display import LiveDisplay
@@ -140,7 +140,7 @@ class Trainer(StepTrainer):
                     return
             return
         self.sampler_copy = SamplerCopy(self.policy, self.model, version=self.state.step)
-        self.sampler_backend = LocalBackend(self.sampler_copy.policy, self.env_of)
+        self.sampler_backend = LocalBackend(self.sampler_copy.policy, self.env_of, tool_limits(self.cfg))
 
         async def consume(step: int, batch: StepBatch) -> None:
             if await self.end_step(await self.consume(step, batch), started, display):

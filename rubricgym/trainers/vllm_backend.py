@@ -42,7 +42,7 @@ from rubricgym.agents.serve import VLLMServer
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.trainers.config import GenerationConfig
 from rubricgym.trainers.lora import merged_state_dict
-from rubricgym.trainers.rollouts import EnvOf, Group, play_groups
+from rubricgym.trainers.rollouts import EnvOf, Group, ToolLimits, play_groups
 
 
 def untied_state_dict(model: Any) -> dict[str, Any]:
@@ -129,9 +129,12 @@ class VLLMBackend:
         self.server, self.sync_weights = server, sync_weights
         self.weights_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-weights-"))
         self.serve_dir: Path | None = None  # the untied copy a server we started serves
+        self.limits: ToolLimits | None = None  # env.tool_timeout_s / max_concurrent_tools for its episodes
 
     @classmethod
-    def for_policy(cls, policy: LocalAgent, g: GenerationConfig, env_of: EnvOf) -> VLLMBackend:
+    def for_policy(
+        cls, policy: LocalAgent, g: GenerationConfig, env_of: EnvOf, limits: ToolLimits | None = None
+    ) -> VLLMBackend:
         """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model."""
         server, serve_dir = None, None
         name = policy.model or DEFAULT_MODEL
@@ -160,6 +163,7 @@ class VLLMBackend:
             sync_weights=g.vllm_sync_weights,
         )
         backend.serve_dir = serve_dir
+        backend.limits = limits
         try:
             backend.check_processed_logprobs()
         except BaseException:
@@ -248,6 +252,7 @@ class VLLMBackend:
             anchor_greedy=anchor_greedy,
             temperature=temperature,
             hints=hints,
+            limits=self.limits,
         )
 
     def push_weights(self, model: Any) -> None:
