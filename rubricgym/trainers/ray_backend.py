@@ -122,9 +122,12 @@ class RayBackend:
     with no Ray running, a local Ray is started with exactly the resources the pool asks for. ``worker_resources``:
     what each actor reserves (default one CPU; see ``WorkerResources``). ``placement``: reserve all actors' resources
     at once in a placement group of that strategy, failing after ``placement_timeout_s`` if the cluster cannot hold
-    it (None: Ray's default scheduler places each actor on its own). ``max_restarts``: how many times one actor may be
-    replaced within one ``collect`` or ``push_weights`` before that call raises ``RolloutWorkerError`` naming the
-    worker and the cause; ``restarts`` counts the replacements over the pool's life.
+    it (None: Ray's default scheduler places each actor on its own). ``start_timeout_s`` bounds every wait for an
+    actor to be scheduled and load the model (``placement()``, ``push_weights``, a replacement's start): past it the
+    call raises ``RolloutWorkerError`` with the resources asked for and those free, instead of hanging.
+    ``max_restarts``: how many times one actor may be replaced within one ``collect`` or ``push_weights`` before
+    that call raises ``RolloutWorkerError`` naming the worker and the cause; ``restarts`` counts the replacements
+    over the pool's life.
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class RayBackend:
         worker_resources: Mapping[str, Any] | None = None,
         placement: Placement | None = None,
         placement_timeout_s: float = 120.0,
+        start_timeout_s: float = 600.0,
         max_restarts: int = 3,
     ):
         import ray
@@ -150,6 +154,7 @@ class RayBackend:
             raise ValueError(f"placement={placement!r}: use 'pack', 'spread', 'strict_pack' or 'strict_spread'")
         self.resources = _check_resources(worker_resources or {})
         self.max_restarts = max_restarts
+        self.start_timeout_s = start_timeout_s
         self.restarts = 0
         """Actors replaced so far (each after its actor died)."""
         if not ray.is_initialized():
@@ -229,9 +234,17 @@ class RayBackend:
             )
         return self._actor.options(**options).remote(*self._init_args)
 
+    def _not_started(self, index: int) -> RolloutWorkerError:
+        import ray
+
+        return RolloutWorkerError(
+            f"rollout worker {index} did not start in {self.start_timeout_s:.0f} s (start_timeout_s): Ray could not "
+            f"schedule {self._bundle()} (free now: {ray.available_resources()}) or the model is still loading"
+        )
+
     def _replace(self, index: int, cause: BaseException, failures: int) -> Any:
-        """Replace actor ``index`` after it died (its ``failures``-th death in this call); returns the pending
-        ``set_weights`` of the new actor (None before any push)."""
+        """Replace actor ``index`` after it died (its ``failures``-th death in this call); returns a call on the new
+        actor that completes once it is ready: it takes the latest pushed weights, if any."""
         import ray
 
         if failures > self.max_restarts:
@@ -248,13 +261,20 @@ class RayBackend:
             RuntimeWarning,
             stacklevel=3,
         )
-        return None if self._weights is None else self.workers[index].set_weights.remote(self._weights)
+        new = self.workers[index]
+        return new.node_id.remote() if self._weights is None else new.set_weights.remote(self._weights)
 
     def placement(self) -> dict[int, str]:
-        """The Ray node id each actor runs on (waits for the actors to start)."""
+        """The Ray node id each actor runs on (waits up to ``start_timeout_s`` for the actors to start)."""
         import ray
 
-        return dict(enumerate(ray.get([w.node_id.remote() for w in self.workers])))
+        nodes = {}
+        for i, w in enumerate(self.workers):
+            try:
+                nodes[i] = ray.get(w.node_id.remote(), timeout=self.start_timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise self._not_started(i) from None
+        return nodes
 
     def push_weights(self, model: Any) -> None:
         import ray
@@ -265,8 +285,10 @@ class RayBackend:
             failures = 0
             while True:
                 try:
-                    ray.get(ref)
+                    ray.get(ref, timeout=self.start_timeout_s)
                     break
+                except ray.exceptions.GetTimeoutError:
+                    raise self._not_started(i) from None
                 except ray.exceptions.RayActorError as e:
                     failures += 1
                     ref = self._replace(i, e, failures)
@@ -298,8 +320,11 @@ class RayBackend:
             failures, ready = 0, None
             while True:
                 try:
-                    if ready is not None:  # a replacement takes the latest weights before it plays
-                        await asyncio.wrap_future(ready.future())
+                    if ready is not None:  # a replacement has started and taken the latest weights
+                        try:
+                            await asyncio.wait_for(asyncio.wrap_future(ready.future()), self.start_timeout_s)
+                        except TimeoutError:
+                            raise self._not_started(w) from None
                     result: list[WireGroup] = await asyncio.wrap_future(self.workers[w].rollout.remote(*args).future())
                     return result
                 except ray.exceptions.RayActorError as e:

@@ -20,7 +20,8 @@ ENV_KWARGS = {"min_ops": 1, "max_ops": 1, "max_steps": 2}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict[str, Any]]:
-    """Head (no CPUs: the learner's node) + two nodes of 2 CPUs, each carrying one ``rollout`` resource."""
+    """Head (no CPUs: the learner's node) + two nodes of 2 CPUs, each carrying one ``rollout`` resource (a test
+    may add and remove nodes: ``cluster["cluster"]``)."""
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
@@ -30,10 +31,7 @@ def cluster() -> Iterator[dict[str, Any]]:
         nodes = [c.add_node(num_cpus=2, resources={"rollout": 1}) for _ in range(2)]
         c.wait_for_nodes()
         ray.init(address=c.address, log_to_driver=False)
-        yield {
-            "head": c.head_node.node_id,
-            "workers": {n.node_id for n in nodes},
-        }
+        yield {"cluster": c, "head": c.head_node.node_id, "workers": {n.node_id for n in nodes}}
     finally:
         ray.shutdown()
         c.shutdown()
@@ -127,10 +125,14 @@ def test_a_killed_worker_is_replaced_with_the_latest_weights_and_its_groups_repl
         assert len({g[0].trajectory.group_id for g in recovered}) == len(tasks)
         assert pool.placement() == nodes  # the replacement took the dead actor's bundle
 
-        ray.kill(pool.workers[1])  # dies between steps: the next weight push replaces it
+        # worker 1's node is lost between steps: the next weight push replaces it on a spare node
+        spare = cluster["cluster"].add_node(num_cpus=2, resources={"rollout": 1})
+        lost = next(n for n in cluster["cluster"].worker_nodes if n.node_id == nodes[1])
+        cluster["cluster"].remove_node(lost)
         with pytest.warns(RuntimeWarning, match="rollout worker 1 died"):
             pool.push_weights(model)
         assert pool.restarts == 2
+        assert pool.placement() == {0: nodes[0], 1: spare.node_id}  # its bundle moved, still strictly spread
         assert fingerprint(asyncio.run(pool.collect(tasks, seeds, 2, anchor_greedy=True))) == fingerprint(reference)
     finally:
         pool.close()
