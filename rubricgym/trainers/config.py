@@ -147,6 +147,9 @@ class GenerationConfig(_Strict):
     """vLLM server mode: an OpenAI-compatible vLLM server; None with backend vllm starts one (``VLLMServer``)."""
     vllm_sync_weights: bool = True
     """Push the policy's new weights to the vLLM server after each update."""
+    vllm_push: Literal["merged", "adapter"] = "merged"
+    """What a push sends under ``model.lora``: ``merged`` weights ``W + (alpha / r) B A`` reloaded in place, or
+    the ``adapter`` alone, loaded through vLLM's runtime LoRA API (``trainers/vllm_backend.py``)."""
 
 
 class EnvConfig(_Strict):
@@ -346,6 +349,15 @@ class TrainConfig(_Strict):
             raise ValueError("env.tool_timeout_s / max_concurrent_tools are not applied by ray workers yet")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
+        if self.generation.vllm_push == "adapter" and self.model.lora is None:
+            raise ValueError(
+                "generation.vllm_push 'adapter' pushes LoRA adapters: set model.lora, or keep vllm_push 'merged' "
+                "(the default) for full fine-tuning"
+            )
+        if self.generation.vllm_push == "adapter" and self.model.lora is not None and self.model.lora.r > 512:
+            raise ValueError(
+                "generation.vllm_push 'adapter' needs model.lora.r <= 512 (vLLM's largest --max-lora-rank)"
+            )
         self._async_fits()
         if self.judge is not None:
             self.judge.validate_pair()
