@@ -11,17 +11,20 @@ learner calls ``send(model, version)`` and every worker ``receive(model)``:
    model, LoRA on one side only) raises ``WeightSyncMismatch`` on *both* sides naming that tensor, before any
    weight is written; the group stays usable.
 2. **Buckets.** Tensors are flattened into buckets of at most ``bucket_mb`` per dtype (a bigger tensor is a
-   bucket of its own) and broadcast one bucket at a time; workers unflatten each into their parameters in place
-   (``copy_``: a worker holding another dtype, say bf16, gets the weights cast). Both sides derive the bucket
-   plan from the manifest (``plan_buckets``), so nothing else travels.
+   bucket of its own, sent and received in place) and broadcast one bucket at a time, double-buffered: the
+   learner fills the next bucket and the worker unpacks the previous one while a bucket is on the wire. Workers
+   write into their parameters in place (``copy_``: a worker holding another dtype, say bf16, gets the weights
+   cast). Both sides derive the bucket plan from the manifest (``plan_buckets``), so nothing else travels.
 3. **Timeouts.** Every collective has a deadline (``timeout_s``; a worker's wait for the next sync to *start* is
    ``receive(wait_s=...)``); a peer that never joins, dies, or stops answering raises ``WeightSyncTimeout``
-   saying which side waited for what and what to check, instead of hanging. After one, ``connect`` again.
+   saying which side waited for what and what to check, instead of hanging. After one, ``connect`` again; a
+   worker whose sync failed midway holds partly written weights: sample from them only after a sync completes.
 
 Sharded learner (FSDP2, ``trainers/sharding.py``): parameters are DTensor shards, and ``send`` gathers each one
 whole with ``full_tensor()`` (what ``sharding.grad_norm_and_clip`` and the checkpoint export do), which is a
 collective of the FSDP group: every *other* learner rank must call ``gather_for_send(model, ...)`` at the same
-time, in step with rank 0's ``send`` (one parameter at a time, so no rank holds more than a bucket of whole weights).
+time, in step with rank 0's ``send`` (one parameter at a time: the sender holds at most two buckets of whole
+weights per dtype, the others one parameter).
 
 Backend: gloo for CPU tensors, nccl when ``device`` is a GPU (``distributed.backend_for``). The nccl path
 (``ProcessGroupNCCL`` on the same store, tensors staged on ``device``) is written to the same contract but is
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -215,7 +218,7 @@ class WeightSync:
         if backend == "nccl" and not torch.distributed.is_nccl_available():
             raise ValueError(f"device {device!r} needs the nccl backend, which this torch build lacks")
         host, _, port = address.rpartition(":")
-        if not address.startswith("file://") and not (host and port.isdigit()):
+        if not address.startswith("file://") and not (host and port.isdigit() and int(port) < 2**16):
             raise ValueError(f"address {address!r} is neither host:port nor file:///path")
         try:
             if address.startswith("file://"):
@@ -248,11 +251,16 @@ class WeightSync:
 
     # ---- collectives ------------------------------------------------------------------------------------
 
-    def _broadcast(self, t: torch.Tensor, what: str, wait_s: float | None = None) -> None:
+    def _start(self, t: torch.Tensor, what: str, wait_s: float | None = None) -> Callable[[], Any]:
+        """Start broadcasting ``t`` from the learner; returns the wait for it (which raises on timeout)."""
         opts = torch.distributed.BroadcastOptions()
         opts.rootRank, opts.rootTensor = 0, 0
         opts.timeout = datetime.timedelta(seconds=self.timeout_s if wait_s is None else wait_s)
-        self._run(lambda: self.pg.broadcast([t], opts).wait(), what, wait_s)
+        work = self._run(lambda: self.pg.broadcast([t], opts), what, wait_s)
+        return lambda: self._run(work.wait, what, wait_s)
+
+    def _broadcast(self, t: torch.Tensor, what: str, wait_s: float | None = None) -> None:
+        self._start(t, what, wait_s)()
 
     def _min(self, value: int, what: str) -> int:
         t = torch.tensor([value], dtype=torch.int64, device=self.device)
@@ -262,11 +270,11 @@ class WeightSync:
         self._run(lambda: self.pg.allreduce([t], opts).wait(), what)
         return int(t.item())
 
-    def _run(self, op: Any, what: str, wait_s: float | None = None) -> None:
+    def _run(self, op: Callable[[], Any], what: str, wait_s: float | None = None) -> Any:
         if self.broken:
             raise WeightSyncError(f"this weight sync failed earlier ({self.broken}); connect a new one")
         try:
-            op()
+            return op()
         except RuntimeError as e:
             t = self.timeout_s if wait_s is None else wait_s
             if self.rank == 0:
@@ -330,16 +338,23 @@ class WeightSync:
         plan = plan_buckets(manifest.tensors, manifest.bucket_bytes)
         whole: dict[int, torch.Tensor] = {}
         nbytes, done, gathered = 0, 0, 0
+        in_flight: tuple[Callable[[], Any], torch.Tensor] | None = None
         try:
             self._agree(manifest, len(manifest.tensors) + 1)
             for i, (_, t) in enumerate(named):
                 whole[i] = _whole(t)  # in manifest order on every learner rank (a collective when sharded)
                 gathered = i + 1
                 while done < len(plan) and all(j in whole for j in plan[done]):
-                    flat = torch.cat([whole.pop(j).reshape(-1).to(self.device) for j in plan[done]])
-                    self._broadcast(flat, f"bucket {done + 1}/{len(plan)} of sync v{version}")
+                    parts = [whole.pop(j).reshape(-1).to(self.device) for j in plan[done]]
+                    flat = parts[0] if len(parts) == 1 else torch.cat(parts)
+                    waiting = self._start(flat, f"bucket {done + 1}/{len(plan)} of sync v{version}")
+                    if in_flight:  # the previous bucket: filling this one overlapped its broadcast
+                        in_flight[0]()
+                    in_flight = (waiting, flat)  # the buffer lives until its broadcast is done
                     nbytes += flat.numel() * flat.element_size()
                     done += 1
+            if in_flight:
+                in_flight[0]()
         except WeightSyncError:
             # the other FSDP ranks are gathering in step (gather_for_send): finish their collectives, then raise
             for _, t in named[gathered:]:
@@ -381,16 +396,19 @@ class WeightSync:
             )
         nbytes = 0
         plan = plan_buckets(manifest.tensors, manifest.bucket_bytes)
-        for k, bucket in enumerate(plan):
+        in_flight: tuple[Callable[[], Any], torch.Tensor, list[TensorMeta]] | None = None
+        for k, bucket in enumerate(plan + [[]]):  # receive bucket k while unpacking bucket k - 1
             metas = [manifest.tensors[j] for j in bucket]
-            flat = torch.empty(sum(_numel(m.shape) for m in metas), dtype=metas[0].torch_dtype, device=self.device)
-            self._broadcast(flat, f"bucket {k + 1}/{len(plan)} of sync v{manifest.version}")
-            offset = 0
-            for m in metas:
-                numel = _numel(m.shape)
-                mine[m.name].copy_(flat[offset : offset + numel].view(m.shape))
-                offset += numel
-            nbytes += flat.numel() * flat.element_size()
+            started = None
+            if metas:
+                flat = _receive_buffer(metas, mine, self.device)
+                started = (self._start(flat, f"bucket {k + 1}/{len(plan)} of sync v{manifest.version}"), flat, metas)
+                nbytes += flat.numel() * flat.element_size()
+            if in_flight:
+                wait, prev, prev_metas = in_flight
+                wait()
+                _unpack(prev, prev_metas, mine)
+            in_flight = started
         self.syncs += 1
         if not isinstance(target, torch.nn.Module):
             target.release_packed()
@@ -404,6 +422,25 @@ class WeightSync:
         self.pg = self.store = None
 
 
+def _receive_buffer(metas: list[TensorMeta], mine: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Where a bucket lands: a tensor alone in its bucket straight into the worker's own (when contiguous, of the
+    wire dtype, on ``device``), anything else a staging buffer ``_unpack`` copies out of."""
+    if len(metas) == 1:
+        t = mine[metas[0].name]
+        if t.is_contiguous() and t.dtype == metas[0].torch_dtype and t.device == device:
+            return t.detach().view(-1)
+    return torch.empty(sum(_numel(m.shape) for m in metas), dtype=metas[0].torch_dtype, device=device)
+
+
+def _unpack(flat: torch.Tensor, metas: list[TensorMeta], mine: dict[str, torch.Tensor]) -> None:
+    offset = 0
+    for m in metas:
+        numel, t = _numel(m.shape), mine[m.name]
+        if t.data_ptr() != flat.data_ptr():  # not received in place
+            t.detach().copy_(flat[offset : offset + numel].view(m.shape))
+        offset += numel
+
+
 def gather_for_send(model: torch.nn.Module, *, trainable_only: bool = False) -> None:
     """On every FSDP2 learner rank except the sender: gather each sharded tensor in step with rank 0's ``send``
     (``full_tensor`` is a collective of the FSDP group, so all ranks must call it in the same order)."""
@@ -413,4 +450,4 @@ def gather_for_send(model: torch.nn.Module, *, trainable_only: bool = False) -> 
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+    return text[0].rstrip(".") if text else type(e).__name__
