@@ -27,6 +27,16 @@ from rubricgym.core.llm import EndpointError, wait_until_ready
 VLLM_VENV_ENV = "RUBRICGYM_VLLM_VENV"
 LOGPROBS_MODE = "processed_logprobs"
 """vLLM's ``--logprobs-mode`` for every server started here (vLLM >= 0.10; older versions reject the flag)."""
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The values vLLM's ``--max-lora-rank`` accepts."""
+
+
+def lora_rank_bound(r: int) -> int:
+    """The smallest ``--max-lora-rank`` that serves adapters of rank ``r``."""
+    for bound in LORA_RANKS:
+        if r <= bound:
+            return bound
+    raise ValueError(f"vLLM serves LoRA adapters of rank <= {LORA_RANKS[-1]}, not {r}")
 
 
 def find_vllm_python() -> Path | None:
@@ -53,7 +63,9 @@ class VLLMServer:
     """A vLLM server process for one model. Use as a context manager, or ``start()`` / ``stop()``.
 
     ``logprobs_mode`` is vLLM's ``--logprobs-mode``; the default (``LOGPROBS_MODE``) is what a trainer's off-policy
-    correction assumes, so change it only for a server no trainer samples from."""
+    correction assumes, so change it only for a server no trainer samples from. ``lora_rank`` enables LoRA
+    adapters up to that rank, one at a time, loaded and unloaded at runtime (``/v1/load_lora_adapter``:
+    ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``, a development-mode route, is set in the server's environment)."""
 
     def __init__(
         self,
@@ -66,6 +78,8 @@ class VLLMServer:
         extra_args: list[str] | None = None,
         logprobs_mode: str = LOGPROBS_MODE,
         log_path: Path | None = None,
+        dtype: str = "bfloat16",
+        lora_rank: int | None = None,
     ):
         self.model_dir = model_path(model)
         self.served_name = served_name or (model if not Path(model).exists() else self.model_dir.name)
@@ -74,6 +88,8 @@ class VLLMServer:
         self.kv_cache_gib = kv_cache_gib
         self.extra_args = extra_args or []
         self.logprobs_mode = logprobs_mode
+        self.dtype = dtype
+        self.lora_rank = lora_rank
         self.log_path = log_path or cache_dir() / "logs" / f"vllm-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -100,7 +116,7 @@ class VLLMServer:
             str(self.port),
             "--enforce-eager",
             "--dtype",
-            "bfloat16",
+            self.dtype,
             "--max-model-len",
             str(self.max_model_len),
             "--enable-auto-tool-choice",
@@ -108,8 +124,14 @@ class VLLMServer:
             "hermes",
             "--logprobs-mode",
             self.logprobs_mode,
+            *self.lora_args(),
             *self.extra_args,
         ]
+
+    def lora_args(self) -> list[str]:
+        if self.lora_rank is None:
+            return []
+        return ["--enable-lora", "--max-lora-rank", str(lora_rank_bound(self.lora_rank)), "--max-loras", "1"]
 
     def start(self, timeout_s: float = 300.0) -> VLLMServer:
         python = find_vllm_python()
@@ -127,6 +149,8 @@ class VLLMServer:
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
         }
+        if self.lora_rank is not None:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         env.pop("VIRTUAL_ENV", None)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(

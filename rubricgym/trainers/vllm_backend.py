@@ -20,6 +20,14 @@ loads none (it shares ``embed_tokens``), so on the CPU build, which prepacks eve
 logits kept using the *old* embedding matrix after a push. A server this backend starts therefore serves an
 untied copy of the model (``untied_model_dir``: ``tie_word_embeddings: false`` and an explicit
 ``lm_head.weight``), and every push writes ``lm_head.weight`` explicitly.
+
+LoRA (``model.lora``): ``generation.vllm_push`` picks what a push sends. ``merged`` (the default) writes every
+projection with its adapter merged in, ``W + (alpha / r) B A``, and reloads them in place as above. ``adapter``
+serves the frozen base and sends only the adapter: a server this backend starts runs with ``--enable-lora``
+(``--max-lora-rank`` >= r, one adapter at a time) and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``; each push writes the
+adapter (``adapter_config.json`` + ``adapter_model.safetensors``, PEFT's format) to a fresh directory, loads it
+under a fresh name (``/v1/load_lora_adapter``), unloads the previous one, and completions then name it as their
+``model``. vLLM keys its prefix cache by the adapter's name and path, so no stale KV entry is reused.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import torch
@@ -41,15 +49,21 @@ from rubricgym.agents.models import DEFAULT_MODEL, model_path
 from rubricgym.agents.serve import VLLMServer
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.trainers.config import GenerationConfig
-from rubricgym.trainers.lora import merged_state_dict
+from rubricgym.trainers.lora import ADAPTER_FILE, is_peft, merged_state_dict
 from rubricgym.trainers.rollouts import EnvOf, Group, ToolLimits, play_groups
 
 
-def untied_state_dict(model: Any) -> dict[str, Any]:
+def base_state_dict(model: Any) -> dict[str, Any]:
+    """A LoRA-adapted model's frozen base weights ``W`` under the base model's key names (no adapters merged)."""
+    net = model.get_base_model() if is_peft(model) else model
+    return {k.replace(".base_layer.", "."): v for k, v in net.state_dict().items() if ".lora_" not in k}
+
+
+def untied_state_dict(model: Any, *, merge: bool = True) -> dict[str, Any]:
     """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied.
     A LoRA-adapted model's are its merged weights ``W + (alpha / r) B A`` under the base model's key names
-    (``trainers/lora.py``): the server runs the plain base architecture."""
-    state = merged_state_dict(model)
+    (``trainers/lora.py``): the server runs the plain base architecture; ``merge=False``: its base weights."""
+    state = merged_state_dict(model) if merge else base_state_dict(model)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None:
         state.setdefault("lm_head.weight", head.weight)
@@ -66,11 +80,12 @@ def untied_state_dict(model: Any) -> dict[str, Any]:
     return out
 
 
-def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
+def untied_model_dir(model: Any, src: Path, dest: Path, *, merge: bool = True) -> Path:
     """A copy of the model directory ``src`` in ``dest`` whose ``lm_head`` is its own (untied) weight.
 
     Tokenizer and generation files are copied; ``config.json`` gets ``tie_word_embeddings: false``; the weights
-    are ``model``'s current ones (bf16), so the server starts from exactly the policy being trained.
+    are ``model``'s current ones (bf16), so the server starts from exactly the policy being trained (``merge=False``:
+    a LoRA-adapted model's base weights, for a server that applies the adapter itself).
     """
     dest.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
@@ -80,8 +95,33 @@ def untied_model_dir(model: Any, src: Path, dest: Path) -> Path:
     config["tie_word_embeddings"] = False
     config["torch_dtype"] = config["dtype"] = "bfloat16"
     (dest / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    save_file(untied_state_dict(model), str(dest / "model.safetensors"), metadata={"format": "pt"})
+    save_file(untied_state_dict(model, merge=merge), str(dest / "model.safetensors"), metadata={"format": "pt"})
     return dest
+
+
+def adapter_config(model: Any) -> Any:
+    """The PEFT ``LoraConfig`` of ``model``'s adapter (a ``PeftModel``, or the network PEFT injected it into)."""
+    net = model.get_base_model() if is_peft(model) else model
+    config = getattr(net, "peft_config", {}).get("default")
+    if config is None:
+        raise ValueError("generation.vllm_push 'adapter' needs a policy with LoRA adapters: set model.lora")
+    return config
+
+
+def save_adapter_dir(model: Any, path: Path) -> Path:
+    """``model``'s adapter in ``path`` as ``PeftModel.save_pretrained`` writes it (``adapter_config.json`` and
+    ``adapter_model.safetensors`` with ``base_model.model.`` keys), from the PEFT-injected network itself: the
+    trainer pushes that network, not the ``PeftModel`` around it."""
+    from peft import get_peft_model_state_dict
+
+    net = model.get_base_model() if is_peft(model) else model
+    config = adapter_config(net)
+    state = get_peft_model_state_dict(net, adapter_name="default", save_embedding_layers=False)
+    path.mkdir(parents=True)
+    weights = {f"base_model.model.{k}": v.detach().contiguous() for k, v in state.items()}
+    save_file(weights, str(path / ADAPTER_FILE), metadata={"format": "pt"})
+    config.save_pretrained(str(path))
+    return path
 
 
 class VLLMEpisode:
@@ -119,6 +159,7 @@ class VLLMBackend:
         prefix: str = "",
         server: Any = None,
         sync_weights: bool = True,
+        push: Literal["merged", "adapter"] = "merged",
     ):
         self.base_url = base_url.rstrip("/")
         self.root = self.base_url.removesuffix("/v1")
@@ -126,26 +167,39 @@ class VLLMBackend:
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.prefix = prefix
         self.prefix_ids = list(tokenizer.encode(prefix, add_special_tokens=False)) if prefix else []
-        self.server, self.sync_weights = server, sync_weights
+        self.server, self.sync_weights, self.push = server, sync_weights, push
+        self.base_model = model  # the served base; ``model`` names the newest adapter after an adapter push
         self.weights_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-weights-"))
+        self.adapter_version = 0
+        self.adapter_dir: Path | None = None
         self.serve_dir: Path | None = None  # the untied copy a server we started serves
         self.limits: ToolLimits | None = None  # env.tool_timeout_s / max_concurrent_tools for its episodes
 
     @classmethod
     def for_policy(
-        cls, policy: LocalAgent, g: GenerationConfig, env_of: EnvOf, limits: ToolLimits | None = None
+        cls,
+        policy: LocalAgent,
+        g: GenerationConfig,
+        env_of: EnvOf,
+        limits: ToolLimits | None = None,
+        *,
+        dtype: str = "bfloat16",
     ) -> VLLMBackend:
-        """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model."""
+        """Connect to ``g.vllm_base_url``, or start a dev-mode ``VLLMServer`` for the policy's model (in ``dtype``;
+        with ``--enable-lora`` under ``vllm_push: adapter``). An adapter push loads the policy's adapter first, so
+        the served policy is the learner's from the start."""
         server, serve_dir = None, None
         name = policy.model or DEFAULT_MODEL
+        adapter = g.vllm_push == "adapter"
+        rank = adapter_config(policy.lm).r if adapter else None
         if g.vllm_base_url:
             base_url, served = g.vllm_base_url, name
         else:
             os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the weight-reload route; inherited by the server
             serve_dir = Path(tempfile.mkdtemp(prefix="rubricgym-vllm-serve-"))
-            untied_model_dir(policy.lm, model_path(name), serve_dir)
+            untied_model_dir(policy.lm, model_path(name), serve_dir, merge=not adapter)
             try:
-                server = VLLMServer(str(serve_dir), served_name=name).start()
+                server = VLLMServer(str(serve_dir), served_name=name, dtype=dtype, lora_rank=rank).start()
             except BaseException:
                 shutil.rmtree(serve_dir, ignore_errors=True)
                 raise
@@ -161,10 +215,13 @@ class VLLMBackend:
             prefix=g.response_prefix,
             server=server,
             sync_weights=g.vllm_sync_weights,
+            push=g.vllm_push,
         )
         backend.serve_dir = serve_dir
         backend.limits = limits
         try:
+            if adapter:
+                backend.load_adapter(policy.lm)
             backend.check_processed_logprobs()
         except BaseException:
             backend.close()
@@ -256,10 +313,12 @@ class VLLMBackend:
         )
 
     def push_weights(self, model: Any) -> None:
-        """Save ``model``'s weights and have the server reload them in place; then drop its prefix cache. Under
-        LoRA these are the merged weights (every projection, not just the adapters: vLLM's in-place reload takes
-        base weights, and a LoRA module would need the server started with ``--enable-lora``)."""
+        """Send ``model``'s new weights to the server: its adapter under ``vllm_push: adapter`` (``load_adapter``),
+        else all its weights (merged with any LoRA adapter), reloaded in place, then its prefix cache dropped."""
         if not self.sync_weights:
+            return
+        if self.push == "adapter":
+            self.load_adapter(model)
             return
         save_file(untied_state_dict(model), str(self.weights_dir / "model.safetensors"), metadata={"format": "pt"})
         with httpx.Client(timeout=600.0) as c:
@@ -275,9 +334,39 @@ class VLLMBackend:
             r.raise_for_status()
             c.post(f"{self.root}/reset_prefix_cache").raise_for_status()
 
+    def load_adapter(self, model: Any) -> None:
+        """Save ``model``'s LoRA adapter to a fresh directory, load it under a fresh name, make that name the
+        ``model`` of every later completion, and unload the previous adapter."""
+        self.adapter_version += 1
+        token = self.weights_dir.name.rsplit("-", 1)[-1]  # unique per backend: several may share one server
+        name = f"{self.base_model}-lora-{token}-{self.adapter_version}"
+        path = save_adapter_dir(model, self.weights_dir / f"adapter-{self.adapter_version}")
+        with httpx.Client(timeout=600.0) as c:
+            r = c.post(f"{self.base_url}/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)})
+            if r.status_code == 404:
+                raise RuntimeError(
+                    f"the vLLM server at {self.base_url} has no /v1/load_lora_adapter route: start it with "
+                    f"--enable-lora --max-lora-rank >= {adapter_config(model).r} and "
+                    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, or push merged weights (generation.vllm_push: merged)"
+                )
+            if r.status_code != 200:
+                raise RuntimeError(f"the vLLM server refused the LoRA adapter in {path}: {r.status_code} {r.text}")
+            previous, old_dir = self.model, self.adapter_dir
+            self.model, self.adapter_dir = name, path
+            if previous != self.base_model:
+                c.post(f"{self.base_url}/unload_lora_adapter", json={"lora_name": previous}).raise_for_status()
+        if old_dir is not None:
+            shutil.rmtree(old_dir, ignore_errors=True)
+
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
+        elif self.model != self.base_model:  # a server we did not start: leave it without our adapter
+            try:
+                with httpx.Client(timeout=60.0) as c:
+                    c.post(f"{self.base_url}/unload_lora_adapter", json={"lora_name": self.model})
+            except httpx.HTTPError:
+                pass  # it is gone already
         shutil.rmtree(self.weights_dir, ignore_errors=True)
         if self.serve_dir is not None:
             shutil.rmtree(self.serve_dir, ignore_errors=True)

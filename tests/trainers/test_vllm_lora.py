@@ -1,0 +1,110 @@
+"""LoRA adapter pushes to a real vLLM server on CPU (``generation.vllm_push: adapter``): the server samples from
+the learner's adapted policy, and each push replaces the adapter before it.
+
+One server for the file (a module fixture): SmolLM2 served in float32, so its log-probs can be compared with the
+learner's to 1e-3 (a bf16 server differs from the fp32 learner by ~0.05 per token, which would hide a wrong
+``alpha / r`` scale)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from rubricgym.agents.serve import find_vllm_python
+from tests.conftest import missing_dependency
+
+RANK = 8
+
+
+def test_adapter_push_needs_lora():
+    from rubricgym.trainers.config import ConfigError, validate_config
+
+    with pytest.raises(ConfigError, match="vllm_push 'adapter' pushes LoRA adapters: set model.lora"):
+        validate_config({"generation": {"backend": "vllm", "vllm_push": "adapter"}})
+    with pytest.raises(ConfigError, match=r"model.lora.r <= 512"):
+        validate_config({"generation": {"vllm_push": "adapter"}, "model": {"lora": {"r": 1024}}})
+    cfg = validate_config({"generation": {"backend": "vllm", "vllm_push": "adapter"}, "model": {"lora": {"r": 8}}})
+    assert cfg.generation.vllm_push == "adapter"
+    assert validate_config({}).generation.vllm_push == "merged"
+
+
+@pytest.fixture(scope="module")
+def lora_server(local_model_dir) -> Iterator[tuple[Any, Any]]:
+    """(policy, backend): SmolLM2 with rank-8 adapters, and a vLLM backend pushing them to a server it started."""
+    if find_vllm_python() is None:
+        missing_dependency("no vLLM venv: run `make vllm` (`make test` builds it)")
+    from rubricgym.trainers.config import GenerationConfig, LoraConfig
+    from rubricgym.trainers.lora import add_adapters
+    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.rollouts import fixed_env
+    from rubricgym.trainers.vllm_backend import VLLMBackend
+
+    policy = TrainingPolicy("smollm2-135m-instruct", max_new_tokens=10, threads=1)
+    add_adapters(policy.lm, LoraConfig(r=RANK, alpha=16), seed=0)
+    g = GenerationConfig(backend="vllm", vllm_push="adapter", temperature=0.0, max_new_tokens=10)
+    backend = VLLMBackend.for_policy(policy, g, fixed_env("toy-calculator-v0", {}), dtype="float32")
+    try:
+        yield policy, backend
+    finally:
+        backend.close()
+
+
+def perturb(model: torch.nn.Module, seed: int) -> None:
+    """Set every adapter's ``B`` (zero at initialisation) to seeded noise: an adapter that moves the policy."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+
+
+def served(backend: Any, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
+    turn = asyncio.run(backend.complete(prompt, 0.0, None))
+    return turn.completion_ids, torch.tensor(turn.logprobs)
+
+
+def local(policy: Any, prompt: list[int], completion: list[int]) -> tuple[list[int], torch.Tensor]:
+    """The learner's greedy choice at each position of ``completion`` and the log-probs it gives its tokens."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = policy.lm(ids).logits[0, len(prompt) - 1 : -1].float()
+    lp = torch.log_softmax(logits, -1)
+    return lp.argmax(-1).tolist(), lp[torch.arange(len(completion)), torch.tensor(completion)]
+
+
+@pytest.mark.slow
+def test_pushed_adapter_serves_the_learners_policy_and_replaces_the_last(lora_server):
+    from rubricgym.core.types import Message
+
+    policy, backend = lora_server
+    prompt = backend.render([Message(role="user", content="Name three colours.")])
+    first_name = backend.model
+    assert first_name != backend.base_model  # the initial adapter (B = 0) is loaded at start
+    base_ids, base_lp = served(backend, prompt)
+    assert len(base_ids) == 10
+
+    perturb(policy.lm, 1)
+    backend.push_weights(policy.lm)
+    ids, lp = served(backend, prompt)
+    greedy, ours = local(policy, prompt, ids)
+    assert ids == greedy
+    assert torch.allclose(lp, ours, atol=1e-3), (lp - ours).abs().max()
+    assert ids != base_ids or (lp - base_lp).abs().max() > 0.05  # the adapter moved the policy
+    backend.check_processed_logprobs()  # probes through the adapter: still the sampling distribution's
+
+    perturb(policy.lm, 2)
+    backend.push_weights(policy.lm)
+    ids2, lp2 = served(backend, prompt)
+    greedy2, ours2 = local(policy, prompt, ids2)
+    assert ids2 == greedy2
+    assert torch.allclose(lp2, ours2, atol=1e-3), (lp2 - ours2).abs().max()
+    assert (ids2, lp2.tolist()) != (ids, lp.tolist())
+    models = httpx.get(f"{backend.base_url}/models").json()["data"]
+    assert sorted(m["id"] for m in models) == sorted([backend.base_model, backend.model])
+    assert backend.adapter_dir is not None and backend.adapter_dir.exists()
+    assert sorted(p.name for p in backend.weights_dir.iterdir()) == [backend.adapter_dir.name]  # old ones removed
