@@ -12,7 +12,8 @@ learner calls ``send(model, version)`` and every worker ``receive(model)``:
    weight is written; the group stays usable.
 2. **Buckets.** Tensors are flattened into buckets of at most ``bucket_mb`` per dtype (a bigger tensor is a
    bucket of its own, sent and received in place) and broadcast one bucket at a time, double-buffered: the
-   learner fills the next bucket and the worker unpacks the previous one while a bucket is on the wire. Workers
+   learner fills the next bucket and the worker unpacks the previous one while a bucket is on the wire (two
+   staging buffers per dtype, at most ``bucket_mb`` each, kept between syncs until ``close``). Workers
    write into their parameters in place (``copy_``: a worker holding another dtype, say bf16, gets the weights
    cast). Both sides derive the bucket plan from the manifest (``plan_buckets``), so nothing else travels.
 3. **Timeouts.** Every collective has a deadline (``timeout_s``; a worker's wait for the next sync to *start* is
@@ -199,6 +200,7 @@ class WeightSync:
         self.device, self.timeout_s = device, timeout_s
         self.syncs = 0  # completed or refused syncs: the key of the next one's start signal
         self.broken: str | None = None
+        self._buffers: dict[tuple[torch.dtype, int], torch.Tensor] = {}
 
     @classmethod
     def connect(
@@ -248,6 +250,14 @@ class WeightSync:
                 f"started with the same address and world_size {world_size}, and that the address is reachable"
             ) from e
         return cls(pg, store, rank, world_size, dev, timeout_s)
+
+    def _staging(self, dtype: torch.dtype, slot: int, numel: int) -> torch.Tensor:
+        """A staging buffer of ``numel`` elements, kept between syncs (a fresh one per bucket would page-fault a
+        bucket's worth of new memory each time). Two slots alternate: one on the wire while the other fills."""
+        buf = self._buffers.get((dtype, slot))
+        if buf is None or buf.numel() < numel:
+            buf = self._buffers[(dtype, slot)] = torch.empty(numel, dtype=dtype, device=self.device)
+        return buf[:numel]
 
     # ---- collectives ------------------------------------------------------------------------------------
 
@@ -346,7 +356,11 @@ class WeightSync:
                 gathered = i + 1
                 while done < len(plan) and all(j in whole for j in plan[done]):
                     parts = [whole.pop(j).reshape(-1).to(self.device) for j in plan[done]]
-                    flat = parts[0] if len(parts) == 1 else torch.cat(parts)
+                    if len(parts) == 1:
+                        flat = parts[0]
+                    else:
+                        flat = self._staging(parts[0].dtype, done % 2, sum(x.numel() for x in parts))
+                        torch.cat(parts, out=flat)
                     waiting = self._start(flat, f"bucket {done + 1}/{len(plan)} of sync v{version}")
                     if in_flight:  # the previous bucket: filling this one overlapped its broadcast
                         in_flight[0]()
@@ -401,7 +415,9 @@ class WeightSync:
             metas = [manifest.tensors[j] for j in bucket]
             started = None
             if metas:
-                flat = _receive_buffer(metas, mine, self.device)
+                flat = _in_place(metas, mine, self.device)
+                if flat is None:
+                    flat = self._staging(metas[0].torch_dtype, k % 2, sum(_numel(m.shape) for m in metas))
                 started = (self._start(flat, f"bucket {k + 1}/{len(plan)} of sync v{manifest.version}"), flat, metas)
                 nbytes += flat.numel() * flat.element_size()
             if in_flight:
@@ -415,21 +431,23 @@ class WeightSync:
         return SyncReport(manifest.version, n, len(plan), nbytes)
 
     def close(self) -> None:
-        """Leave the group (the learner's store stops serving once every rank has closed)."""
+        """Leave the group and free the staging buffers (the learner's store stops serving once every rank has
+        closed)."""
         if self.pg is not None:
             with contextlib.suppress(RuntimeError):
                 self.pg.shutdown()
         self.pg = self.store = None
+        self._buffers.clear()
 
 
-def _receive_buffer(metas: list[TensorMeta], mine: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Where a bucket lands: a tensor alone in its bucket straight into the worker's own (when contiguous, of the
-    wire dtype, on ``device``), anything else a staging buffer ``_unpack`` copies out of."""
+def _in_place(metas: list[TensorMeta], mine: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor | None:
+    """A tensor alone in its bucket is received straight into the worker's own (when contiguous, of the wire
+    dtype, on ``device``); None otherwise."""
     if len(metas) == 1:
         t = mine[metas[0].name]
         if t.is_contiguous() and t.dtype == metas[0].torch_dtype and t.device == device:
             return t.detach().view(-1)
-    return torch.empty(sum(_numel(m.shape) for m in metas), dtype=metas[0].torch_dtype, device=device)
+    return None
 
 
 def _unpack(flat: torch.Tensor, metas: list[TensorMeta], mine: dict[str, torch.Tensor]) -> None:
