@@ -338,17 +338,28 @@ def model_serve(
 
 @app.command()
 def demo(
-    budget_minutes: Annotated[float, typer.Option(help="wall-clock budget for training plus both evaluations")] = 12,
-    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/demo-train"),
+    budget_minutes: Annotated[
+        float | None, typer.Option(help="wall-clock budget for training plus both evaluations (toy 12, else 15)")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="run directory (default runs/demo-train, runs/demo-<family>)")
+    ] = None,
     advantage: Annotated[str, typer.Option(help="grpo | rloo | stage | tournament | step")] = "grpo",
     topology: Annotated[str | None, typer.Option(help="tournament topology (demo default round_robin)")] = None,
     resume: Annotated[bool, typer.Option(help="continue the run in --out from its last checkpoint")] = False,
     score_only: Annotated[bool, typer.Option(help="no training: the local model and the oracle on toy tasks")] = False,
+    env: Annotated[str | None, typer.Option(help="train a real env family's demo: clinical-v0 | deepsearch-v0")] = None,
+    suite: Annotated[
+        bool, typer.Option("--suite", help="train the mixed levels suite (toy, deep search, clinical) with SEC")
+    ] = False,
 ) -> None:
-    """The main job on embedded defaults: train SmolLM2-135M on toy tasks, then base vs trained on held-out ones."""
+    """The main job on embedded defaults: train SmolLM2-135M on toy tasks (or --env FAMILY, or --suite), then base
+    vs trained on held-out ones."""
     from rubricgym.demo import run_demo
     from rubricgym.trainers.config import ConfigError
 
+    if out is None and env is None and not suite:
+        out = Path("runs/demo-train")  # the toy demo's (and --score-only's) directory, as it always was
     try:
         sys.exit(
             run_demo(
@@ -359,6 +370,8 @@ def demo(
                 estimator=advantage,
                 topology=topology,
                 score_only=score_only,
+                env=env,
+                suite=suite,
             )
         )
     except ConfigError as e:

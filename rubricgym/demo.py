@@ -10,9 +10,11 @@ the process reward model (programmatic checks), and a per-criterion summary is p
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -27,11 +29,19 @@ from rubricgym.core.types import Trajectory
 from rubricgym.envs.toy.agents import CalculatorOracle
 from rubricgym.rewards import CheckJudge, ProcessRewardModel
 from rubricgym.rewards.prm import Breakdown
-from rubricgym.trainers.demo import demo_config
+from rubricgym.trainers.config import ConfigError
+from rubricgym.trainers.demo import TOY_ENV, demo_config
+from rubricgym.trainers.evaluation import EvalResult, paired_difference
+from rubricgym.trainers.report import write_html
 
 ENV_ID = "toy-calculator-v0"
 ENV_KWARGS = {"min_ops": 1, "max_ops": 2, "max_steps": 4}
 
+
+SOLVED_AT = 0.5
+"""A held-out task counts as solved when the env's outcome reward reaches this: toy 1 (right answer), clinical
+>= 0.69 exactly when the diagnosis is right (a wrong one earns at most 0.31 for its exams), deep search >= 0.7
+exactly when the answer is right (C-GRPO pays 0 for a wrong one)."""
 
 TOTAL = "total (rubric)"
 MASKED = "errored (masked)"
@@ -68,37 +78,101 @@ def criterion_means(rows: dict[str, list[dict[str, float]]], title: str) -> Tabl
 
 
 def run_demo(
-    budget_minutes: float = 12,
+    budget_minutes: float | None = None,
     run_dir: str | Path | None = None,
     console: Console | None = None,
     resume: bool = False,
     estimator: str | None = None,
     topology: str | None = None,
     score_only: bool = False,
+    env: str | None = None,
+    suite: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> int:
-    """Train within ``budget_minutes`` and print base vs trained held-out scores (``score_only``: score the local
-    model and the oracle on toy tasks instead); 0 on success."""
+    """Train within ``budget_minutes`` (default 12 for the toy, 15 for a family or the suite) and print base vs
+    trained held-out scores (``score_only``: score the local model and the oracle on toy tasks instead); 0 on
+    success. ``env`` trains a real env family's demo, ``suite`` the mixed suite; ``overrides`` replaces config
+    fields by dotted name. A bad env, estimator or override fails here, before torch loads."""
     console = console or Console()
     if score_only:
         return score_agents(8, Path(run_dir) if run_dir is not None else Path("runs/demo"), console)
-    cfg = demo_config(budget_minutes).with_overrides(
+    toy = env in (None, TOY_ENV) and not suite
+    budget = budget_minutes if budget_minutes is not None else (12.0 if toy else 15.0)
+    try:
+        base_cfg = demo_config(budget, env=env, suite=suite)
+    except ValueError as e:  # an unknown --env, or --env with --suite
+        raise ConfigError(str(e)) from None
+    cfg = base_cfg.with_overrides(
         **{
             "run_dir": str(run_dir) if run_dir is not None else None,
             "advantage.estimator": estimator,
             "advantage.topology": topology,
+            **(overrides or {}),
         }
-    )  # a bad estimator fails here, before torch loads
-    from rubricgym.trainers.trainer import Trainer  # loads torch and transformers: only once the config is valid
+    )
+    from rubricgym.trainers.suite_trainer import make_trainer  # loads torch and transformers: only once valid
 
     t0 = time.perf_counter()
+    what = "one-operation problems" if toy else "the levels suite, SEC curriculum" if suite else level_text(cfg)
     console.print(
-        f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.id} (one-operation problems) "
-        f"with {cfg.model.name}, budget {budget_minutes:g} min, run dir {cfg.run_dir}"
+        f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.suite or cfg.env.id} ({what}) "
+        f"with {cfg.model.name}, budget {budget:g} min, run dir {cfg.run_dir}"
     )
-    summary = Trainer(cfg, console=console).run(resume=resume)  # its live display shows base and trained
-    console.print(summary["lines"][-1])  # the paired gain with its CI
+    trainer = make_trainer(cfg, console=console)
+    summary = trainer.run(resume=resume)  # its live display shows base and trained
+    if toy:
+        console.print(summary["lines"][-1])  # the paired gain with its CI
+    else:
+        lines = solve_table(trainer, summary)
+        for line in lines:
+            console.print(line, highlight=False)
+        add_to_report(Path(cfg.run_dir), cfg, [*summary["lines"], "", *lines])
     console.print(f"done in {(time.perf_counter() - t0) / 60:.1f} min; report: {summary['html']}")
     return 0
+
+
+def level_text(cfg: Any) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.env.kwargs.items())
+
+
+def solved(result: EvalResult) -> EvalResult:
+    """``result`` with its rewards replaced by solved (1) / not (0): the env's outcome reward >= ``SOLVED_AT``."""
+    flags = [float(s >= SOLVED_AT) for s in result.success]
+    return EvalResult.of(result.tag, result.step, result.task_ids, flags, flags)
+
+
+def comparison_lines(name: str, base: EvalResult, trained: EvalResult) -> list[str]:
+    """Base vs trained rubric reward and solve rate, each with its 95% bootstrap CI, and the paired gains."""
+    out = [f"{name} ({len(base.task_ids)} held-out tasks)"]
+    for what, b, t in (("rubric reward", base, trained), ("solve rate", solved(base), solved(trained))):
+        gain, ci = paired_difference(t, b)
+        out.append(
+            f"  {what:<13} base {b.mean:.3f} [{b.ci[0]:.3f}, {b.ci[1]:.3f}]  trained {t.mean:.3f} "
+            f"[{t.ci[0]:.3f}, {t.ci[1]:.3f}]  gain {gain:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}]"
+        )
+    return out
+
+
+def solve_table(trainer: Any, summary: dict[str, Any]) -> list[str]:
+    """The demo's result lines: overall, then per suite entry (when the run trained on a suite)."""
+    base, trained = EvalResult.model_validate(summary["base"]), EvalResult.model_validate(summary["trained"])
+    lines = [
+        f"base vs trained after {summary['steps']} steps (solved: env outcome reward >= {SOLVED_AT}; "
+        "95% bootstrap CIs over tasks, gains paired per task)",
+        *comparison_lines("overall", base, trained),
+    ]
+    if hasattr(trainer, "per_entry"):
+        per_base, per_trained = trainer.per_entry(base), trainer.per_entry(trained)
+        for name in per_base:
+            lines += comparison_lines(name, per_base[name], per_trained[name])
+    return lines
+
+
+def add_to_report(run_dir: Path, cfg: Any, lines: list[str]) -> None:
+    """Rewrite ``summary.html`` with the demo's result lines at the top (plots and metrics as the trainer wrote)."""
+    plots = sorted((run_dir / "plots").glob("*.png")) if cfg.plots else []
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x]
+    write_html(run_dir, cfg.model_dump(mode="json"), records, plots, lines)
 
 
 def score_agents(tasks: int, out: Path, console: Console) -> int:

@@ -1,13 +1,20 @@
-"""The demo's training config: SmolLM2-135M-Instruct on one-operation toy calculator problems.
+"""The demo's training configs: SmolLM2-135M-Instruct with GRPO on the toy calculator, one real env family, or a suite.
 
-``rubricgym.demo.run_demo`` (``rubricgym demo``, ``make demo``) trains with it: a GRPO run sized to finish inside
+``rubricgym.demo.run_demo`` (``rubricgym demo``, ``make demo``) trains with them: a GRPO run sized to finish inside
 ``budget_minutes`` on two CPU cores (the step loop stops when the time left would not cover the final
 evaluation), then base and trained policy on the same held-out tasks, each as a mean rubric reward with a
 bootstrap confidence interval over tasks, plus the paired gain.
+
+``DEMO_CONFIG`` is the toy demo (``rubricgym demo``); ``FAMILY_DEMOS`` holds one per env family
+(``rubricgym demo --env clinical-v0``) and ``SUITE_DEMO`` the mixed suite with the SEC curriculum
+(``rubricgym demo --suite``). Every family scores with its env's default rubric; what is tuned per family is the
+level (env kwargs) and the agent's harness (response prefix, new tokens). ``configs/demo-*.yaml`` are these dicts
+written out for ``rubricgym train --config`` (``tests/test_demo_families.py`` keeps them equal).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from rubricgym.trainers.config import TrainConfig
@@ -39,10 +46,82 @@ DEMO_CONFIG: dict[str, Any] = {
 """One-operation expression problems (``Compute 22 / 2.``): the untrained model solves some of them, so every
 group has a signal to learn from; the response prefix makes each turn start as a tool call."""
 
+TOY_ENV = "toy-calculator-v0"
 
-def demo_config(budget_minutes: float = 12, **overrides: Any) -> TrainConfig:
-    """The demo's config; the step loop gets the budget minus a reserve for the two evaluations and loading."""
-    data = {**DEMO_CONFIG, **overrides}
-    reserve_s = 150.0
+
+def _family(run_dir: str, env: dict[str, Any], generation: dict[str, Any], **top: Any) -> dict[str, Any]:
+    data = copy.deepcopy(DEMO_CONFIG)
+    data.update(run_dir=run_dir, **top)
+    data["generation"] = {**data["generation"], **generation}
+    data["env"] = env
+    return data
+
+
+FAMILY_DEMOS: dict[str, dict[str, Any]] = {
+    "clinical-v0": _family(
+        "runs/demo-clinical",
+        {
+            "id": "clinical-v0",
+            "kwargs": {"specialty": "cardiology", "max_steps": 6},
+            "train_tasks": 200,
+            "eval_tasks": 16,
+        },
+        {"max_new_tokens": 64, "max_batch": 16},
+        tasks_per_step=2,
+        save_every=2,
+    ),
+    "deepsearch-v0": _family(
+        "runs/demo-deepsearch",
+        {
+            "id": "deepsearch-v0",
+            "kwargs": {"hops": 1, "n_docs": 100, "distractors": 0, "max_steps": 4, "window_chars": 600},
+            "train_tasks": 200,
+            "eval_tasks": 16,
+        },
+        {"max_new_tokens": 64, "max_batch": 16},
+        tasks_per_step=2,
+        save_every=2,
+    ),
+}
+"""clinical: cardiology cases only (6-12 candidate conditions), six turns; deep search: one-hop questions in a
+100-page world without list pages, four turns, 600-character page windows (short prompts are what a 135M model on
+two cores can afford). Both keep the env's default rubric."""
+
+SUITE_DEMO: dict[str, Any] = _family(
+    "runs/demo-suite",
+    {"suite": "levels", "curriculum": {"method": "sec"}, "train_tasks": 100},
+    {"max_new_tokens": 64},
+    tasks_per_step=4,
+    save_every=2,
+)
+"""The built-in ``levels`` suite (toy 1/2/3 operations, deep search 1/2/3 hops, clinical one specialty / all) with
+SEC's learning-progress curriculum choosing which entry each task slot draws from."""
+
+RESERVE_S = {TOY_ENV: 150.0, "clinical-v0": 330.0, "deepsearch-v0": 330.0, "suite": 600.0}
+"""Seconds of the budget kept for loading, the last step's overrun and the final evaluation (the step loop's
+``time_budget_s`` is the rest); the real families' episodes are longer than the toy's."""
+
+DEMO_ENVS = (TOY_ENV, *FAMILY_DEMOS)
+
+
+def demo_data(env: str | None = None, suite: bool = False) -> dict[str, Any]:
+    """The demo's config dict (no time budget): the toy's, a family's (``env``) or the suite's."""
+    if suite:
+        if env is not None:
+            raise ValueError(f"--suite trains the mixed suite: drop --env {env}")
+        return copy.deepcopy(SUITE_DEMO)
+    if env is None or env == TOY_ENV:
+        return copy.deepcopy(DEMO_CONFIG)
+    if env not in FAMILY_DEMOS:
+        raise ValueError(f"no demo for env {env!r}; demos: {', '.join(DEMO_ENVS)} (or --suite for the mixed suite)")
+    return copy.deepcopy(FAMILY_DEMOS[env])
+
+
+def demo_config(
+    budget_minutes: float = 12, *, env: str | None = None, suite: bool = False, **overrides: Any
+) -> TrainConfig:
+    """The demo's config; the step loop gets the budget minus a reserve for the final evaluation and loading."""
+    data = {**demo_data(env, suite), **overrides}
+    reserve_s = RESERVE_S["suite" if suite else env or TOY_ENV]
     data["time_budget_s"] = max(30.0, budget_minutes * 60 - reserve_s)
     return TrainConfig.model_validate(data)
