@@ -7,7 +7,10 @@ it saw to a JSON file.
   syncs of the whole model and after each samples ``PROMPT`` with seed 11; then one sync of LoRA adapters while
   it has none (refused: ``"refused"`` holds the error); then it adds the adapters and receives that sync again
   and samples: ``{"before", "tokens": [3 lists], "reports": [3 dicts], "refused"}``;
-- ``wait``: never gets a sync (``receive(wait_s=3)``): ``{"timeout"}`` holds the error; then exits.
+- ``wait``: never gets a sync (``receive(wait_s=3)``): ``{"timeout"}`` holds the error; then exits;
+- ``plain``: receives one sync into its own model and saves its state dict to OUT (``torch.save``);
+- ``fsdp``: run by ``torchrun --nproc-per-node 2``: the learner, sharded with FSDP2 after a seeded perturbation of
+  every weight; rank 0 sends (and saves the perturbed whole weights to OUT), rank 1 gathers in step.
 """
 
 import asyncio
@@ -31,6 +34,9 @@ def sample(policy: Any) -> list[int]:
 
 def main(scenario: str, address: str, model_dir: str, out: str) -> None:
     result: dict[str, Any] = {}
+    if scenario in ("plain", "fsdp"):
+        whole_weights(scenario, address, model_dir, out)
+        return
     if scenario == "wait":
         sync = WeightSync.connect(address, 1, 2, timeout_s=60)
         try:
@@ -58,6 +64,40 @@ def main(scenario: str, address: str, model_dir: str, out: str) -> None:
     sync.close()
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f)
+
+
+def whole_weights(scenario: str, address: str, model_dir: str, out: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if scenario == "plain":
+        sync = WeightSync.connect(address, 1, 2, timeout_s=120)
+        sync.receive(model)
+        sync.close()
+        torch.save(model.state_dict(), out)
+        return
+    from rubricgym.trainers.config import ParallelConfig
+    from rubricgym.trainers.distributed import init_from_env, rank_world
+    from rubricgym.trainers.sharding import shard
+    from rubricgym.trainers.weight_sync import gather_for_send
+
+    init_from_env()
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(5)
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    if rank_world()[0] == 0:
+        torch.save({k: v.clone() for k, v in model.state_dict().items()}, out)
+    shard(model, ParallelConfig(strategy="fsdp2"))
+    assert hasattr(next(model.parameters()), "full_tensor"), "not sharded"
+    if rank_world()[0] == 0:
+        sync = WeightSync.connect(address, 0, 2, timeout_s=120)
+        sync.send(model, 1, bucket_mb=1.0)
+        sync.close()
+    else:
+        gather_for_send(model)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

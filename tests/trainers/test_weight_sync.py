@@ -149,6 +149,26 @@ def test_lora_adapters_only_and_a_worker_without_them_is_refused_on_both_sides(e
     assert sent.nbytes == got["nbytes"] == sum(b for _, b in learner["lora"])
 
 
+@pytest.mark.slow
+def test_a_sharded_fsdp2_learner_sends_whole_weights(tiny_model_dir, tmp_path):
+    """2 FSDP2 ranks (torchrun, gloo): rank 0 sends, gathering each shard whole in step with rank 1."""
+    address = _address()
+    worker = start_worker("plain", address, tiny_model_dir, tmp_path / "worker.pt")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
+    run = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
+    run += ["--master-port", _address().rsplit(":", 1)[1], str(HERE / "sync_worker.py"), "fsdp", address]
+    learner = subprocess.run(
+        [*run, str(tiny_model_dir), str(tmp_path / "learner.pt")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert learner.returncode == 0, learner.stderr[-4000:]
+    log, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, log[-4000:]
+    sent, got = torch.load(tmp_path / "learner.pt"), torch.load(tmp_path / "worker.pt")
+    assert sent.keys() == got.keys()
+    for name, t in sent.items():
+        assert torch.equal(got[name], t), name
+
+
 def test_a_worker_that_never_joins_times_out_the_learner():
     start = time.monotonic()
     with pytest.raises(WeightSyncTimeout, match=r"\(learner\): waited 2 s for 1 rollout worker\(s\) to join"):
@@ -166,3 +186,42 @@ def test_a_silent_learner_times_out_the_worker_and_a_dead_worker_the_learner(tmp
         sync.send(torch.nn.Linear(2, 2), 1)
     with pytest.raises(RuntimeError, match="failed earlier"):
         sync.send(torch.nn.Linear(2, 2), 2)
+
+
+class Mixed(torch.nn.Module):
+    """fp32 and bf16 parameters, a persistent buffer and a tied pair."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.a = torch.nn.Parameter(torch.randn(300, generator=g))
+        self.b = torch.nn.Parameter(torch.randn(50, 40, generator=g).to(torch.bfloat16))
+        self.c = torch.nn.Parameter(torch.randn(7, generator=g))
+        self.tied = self.c
+        self.register_buffer("steps", torch.tensor([seed]))
+
+
+def test_mixed_dtypes_buffers_and_a_bf16_wire_over_a_file_store(tmp_path):
+    """Learner and worker as two threads of this process (each its own rank), joined through a file store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    address = f"file://{tmp_path / 'store'}"
+    learner, worker = Mixed(seed=1), Mixed(seed=2)
+    with ThreadPoolExecutor(2) as pool:
+        joining = pool.submit(WeightSync.connect, address, 1, 2, timeout_s=30)
+        sending = WeightSync.connect(address, 0, 2, timeout_s=30)
+        receiving = joining.result()
+        got = pool.submit(receiving.receive, worker)
+        sent = sending.send(learner, 7, bucket_mb=0.001)  # 1 KiB: a and b alone, c and steps share
+        assert got.result() == sent and sent.version == 7 and sent.tensors == 4  # a, b, c (tied once), steps
+        for name, t in learner.state_dict().items():
+            assert torch.equal(worker.state_dict()[name], t), name
+        # bf16 on the wire (as the disk path writes): the worker's fp32 parameters get the rounded values
+        learner.a.data.add_(1.0)
+        got = pool.submit(receiving.receive, worker)
+        sending.send([("a", learner.a.detach().to(torch.bfloat16))], 8, trainable_only=True)
+        assert got.result().version == 8 and worker.a.dtype == torch.float32
+        assert torch.equal(worker.a, learner.a.detach().to(torch.bfloat16).float())
+        assert not torch.equal(worker.a, learner.a)
+        sending.close()
+        receiving.close()
