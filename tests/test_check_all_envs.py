@@ -17,17 +17,10 @@ ENV_IDS = [
 ]
 
 
-ENV_KWARGS = {"web-example-v0": {"action_timeout": 3.0}}
-"""web-example-v0 is checked with a 3 s action timeout (default 5 s): hostile arguments that match nothing wait it
-out, a 100k-character ``type`` and ``select`` of 11 options the page lacks (60 of the check's ~95 s at 5 s). The
-timeout path runs either way; the page's slowest real action took 0.5 s on a loaded machine. (gui-v0 keeps 5 s: a
-click on its contacts app's Edit button took 1.7-2.2 s there.)"""
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_rubricgym_check_passes(env_id):
-    report = check_env_id(env_id, fuzz=60, env_kwargs=ENV_KWARGS.get(env_id))
+    report = check_env_id(env_id, fuzz=60)
     failed = [row for row in report.rows if not row[1]]
     assert not failed, failed
     hostile = next(detail for name, _, detail in report.rows if name == "hostile argument values in every tool")

@@ -38,6 +38,9 @@ STAGES = ("navigate", "act", "finish")
 
 MAX_URL_CHARS = 2048
 MAX_TEXT_CHARS = 500
+MAX_TYPE_CHARS = 1000
+"""``type`` presses one key per character, ~200-400 a second on a loaded 2-core machine: longer text would run
+into the action timeout half typed. ``fill`` sets a long text at once."""
 
 
 class BrowserEnv(RubricEnv):
@@ -292,11 +295,16 @@ class BrowserEnv(RubricEnv):
 
     @tool(examples={"text": "hello"})
     async def type(self, text: str) -> ToolOutput:
-        """Type text with the keyboard into the focused element.
+        """Type text with the keyboard into the focused element (at most 1000 characters; fill sets longer text).
 
         Args:
             text: the characters to type
         """
+        if len(text) > MAX_TYPE_CHARS:
+            raise ToolError(
+                f"type takes at most {MAX_TYPE_CHARS} characters (one key press each); got {len(text)}: use "
+                "fill(ref, text) to set a long text at once"
+            )
         return await self._abrowse("type", {"text": text})
 
     @tool(examples={"key": "Enter"})

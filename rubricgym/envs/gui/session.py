@@ -25,6 +25,15 @@ REF = re.compile(r"\[ref=(e\d+)\]")
 Restore = Callable[["Session"], Awaitable[None]]
 
 
+OPTIONS_JS = r"""(el, want) => {
+    const select = el.tagName === "SELECT" ? el : el.control;
+    if (!select || select.tagName !== "SELECT") return null;
+    const norm = (t) => t.replace(/\u200b/g, "").trim().replace(/\s+/g, " ");
+    const labels = Array.from(select.options, (o) => o.label);
+    return labels.some((l) => l === want || norm(l) === norm(want)) ? [] : labels;
+}"""
+"""The option labels of a drop-down when none matches ``want`` as Playwright's ``select_option(label=)`` matches
+(exactly or with whitespace normalised); ``[]`` when one does; ``null`` for an element that is no drop-down."""
 SETTLE_JS = "() => new Promise(r => { requestAnimationFrame(() => setTimeout(r, 0)); setTimeout(r, 100); })"
 
 
@@ -396,7 +405,12 @@ class Session:
         return text
 
     async def screenshot(self, quality: int = 60) -> str:
-        data = await self.guarded("screenshot", lambda p: p.screenshot(type="jpeg", quality=quality), retry=True)
+        async def shoot(page: Any) -> bytes:
+            await page.bring_to_front()  # a screenshot waits for a frame too (see ``act``)
+            data: bytes = await page.screenshot(type="jpeg", quality=quality)
+            return data
+
+        data = await self.guarded("screenshot", shoot, retry=True)
         return base64.b64encode(data).decode()
 
     async def evaluate(self, expression: str, arg: Any = None) -> Any:
@@ -439,7 +453,7 @@ class Session:
             run = {
                 "click": lambda p: loc.click(timeout=ms),
                 "fill": lambda p: loc.fill(args["text"], timeout=ms),
-                "select": lambda p: loc.select_option(label=args["option"], timeout=ms),
+                "select": lambda p: _select(loc, args["option"], ms),
                 "hover": lambda p: loc.hover(timeout=ms),
             }[name]
         elif name == "click_text":
@@ -463,12 +477,26 @@ class Session:
             raise ActionFailed(f"unknown action {name!r}")
 
         async def run_and_settle(page: Any) -> None:
+            # the acting page becomes the browser's front tab: a tab behind a later-opened one (a spare, another
+            # episode's page) can stop getting animation frames, and Playwright's actionability wait ("stable":
+            # the same box over two frames) then took ~2 s per click instead of ~30 ms (~5 ms for this call)
+            await page.bring_to_front()
             await run(page)
             # let the page react before it is observed: a hash route renders on 'hashchange', a task queued after
             # the click returns; one animation frame plus one macrotask drains it
             await page.evaluate(SETTLE_JS)
 
         await self.guarded(name, run_and_settle)
+
+
+async def _select(loc: Any, option: str, ms: float) -> None:
+    """Choose ``option`` of the drop-down ``loc``; an option it lacks fails at once, naming those it has
+    (Playwright's ``select_option`` would wait the whole action timeout for the option to appear)."""
+    labels = await loc.evaluate(OPTIONS_JS, option, timeout=ms)
+    if labels:
+        shown = ", ".join(repr(label) for label in labels[:20]) + (", ..." if len(labels) > 20 else "")
+        raise ActionFailed(f"select: the drop-down has no option {option[:100]!r}; its options are {shown}")
+    await loc.select_option(label=option, timeout=ms)
 
 
 async def _retire(page: Any, origin: str) -> None:

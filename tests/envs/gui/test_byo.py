@@ -65,6 +65,22 @@ def test_the_example_page_computes_its_own_reward_and_end(pool):
 
 
 @pytest.mark.slow
+def test_a_missing_option_and_an_overlong_type_fail_at_once_saying_what_to_do(pool):
+    """Each used to wait out the action timeout (5 s; typing 100k characters left them half typed)."""
+    env = WebTaskEnv(pool=pool)
+    obs, _ = env.reset(seed=2)
+    ref = find_ref(obs, "combobox", "From")
+    obs, *_ = env.step(call("select", ref=ref, option="Atlantis"))
+    assert "has no option 'Atlantis'; its options are 'Lisbon', 'Oslo'" in obs and env.steps[-1].tool_error
+    obs, *_ = env.step(call("select", ref=ref, option="  Oslo "))  # matched as Playwright matches a label
+    assert obs.startswith("Selected '  Oslo ' in") and not env.steps[-1].tool_error
+    assert pool.run(env.session.evaluate("() => document.querySelector('select').value")) == "Oslo"
+    obs, *_ = env.step(call("type", text="x" * 1001))
+    assert "type takes at most 1000 characters" in obs and "fill(ref, text)" in obs and env.steps[-1].tool_error
+    env.close()
+
+
+@pytest.mark.slow
 def test_a_loopback_site_works_and_stays_isolated(pool):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(EXAMPLE_SPEC.parent))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
