@@ -2,7 +2,7 @@
 
 The learner (this process) holds SmolLM2-135M-Instruct in fp32, as the trainer does; a rollout worker process
 holds its own copy. Each sync moves the learner's current weights into the worker's model, three ways,
-interleaved (the order rotates every repeat), ``--repeats`` times each:
+interleaved (the order rotates every repeat), ``--repeats`` times each after one untimed warm-up sync each:
 
 - **collective fp32**: ``WeightSync.send`` / ``receive`` (``trainers/weight_sync.py``): every parameter, exact;
 - **collective bf16**: the same, with bf16 tensors on the wire (the bytes the disk path writes), cast back to fp32
@@ -101,7 +101,7 @@ def run(repeats: int, bucket_mb: float) -> tuple[dict[str, list[dict[str, float]
     results: dict[str, list[dict[str, float]]] = {m: [] for m in METHODS}
     k = 0
     try:
-        for r in range(repeats):
+        for r in range(-1, repeats):  # round -1: one untimed warm-up sync per method (first buffers, page cache)
             for method in METHODS[r % 3 :] + METHODS[: r % 3]:
                 with torch.no_grad():
                     lm.model.norm.weight[0] += 0.5  # a new policy version: one weight changed
@@ -126,8 +126,9 @@ def run(repeats: int, bucket_mb: float) -> tuple[dict[str, list[dict[str, float]
                 want = checksum(lm, bf16=method != "collective fp32")
                 if got != want:
                     raise SystemExit(f"{method} sync {k}: the worker's weights sum to {got}, the learner's to {want}")
-                results[method].append({"total_s": total_s, "learner_s": learner_s, "worker_s": done["worker_s"]})
-                print(f"  repeat {r + 1}/{repeats} {method:<16} {total_s:6.2f} s", flush=True)
+                if r >= 0:
+                    results[method].append({"total_s": total_s, "learner_s": learner_s, "worker_s": done["worker_s"]})
+                print(f"  {f'repeat {r + 1}/{repeats}' if r >= 0 else 'warm-up':<12} {method:<16} {total_s:6.2f} s")
                 k += 1
         sync.store.set(f"{_CMD}{k}", json.dumps({"method": "quit", "t": 0}))
         proc.wait(timeout=120)
