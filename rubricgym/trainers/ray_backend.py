@@ -11,16 +11,17 @@ label that only some nodes carry); with ``placement`` the pool reserves one bund
 (``pack``: as few nodes as possible, ``spread``: as many as possible, ``strict_*``: or fail). ``placement()`` says
 which node each actor landed on.
 
-Fault tolerance: an actor that dies (its process or node is lost) is replaced by a fresh one with the same
-resources and bundle, which is given the latest pushed weights, and replays exactly the groups the dead one had
-not returned, as one call with the same seeds: the result holds every (task, seed) once, in order, as if nothing
-had failed. Ray's own actor restart is not used because a restarted actor would come back with the weights it
-was created with, not the learner's latest.
+Fault tolerance: an actor that dies (its process or node is lost, or Ray's memory monitor kills it) is replaced by
+a fresh one with the same resources and bundle, which is given the latest pushed weights, and replays exactly the
+groups the dead one had not returned, as one call with the same seeds: the result holds every (task, seed) once,
+in order, as if nothing had failed. Ray's own actor restart is not used because a restarted actor would come back
+with the weights it was created with, not the learner's latest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -99,6 +100,14 @@ class RolloutWorker:
         return [[(r.trajectory.model_dump_json(), [asdict(x) for x in r.turns]) for r in g] for g in groups]
 
 
+def _lost() -> tuple[type[Exception], ...]:
+    """What a call raises when its actor is gone: died, unreachable, or killed by Ray's memory monitor (an
+    ``OutOfMemoryError`` is not a ``RayActorError``)."""
+    import ray
+
+    return (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError)
+
+
 def _from_wire(group: WireGroup) -> Group:
     return [Rollout(Trajectory.model_validate_json(t), [Turn(**x) for x in turns]) for t, turns in group]
 
@@ -119,12 +128,13 @@ class RayBackend:
     """A pool of ``RolloutWorker`` actors: a ``RolloutBackend``.
 
     ``address``: the cluster to join (``ray start --head`` prints it; ``"auto"`` finds a local one); without it and
-    with no Ray running, a local Ray is started with exactly the resources the pool asks for. ``worker_resources``:
-    what each actor reserves (default one CPU; see ``WorkerResources``). ``placement``: reserve all actors' resources
-    at once in a placement group of that strategy, failing after ``placement_timeout_s`` if the cluster cannot hold
-    it (None: Ray's default scheduler places each actor on its own). ``start_timeout_s`` bounds every wait for an
-    actor to be scheduled and load the model (``placement()``, ``push_weights``, a replacement's start): past it the
-    call raises ``RolloutWorkerError`` with the resources asked for and those free, instead of hanging.
+    with no Ray running, the pool starts a local Ray of its own with exactly the resources it asks for.
+    ``worker_resources``: what each actor reserves (default one CPU; see ``WorkerResources``). ``placement``: reserve
+    all actors' resources at once in a placement group of that strategy, failing after ``placement_timeout_s`` if
+    the cluster cannot hold it (None: Ray's default scheduler places each actor on its own). ``start_timeout_s``
+    bounds every wait for an actor to be scheduled and load the model (``placement()``, ``push_weights``, a
+    replacement's start): past it the call raises ``RolloutWorkerError`` with the resources asked for and those
+    free, instead of hanging.
     ``max_restarts``: how many times one actor may be replaced within one ``collect`` or ``push_weights`` before
     that call raises ``RolloutWorkerError`` naming the worker and the cause; ``restarts`` counts the replacements
     over the pool's life.
@@ -163,7 +173,8 @@ class RayBackend:
             else:
                 custom = {k: v * workers for k, v in self.resources.get("resources", {}).items()}
                 ray.init(
-                    num_cpus=max(1, round(self.resources.get("num_cpus", 1) * workers)),
+                    address="local",  # never the cluster another `ray start` on this machine advertises
+                    num_cpus=max(1, math.ceil(self.resources.get("num_cpus", 1) * workers)),
                     resources=custom or None,
                     include_dashboard=False,
                     ignore_reinit_error=True,
@@ -190,9 +201,14 @@ class RayBackend:
         self._actor = ray.remote(RolloutWorker)
         self._weights: Any = None  # the ObjectRef of the last pushed state dict: a replacement actor loads it
         self._group: Any = None
-        if placement is not None:
-            self._group = self._reserve(workers, placement, placement_timeout_s)
-        self.workers: list[Any] = [self._spawn(i) for i in range(workers)]
+        self.workers: list[Any] = []
+        try:
+            if placement is not None:
+                self._group = self._reserve(workers, placement, placement_timeout_s)
+            self.workers = [self._spawn(i) for i in range(workers)]
+        except BaseException:
+            self.close()
+            raise
 
     def _bundle(self) -> dict[str, float]:
         r = self.resources
@@ -289,7 +305,7 @@ class RayBackend:
                     break
                 except ray.exceptions.GetTimeoutError:
                     raise self._not_started(i) from None
-                except ray.exceptions.RayActorError as e:
+                except _lost() as e:
                     failures += 1
                     ref = self._replace(i, e, failures)
 
@@ -306,7 +322,6 @@ class RayBackend:
     ) -> list[Group]:
         """See ``RolloutBackend.collect``; actors generate in the configured dtype (``full_precision`` is ignored).
         A worker that dies is replaced and its groups replayed (see the module docstring)."""
-        import ray
 
         async def play(w: int, idx: list[int]) -> list[WireGroup]:
             args = (
@@ -327,7 +342,7 @@ class RayBackend:
                             raise self._not_started(w) from None
                     result: list[WireGroup] = await asyncio.wrap_future(self.workers[w].rollout.remote(*args).future())
                     return result
-                except ray.exceptions.RayActorError as e:
+                except _lost() as e:
                     failures += 1
                     ready = self._replace(w, e, failures)
 

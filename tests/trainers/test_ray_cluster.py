@@ -153,3 +153,19 @@ def test_a_worker_that_keeps_dying_raises_an_error_naming_it_and_the_cause(clust
         assert pool.restarts == 1
     finally:
         pool.close()
+
+
+def test_without_an_address_the_pool_starts_its_own_ray_even_beside_a_running_cluster(cluster, tiny_model_dir):
+    # the Cluster (like `ray start`) advertises itself to every plain ray.init() on this machine
+    from rubricgym.trainers.ray_backend import RayBackend
+
+    ray.shutdown()
+    try:
+        pool = RayBackend(*configs(tiny_model_dir), workers=1)
+        try:
+            assert ray.cluster_resources().get("CPU") == 1 and "rollout" not in ray.cluster_resources()
+        finally:
+            pool.close()
+        assert not ray.is_initialized()  # it owned that Ray and shut it down
+    finally:
+        ray.init(address=cluster["cluster"].address, log_to_driver=False)
