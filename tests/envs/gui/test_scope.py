@@ -86,19 +86,35 @@ def test_every_scope_decision_agrees_with_chromium(pool):
 
 @pytest.mark.slow
 def test_every_url_trick_is_refused_or_ends_the_episode_unpaid(pool):
-    """On the code before the fix ``%2e%2e/mail/`` opened the mail app and ``done`` then earned 1.0."""
-    env = GuiEnv(templates=DELETE, pool=pool)
+    """On the code before the fix ``%2e%2e/mail/`` opened the mail app and ``done`` then earned 1.0.
+
+    A refused trick leaves the page as it was, so the next trick is tried in the same episode; one the env
+    accepted is followed by ``done`` (or ended the episode as an escape), and the next trick gets a new episode."""
+    env = GuiEnv(templates=DELETE, pool=pool, max_steps=2 * len(TRICKS) + 1)
     task = env.task_set(1, seed=0)[0]
+    over, refused = True, 0
     for url in TRICKS:
-        env.reset(options={"task": task})
-        _, reward, terminated, _, info = env.step(call("navigate", url=url))
+        if over:
+            env.reset(options={"task": task})
         assert env.session is not None
+        before = env.session.url
+        _, reward, terminated, _, info = env.step(call("navigate", url=url))
         if terminated:
             assert reward == 0.0 and env.outcome.summary["escaped"] and info["details"]["escaped"], url
+            over = True
             continue
         assert env.session.url.startswith(SCOPE), (url, env.session.url)
+        if env.steps[-1].tool_error is not None:  # refused: the page did not move
+            assert "only pages under" in env.steps[-1].tool_error and env.session.url == before, url
+            over, refused = False, refused + 1
+            continue
         _, reward, *_ = env.step(call("done"))
         assert reward == 0.0 and not env.outcome.summary["success"], url
+        over = True
+    assert refused > 0
+    if not over:  # the refused tricks' episode pays nothing either
+        _, reward, *_ = env.step(call("done"))
+        assert reward == 0.0 and not env.outcome.summary["success"] and not env.outcome.summary["escaped"]
     env.close()
 
 
