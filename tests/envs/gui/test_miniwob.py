@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -73,12 +74,14 @@ def test_every_page_resets_deterministically_with_a_text_instruction(pool):
         finally:
             env.close()
 
-    bad = []
-    for page in miniwob.pages():  # determinism on the oracles' pages (every page was swept once, in the README)
+    def bad(page: str) -> bool:  # determinism on the oracles' pages (every page was swept once, in the README)
         task, html = first(page, 5)
-        if not task.strip() or "{" in task or (page in miniwob.ORACLES and (task, html) != first(page, 5)):
-            bad.append(page)
-    assert bad == []
+        return not task.strip() or "{" in task or (page in miniwob.ORACLES and (task, html) != first(page, 5))
+
+    # four episodes at a time on the one browser, as rollouts run them (~1.8x faster than one at a time here)
+    with ThreadPoolExecutor(4) as workers:
+        failed = [page for page, b in zip(miniwob.pages(), workers.map(bad, miniwob.pages()), strict=True) if b]
+    assert failed == []
 
 
 @pytest.mark.slow
