@@ -69,7 +69,16 @@ def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
     if cfg.generation.backend == "vllm":
         return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:
-        return RayBackend(cfg.model, cfg.generation, cfg.env, address=cfg.ray_address, workers=cfg.ray_workers)
+        return RayBackend(
+            cfg.model,
+            cfg.generation,
+            cfg.env,
+            address=cfg.ray_address,
+            workers=cfg.ray_workers,
+            worker_resources={k: v for k, v in cfg.ray_worker_resources.model_dump().items() if v not in (None, {})},
+            placement=cfg.ray_placement,
+            max_restarts=cfg.ray_max_restarts,
+        )
     return LocalBackend(policy, env_of, tool_limits(cfg))
 
 

@@ -261,6 +261,15 @@ class AsyncConfig(_Strict):
     0 is exactly the synchronous trainer (same samples, same update)."""
 
 
+class RayResources(_Strict):
+    """``ray_worker_resources``: Ray's actor options of the same names."""
+
+    num_cpus: float = Field(1.0, ge=0)
+    num_gpus: float | None = Field(None, ge=0)
+    memory: int | None = Field(None, ge=0)
+    resources: dict[str, float] = Field(default_factory=dict)
+
+
 class OptimConfig(_Strict):
     lr: float = Field(2e-5, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
@@ -292,6 +301,14 @@ class TrainConfig(_Strict):
     ray: bool = False
     ray_address: str | None = None
     ray_workers: int = Field(2, ge=1)
+    ray_worker_resources: RayResources = Field(default_factory=lambda: RayResources())
+    """What each rollout actor asks Ray for: ``num_cpus`` (default 1), ``num_gpus``, ``memory`` (bytes) and custom
+    ``resources`` (``{"rollout": 1}``: only nodes started with ``ray start --resources '{"rollout": 1}'``)."""
+    ray_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] | None = None
+    """Reserve one bundle per rollout actor in a Ray placement group of this strategy (``strict_spread``: one
+    actor per node); ``None``: Ray schedules each actor where its resources fit."""
+    ray_max_restarts: int = Field(3, ge=0)
+    """A rollout actor that dies is replaced and its groups replayed, at most this many times per collection."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
@@ -344,9 +361,6 @@ class TrainConfig(_Strict):
             raise ValueError(
                 "model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)"
             )
-        limited = self.env.tool_timeout_s is not None or self.env.max_concurrent_tools is not None
-        if limited and self.ray:
-            raise ValueError("env.tool_timeout_s / max_concurrent_tools are not applied by ray workers yet")
         if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
             raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
         if self.generation.vllm_push == "adapter" and self.model.lora is None:

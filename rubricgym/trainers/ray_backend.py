@@ -33,7 +33,7 @@ from rubricgym.agents.local import Turn
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
 from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import Group, Rollout, fixed_env, play_groups
+from rubricgym.trainers.rollouts import Group, Rollout, ToolLimits, fixed_env, play_groups
 
 WireGroup = list[tuple[str, list[dict[str, Any]]]]
 """A group as it crosses the wire: each rollout's trajectory JSON and its turns as dicts."""
@@ -60,11 +60,20 @@ class RolloutWorkerError(RuntimeError):
 class RolloutWorker:
     """The actor body (wrapped with ``ray.remote`` at pool creation, so importing this needs no Ray)."""
 
-    def __init__(self, model: str, gen: dict[str, Any], env_id: str, env_kwargs: dict[str, Any], threads: int = 1):
+    def __init__(
+        self,
+        model: str,
+        gen: dict[str, Any],
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        threads: int = 1,
+        limits: tuple[float | None, int | None] = (None, None),
+    ):
         torch.set_num_threads(threads)
         self.policy = TrainingPolicy(model, **gen)
         self.policy.load()
         self.env_of = fixed_env(env_id, env_kwargs)
+        self.limits = None if limits == (None, None) else ToolLimits(*limits)  # per actor: its own tool cap
 
     def node_id(self) -> str:
         """The id of the Ray node this actor runs on."""
@@ -95,6 +104,7 @@ class RolloutWorker:
                 anchor_greedy=anchor_greedy,
                 temperature=temperature,
                 hints=hints,
+                limits=self.limits,
             )
         )
         return [[(r.trajectory.model_dump_json(), [asdict(x) for x in r.turns]) for r in g] for g in groups]
@@ -197,6 +207,7 @@ class RayBackend:
             env.id,
             env.kwargs,
             model.threads or 1,
+            (env.tool_timeout_s, env.max_concurrent_tools),
         )
         self._actor = ray.remote(RolloutWorker)
         self._weights: Any = None  # the ObjectRef of the last pushed state dict: a replacement actor loads it

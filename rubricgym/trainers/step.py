@@ -306,6 +306,8 @@ class StepTrainer:
             self.consumed_guide_state = batch.guide_state
             extra |= {"staleness": step - batch.version, "policy_version": batch.version}
         laps.lap("update_s")
+        if isinstance(restarts := getattr(self.backend, "restarts", None), int):
+            extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/ray_backend.py)
         cursor = self.cursor_at(step + 1)
         record = train_record(step + 1, cursor, groups, est, stats, self.stages, laps)
         monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy

@@ -15,6 +15,7 @@ from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.toy.calculator import CalculatorEnv
 from rubricgym.trainers.config import ConfigError, validate_config
 from rubricgym.trainers.estimate import Estimate
+from rubricgym.trainers.ray_backend import RolloutWorker
 from rubricgym.trainers.report import Laps, train_record
 from rubricgym.trainers.rollouts import ToolLimits, play_groups
 
@@ -119,10 +120,22 @@ async def test_play_groups_applies_the_runs_limits_to_every_episode_and_the_step
     assert record["tool_timeouts"] == 8 and record["episode_p99_s"] >= 0.3
 
 
-def test_the_config_takes_the_limits_and_refuses_them_with_ray():
-    cfg = validate_config({"env": {"tool_timeout_s": 30, "max_concurrent_tools": 4}})
+def test_the_config_takes_the_limits_and_ray_workers_apply_them(tiny_model_dir):
+    cfg = validate_config({"env": {"tool_timeout_s": 30, "max_concurrent_tools": 4}, "ray": True})
     assert (cfg.env.tool_timeout_s, cfg.env.max_concurrent_tools) == (30, 4)
     with pytest.raises(ConfigError, match="max_concurrent_tools"):
         validate_config({"env": {"max_concurrent_tools": 0}})
-    with pytest.raises(ConfigError, match="ray workers"):
-        validate_config({"env": {"tool_timeout_s": 30}, "ray": True})
+    worker = RolloutWorker(str(tiny_model_dir), {}, "toy-calculator-v0", {}, 1, (30, 4))  # what each actor runs
+    assert worker.limits is not None and worker.limits.timeout_s == 30 and worker.limits.max_concurrent == 4
+    assert RolloutWorker(str(tiny_model_dir), {}, "toy-calculator-v0", {}).limits is None
+
+
+def test_ray_placement_fields_are_checked_at_config_load():
+    cfg = validate_config(
+        {"ray": True, "ray_worker_resources": {"resources": {"rollout": 1}}, "ray_placement": "strict_spread"}
+    )
+    assert cfg.ray_worker_resources.num_cpus == 1 and cfg.ray_max_restarts == 3
+    with pytest.raises(ConfigError, match="ray_worker_resources.gpus"):
+        validate_config({"ray": True, "ray_worker_resources": {"gpus": 1}})
+    with pytest.raises(ConfigError, match="ray_placement"):
+        validate_config({"ray": True, "ray_placement": "everywhere"})
