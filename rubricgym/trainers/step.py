@@ -15,6 +15,7 @@ import contextlib
 import copy
 import functools
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,12 @@ class StepTrainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
+        if cfg.ray and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise ConfigError(
+                "ray: true runs with one learner process, but this is one of several torchrun ranks: each would "
+                "start its own pool of rollout actors. Start `rubricgym train` without torchrun (the Ray actors are "
+                "the parallel part), or drop ray to train data-parallel"
+            )
         device = local_device(cfg.model.device)  # under torchrun: this rank's GPU (LOCAL_RANK) when on GPUs
         init_from_env(backend_for(device))  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
         self.run_dir = Path(cfg.run_dir)

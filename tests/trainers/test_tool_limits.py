@@ -18,6 +18,7 @@ from rubricgym.trainers.estimate import Estimate
 from rubricgym.trainers.ray_backend import RolloutWorker
 from rubricgym.trainers.report import Laps, train_record
 from rubricgym.trainers.rollouts import ToolLimits, play_groups
+from rubricgym.trainers.trainer import Trainer
 
 
 def call(expression: str) -> str:
@@ -139,3 +140,10 @@ def test_ray_placement_fields_are_checked_at_config_load():
         validate_config({"ray": True, "ray_worker_resources": {"gpus": 1}})
     with pytest.raises(ConfigError, match="ray_placement"):
         validate_config({"ray": True, "ray_placement": "everywhere"})
+
+
+def test_ray_under_torchrun_is_refused_before_anything_loads(tiny_config, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="one learner process"):
+        Trainer(tiny_config(tmp_path / "run", ray=True))
+    assert not (tmp_path / "run").exists()
