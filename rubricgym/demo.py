@@ -2,9 +2,13 @@
 
 By default a GRPO run trains SmolLM2-135M-Instruct on one-operation calculator problems inside
 ``budget_minutes`` on two CPU cores (the config is ``trainers.demo.demo_config``), then prints base vs trained
-held-out scores with the paired gain. With ``score_only`` nothing trains: the embedded local model and the
-scripted oracle roll out toy calculator tasks, every trajectory is scored with the env's default rubric through
-the process reward model (programmatic checks), and a per-criterion summary is printed.
+held-out scores with the paired gain. ``env`` (``--env clinical-v0``) trains a real env family's demo and
+``suite`` (``--suite``) the mixed ``levels`` suite with the SEC curriculum (``trainers.demo.FAMILY_DEMOS``,
+``SUITE_DEMO``); both print base vs trained rubric reward and solve rate with 95% bootstrap CIs and paired gains,
+per suite entry too, and put them at the top of the run's ``summary.html``. With ``score_only`` nothing trains:
+the embedded local model and the scripted oracle roll out toy calculator tasks, every trajectory is scored with
+the env's default rubric through the process reward model (programmatic checks), and a per-criterion summary is
+printed.
 """
 
 from __future__ import annotations
@@ -161,7 +165,9 @@ def solve_table(trainer: Any, summary: dict[str, Any]) -> list[str]:
         "95% bootstrap CIs over tasks, gains paired per task)",
         *comparison_lines("overall", base, trained),
     ]
-    if hasattr(trainer, "per_entry"):
+    from rubricgym.trainers.suite_trainer import SuiteTrainer
+
+    if isinstance(trainer, SuiteTrainer):
         per_base, per_trained = trainer.per_entry(base), trainer.per_entry(trained)
         for name in per_base:
             lines += comparison_lines(name, per_base[name], per_trained[name])
