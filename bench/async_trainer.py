@@ -15,29 +15,19 @@ cores the update and the generation share the same cores, so the overlap has lit
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import guidance  # bench/guidance.py: the demo config and its subprocess run (this folder is on sys.path)
+
 
 def config(staleness: int | None, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from rubricgym.trainers.demo import DEMO_CONFIG
-
-    data = copy.deepcopy(DEMO_CONFIG)
-    data.update(
-        run_dir=str(out),
-        steps=args.steps,
-        tasks_per_step=args.tasks,
-        save_every=0,
-        live=False,
-        plots=False,
-        keep_rollouts=False,
-    )
-    data["env"] = {**data["env"], "eval_tasks": args.eval_tasks}
+    """``bench/guidance.py``'s plain demo config (same seed, tasks, steps) with this variant's ``async`` section."""
+    args.out, args.env, args.kwargs = str(out.parent), None, None
+    data = guidance.config("plain", args)
+    data["run_dir"] = str(out)
     if staleness is not None:
         data["async"] = {"enabled": True, "max_staleness": staleness}
     return data
@@ -45,16 +35,8 @@ def config(staleness: int | None, args: argparse.Namespace, out: Path) -> dict[s
 
 def run_one(data: dict[str, Any]) -> dict[str, Any]:
     """Train one variant in a subprocess; the measures of its steps after the first and its held-out gain."""
-    code = (
-        "import json, sys; from rubricgym.trainers.config import TrainConfig; "
-        "from rubricgym.trainers.trainer import Trainer; "
-        "Trainer(TrainConfig.model_validate(json.loads(sys.argv[1]))).run()"
-    )
-    subprocess.run([sys.executable, "-c", code, json.dumps(data)], check=True)
-    run = Path(data["run_dir"])
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if r["kind"] == "train"]
-    summary = json.loads((run / "summary.json").read_text())
+    result = guidance.train(data)
+    train, summary = result["train"], result["summary"]
     later = train[1:]
     span = train[-1]["elapsed_s"] - train[0]["elapsed_s"]
     rollouts = data["tasks_per_step"] * data["group_size"]

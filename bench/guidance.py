@@ -56,7 +56,11 @@ def config(variant: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def run_one(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     """Train one variant in a subprocess (its own memory and threads); its metrics and summary."""
-    data = config(variant, args)
+    return train(config(variant, args))
+
+
+def train(data: dict[str, Any]) -> dict[str, Any]:
+    """Train ``data`` (a training config) in a subprocess; its training records and summary."""
     code = (
         "import json, sys; from rubricgym.trainers.config import TrainConfig; "
         "from rubricgym.trainers.trainer import Trainer; "
