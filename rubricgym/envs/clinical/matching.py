@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+_SUGGEST_CUT = 0.4  # the similarity a "did you mean" suggestion needs
 _WORD = re.compile(r"[a-z0-9]+")
 _ICD = re.compile(r"\b([A-Z][0-9]{2}(?:\.[0-9A-Z]{1,4})?)\b")
 _STOP_WORDS = (
@@ -223,13 +224,22 @@ class NameIndex:
         for name, id_ in self.names.items():
             nwords = set(name.split())
             score = max(
-                difflib.SequenceMatcher(None, folded, name).ratio(),
-                difflib.SequenceMatcher(None, compact, name.replace(" ", "")).ratio(),
+                _spelling(folded, name),
+                _spelling(compact, name.replace(" ", "")),
                 len(words & nwords) / len(words | nwords) + 0.1 if words & nwords else 0.0,
             )
             best[id_] = max(best.get(id_, 0.0), score)
-        ranked = sorted((i for i, sc in best.items() if sc >= 0.4), key=lambda i: -best[i])
+        ranked = sorted((i for i, sc in best.items() if sc >= _SUGGEST_CUT), key=lambda i: -best[i])
         return [self.display[i] for i in ranked[:n]]
+
+
+def _spelling(a: str, b: str) -> float:
+    """``SequenceMatcher``'s similarity of ``a`` and ``b``, or 0 when their lengths alone keep it under the 0.4 that
+    ``suggest`` keeps (its upper bound, 2 min / sum): the match is quadratic, and an agent's 100,000-character text
+    against every name took ~40 s."""
+    if 2 * min(len(a), len(b)) < _SUGGEST_CUT * (len(a) + len(b)):
+        return 0.0
+    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def _rest(words: list[str], name: list[str]) -> list[str]:

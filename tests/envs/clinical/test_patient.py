@@ -75,3 +75,35 @@ def test_matching_folds_spelling_and_synonyms():
     assert concepts("breathlessness") == concepts("dyspnoea") == concepts("short of breath") - {"short"} | {"breath"}
     assert resolve_system("heart") == "cardiovascular" and resolve_system("obs") == "vital signs"
     assert resolve_system("spleen") is None
+
+
+def test_did_you_mean_suggestions_skip_only_matches_that_cannot_reach_the_cut(kb):
+    """``suggest`` skips the quadratic spelling match where the lengths alone keep it under 0.4: the suggestions
+    equal the full computation's, and an agent's 100,000-character text no longer takes ~40 s per exam order."""
+    import difflib
+
+    from rubricgym.envs.clinical.matching import fold
+    from rubricgym.envs.clinical.patient import exam_index
+
+    index = exam_index(kb)
+
+    def reference(text: str) -> list[str]:
+        folded = fold(text)
+        words, compact = set(folded.split()), folded.replace(" ", "")
+        best: dict[str, float] = {}
+        for name, id_ in index.names.items():
+            nwords = set(name.split())
+            score = max(
+                difflib.SequenceMatcher(None, folded, name).ratio(),
+                difflib.SequenceMatcher(None, compact, name.replace(" ", "")).ratio(),
+                len(words & nwords) / len(words | nwords) + 0.1 if words & nwords else 0.0,
+            )
+            best[id_] = max(best.get(id_, 0.0), score)
+        ranked = sorted((i for i, sc in best.items() if sc >= 0.4), key=lambda i: -best[i])
+        return [index.display[i] for i in ranked[:5]]
+
+    queries = ["troponn", "chest xray", "ecg", "ful blood count", "a very long request for a " * 12 + "troponin"]
+    for q in queries:
+        assert index.suggest(q) == reference(q), q
+    assert index.suggest("troponn")  # a typo still gets its suggestion
+    assert index.suggest("x" * 100_000) == []
