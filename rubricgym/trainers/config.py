@@ -2,33 +2,30 @@
 
 Unknown keys and bad values fail at load time, before any model is loaded, with a message naming the field
 (``ConfigError``). Command-line flags override single fields (``with_overrides``). Defaults are the
-embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU.
+embedded-defaults run: SmolLM2-135M-Instruct on the toy calculator env on a CPU. The checks of field combinations
+and of what this installation can run live in ``config_checks.py``; the models' validators call them.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
-import math
-import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rubricgym.agents.models import KNOWN_MODELS, is_model_dir
 from rubricgym.core.jsonl import read_text
-from rubricgym.core.registry import spec
 from rubricgym.core.safeio import atomic_write
 from rubricgym.rewards.evolve import BufferConfig
 from rubricgym.rewards.monitor import MonitorConfig
-from rubricgym.rewards.path import JudgeSettings, llm_criteria
-from rubricgym.rewards.rubric import RubricError, load_rubric
-from rubricgym.rewards.validate import unknown_checks
+from rubricgym.rewards.path import JudgeSettings
 from rubricgym.suites.curriculum import CurriculumConfig
-from rubricgym.suites.suite import SuiteError, load_suite
 from rubricgym.suites.topology import Topology
+from rubricgym.trainers import config_checks as checks
+from rubricgym.trainers.config_checks import TRACKER_PACKAGES as TRACKER_PACKAGES
+from rubricgym.trainers.config_checks import env_problems as env_problems
+from rubricgym.trainers.config_checks import kwarg_type_problems as kwarg_type_problems
+from rubricgym.trainers.config_checks import non_finite, world_problems
 
 Estimator = Literal["grpo", "rloo", "stage", "tournament", "step"]
 MAX_SEED = 2**32 - 1
@@ -41,8 +38,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
-"""The package each ``report_to`` tracker imports (all three are in the ``trackers`` extra)."""
 LORA_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -63,10 +58,7 @@ class LoraConfig(_Strict):
 
     @model_validator(mode="after")
     def _peft_installed(self) -> LoraConfig:
-        if importlib.util.find_spec("peft") is None:
-            raise ValueError("LoRA needs the peft package: pip install 'rubricgym[train]' (or pip install peft)")
-        if isinstance(self.target_modules, list) and not self.target_modules:
-            raise ValueError("target_modules is empty: name the modules to adapt, or 'all-linear'")
+        checks.check_lora(self)
         return self
 
 
@@ -87,14 +79,7 @@ class ParallelConfig(_Strict):
 
     @model_validator(mode="after")
     def _fsdp_only(self) -> ParallelConfig:
-        default = ParallelConfig.model_construct()
-        extra = [
-            k
-            for k in ("mixed_precision", "cpu_offload", "reshard_after_forward")
-            if getattr(self, k) != getattr(default, k)
-        ]
-        if self.strategy == "ddp" and extra:
-            raise ValueError(f"{', '.join(extra)}: set for strategy 'fsdp2' only (the strategy is 'ddp')")
+        checks.check_parallel(self)
         return self
 
 
@@ -121,14 +106,7 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _sharding(self) -> ModelConfig:
-        p = self.parallel
-        if p.cpu_offload and self.device == "cpu":
-            raise ValueError(
-                "model.parallel.cpu_offload keeps GPU shards in CPU memory: the model is on the CPU already "
-                "(set model.device to cuda, or drop cpu_offload)"
-            )
-        if p.strategy == "fsdp2" and p.mixed_precision == "bf16" and self.bf16_autocast:
-            raise ValueError("model.bf16_autocast and parallel.mixed_precision 'bf16' both cast to bf16: keep one")
+        checks.check_model(self)
         return self
 
 
@@ -174,16 +152,7 @@ class EnvConfig(_Strict):
 
     @model_validator(mode="after")
     def _suite(self) -> EnvConfig:
-        if self.suite is None:
-            return self
-        defaults: dict[str, Any] = {"id": "toy-calculator-v0", "kwargs": {}, "rubric": None}
-        clash = [k for k, v in defaults.items() if getattr(self, k) != v]
-        if clash:
-            raise ValueError(f"env.suite replaces {', '.join(sorted(clash))}: set those in the suite's entries")
-        try:
-            load_suite(self.suite)
-        except SuiteError as e:
-            raise ValueError(str(e)) from None
+        checks.check_suite(self)
         return self
 
 
@@ -335,73 +304,13 @@ class TrainConfig(_Strict):
     @field_validator("report_to")
     @classmethod
     def _trackers_installed(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"a tracker is named twice in {value}")
-        missing = [
-            f"report_to {name!r} needs the {TRACKER_PACKAGES[name]} package: pip install 'rubricgym[trackers]' "
-            f"(or pip install {TRACKER_PACKAGES[name]})"
-            for name in value
-            if importlib.util.find_spec(TRACKER_PACKAGES[name]) is None
-        ]
-        if missing:
-            raise ValueError("; ".join(missing))
+        checks.check_trackers(value)
         return value
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        if self.advantage.estimator == "tournament" and self.group_size < 2:
-            raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
-        if self.generation.backend == "vllm" and self.ray:
-            raise ValueError("generation.backend 'vllm' already batches generation: do not combine it with ray")
-        if self.model.lora is not None and self.ray:
-            # the Ray workers load plain state dicts: an adapted network's keys (base_layer, lora_) would not fit
-            raise ValueError("model.lora does not run with ray yet: use the transformers or vllm backend")
-        if self.model.parallel.strategy == "fsdp2" and (self.ray or self.generation.backend == "vllm"):
-            # both load whole state dicts from the learner; gathering them from the shards is not wired yet
-            raise ValueError(
-                "model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)"
-            )
-        if self.env.suite is not None and (self.ray or self.generation.backend == "vllm"):
-            raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
-        if self.generation.vllm_push == "adapter" and self.model.lora is None:
-            raise ValueError(
-                "generation.vllm_push 'adapter' pushes LoRA adapters: set model.lora, or keep vllm_push 'merged' "
-                "(the default) for full fine-tuning"
-            )
-        if self.generation.vllm_push == "adapter" and self.model.lora is not None and self.model.lora.r > 512:
-            raise ValueError(
-                "generation.vllm_push 'adapter' needs model.lora.r <= 512 (vLLM's largest --max-lora-rank)"
-            )
-        self._async_fits()
-        if self.judge is not None:
-            self.judge.validate_pair()
-        llm_writer = self.rubric_buffer is not None and self.rubric_buffer.writer == "llm"
-        if llm_writer and (self.judge is None or not self.judge.endpoints()):
-            raise ValueError(
-                "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
-                "(base_url and model), or use writer 'checks'"
-            )
+        checks.check_train(self)
         return self
-
-    def _async_fits(self) -> None:
-        if not self.async_.enabled:
-            return
-        if self.ray or self.generation.backend == "vllm" or self.model.parallel.strategy == "fsdp2":
-            # the sampler copy lives in this process; publishing to Ray actors, a vLLM server or from shards is
-            # not wired into the pipeline yet
-            raise ValueError("async.enabled runs with the transformers backend and ddp only (not ray, vllm or fsdp2)")
-        if self.async_.max_staleness == 0:
-            return  # exactly the synchronous order: everything the loop supports
-        if self.env.suite is not None:
-            raise ValueError(
-                "async.max_staleness > 0 does not run on env.suite: the curriculum that draws step k's tasks is "
-                "updated by step k-1's rewards, which a pipelined producer has not seen yet (use max_staleness 0)"
-            )
-        if self.rubric_buffer is not None:
-            raise ValueError(
-                "async.max_staleness > 0 does not run with rubric_buffer: the rubric step k is scored with may "
-                "change after step k-1's update, which a pipelined producer has not seen yet (use max_staleness 0)"
-            )
 
     def with_overrides(self, **dotted: Any) -> TrainConfig:
         """A copy with fields replaced by dotted name (``{"advantage.estimator": "stage"}``), re-validated."""
@@ -441,56 +350,6 @@ def validate_config(data: Any, source: str = "<dict>") -> TrainConfig:
     if problems:
         raise ConfigError("\n".join(f"{source}: field '{field}': {msg}" for field, msg in problems))
     return cfg
-
-
-def world_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
-    """``(field, problem)`` for values the schema accepts but this installation cannot run: an unregistered
-    env, keyword arguments its constructor does not take, a rubric file that is missing or names unknown
-    checks, an unknown model. Checked before anything loads or any run directory is created."""
-    out: list[tuple[str, str]] = []
-    try:
-        env_cls = spec(cfg.env.id).load()
-    except KeyError as e:
-        out.append(("env.id", str(e.args[0])))
-        env_cls = None
-    if env_cls is not None:
-        params = inspect.signature(env_cls.__init__).parameters
-        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            allowed = [n for n in params if n != "self"]
-            for key in cfg.env.kwargs:
-                if key not in allowed:
-                    out.append(
-                        (f"env.kwargs.{key}", f"{cfg.env.id} takes no argument {key!r}; it takes: {', '.join(allowed)}")
-                    )
-        if not any(field.startswith("env.kwargs") for field, _ in out):
-            out += kwarg_type_problems(env_cls.__init__, cfg.env.kwargs)
-    if cfg.env.rubric is not None:
-        try:
-            rubric = load_rubric(cfg.env.rubric)
-        except (RubricError, OSError) as e:
-            out.append(("env.rubric", str(e)))
-        else:
-            if env_cls is not None:
-                out += [("env.rubric", m) for m in unknown_checks(rubric, env_cls.checks(), cfg.env.id)]
-            llm = llm_criteria(rubric)
-            if llm and (cfg.judge is None or not cfg.judge.endpoints()):
-                out.append(
-                    (
-                        "judge",
-                        f"the rubric's criteria {', '.join(llm)} need an LLM judge: add a judge: section with the "
-                        "base_url and model of an OpenAI-compatible server (e.g. `rubricgym model serve`)",
-                    )
-                )
-    name = cfg.model.name
-    if name.lower() not in KNOWN_MODELS and not is_model_dir(Path(name).expanduser()):
-        out.append(
-            (
-                "model.name",
-                f"{name!r} is neither a known model ({', '.join(KNOWN_MODELS)}) nor a model "
-                "directory with a config.json",
-            )
-        )
-    return out
 
 
 def load_config(path: str | Path) -> TrainConfig:
@@ -533,56 +392,5 @@ def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
-def non_finite(data: Any, where: str = "") -> list[str]:
-    """Dotted fields of ``data`` holding a float that is not finite (``.inf``, ``.nan``), nested lists included."""
-    out: list[str] = []
-    stack: list[tuple[str, Any]] = [(where, data)]
-    while stack:
-        at, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            out.append(at or "(config)")
-        elif isinstance(value, dict):
-            stack += [(f"{at}.{k}" if at else str(k), v) for k, v in value.items()]
-        elif isinstance(value, list | tuple):
-            stack += [(f"{at}[{i}]", v) for i, v in enumerate(value)]
-    return sorted(out)
-
-
 def dump_config(cfg: TrainConfig, path: str | Path) -> None:
     atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-
-
-def kwarg_type_problems(init: Any, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(env.kwargs.NAME, problem)`` for each keyword argument whose value does not fit the type ``init`` (the
-    env's constructor) declares for it."""
-    try:
-        hints = typing.get_type_hints(init)
-    except Exception:  # an annotation this interpreter cannot resolve: leave the values to env_problems
-        return []
-    out = []
-    for key, value in kwargs.items():
-        if key in hints:
-            try:
-                TypeAdapter(hints[key]).validate_python(value)
-            except ValidationError as e:
-                out.append(
-                    (f"env.kwargs.{key}", f"{value!r} is not a {_type_name(hints[key])}: {e.errors()[0]['msg']}")
-                )
-    return out
-
-
-def _type_name(t: Any) -> str:
-    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
-
-
-def env_problems(cfg: TrainConfig) -> list[tuple[str, str]]:
-    """``(field, problem)`` when the env cannot be built from ``env.id`` and ``env.kwargs`` (a value out of its
-    range): ``rubricgym train`` checks it before creating the run directory. Builds (and closes) one env."""
-    if cfg.env.suite is not None:
-        return []
-    try:
-        env = spec(cfg.env.id).make(**cfg.env.kwargs)
-    except Exception as e:
-        return [("env.kwargs", f"{cfg.env.id} cannot be built with {cfg.env.kwargs}: {type(e).__name__}: {e}")]
-    env.close()
-    return []
