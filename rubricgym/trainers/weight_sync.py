@@ -15,7 +15,8 @@ learner calls ``send(model, version)`` and every worker ``receive(model)``:
    learner fills the next bucket and the worker unpacks the previous one while a bucket is on the wire (two
    staging buffers per dtype, at most ``bucket_mb`` each, kept between syncs until ``close``). Workers
    write into their parameters in place (``copy_``: a worker holding another dtype, say bf16, gets the weights
-   cast). Both sides derive the bucket plan from the manifest (``plan_buckets``), so nothing else travels.
+   cast). Both sides derive the bucket plan from the manifest (``plan_buckets``: ``weight_buckets.py`` holds the
+   manifest and the plan), so nothing else travels.
 3. **Timeouts.** Every collective has a deadline (``timeout_s``; a worker's wait for the next sync to *start* is
    ``receive(wait_s=...)``); a peer that never joins, dies, or stops answering raises ``WeightSyncTimeout``
    saying which side waited for what and what to check, instead of hanging. After one, ``connect`` again; a
@@ -43,9 +44,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from pydantic import BaseModel, ConfigDict
 
 from rubricgym.trainers.distributed import backend_for
+from rubricgym.trainers.weight_buckets import (
+    Manifest,
+    TensorMeta,
+    first_difference,
+    in_place_buffer,
+    manifest_of,
+    numel_of,
+    plan_buckets,
+    sync_tensors,
+    unpack_bucket,
+    whole_tensor,
+    worker_tensors,
+)
 
 if TYPE_CHECKING:
     from rubricgym.agents.local import LocalAgent
@@ -68,34 +81,6 @@ class WeightSyncMismatch(WeightSyncError):
     """The learner's manifest does not fit the worker's model; raised on both sides, naming the first difference."""
 
 
-class TensorMeta(BaseModel):
-    """One tensor of a sync, as the learner holds it (the whole shape, also when sharded)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        dtype: torch.dtype = getattr(torch, self.dtype)
-        return dtype
-
-    @property
-    def nbytes(self) -> int:
-        return _numel(self.shape) * self.torch_dtype.itemsize
-
-
-class Manifest(BaseModel):
-    """What one ``send`` broadcasts, in order; the first thing on the wire."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    version: int
-    trainable_only: bool
-    bucket_bytes: int
-    tensors: tuple[TensorMeta, ...]
-
-
 @dataclass(frozen=True)
 class SyncReport:
     """What one ``send`` or ``receive`` moved."""
@@ -104,92 +89,6 @@ class SyncReport:
     tensors: int
     buckets: int
     nbytes: int
-
-
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def sync_tensors(model: torch.nn.Module, trainable_only: bool) -> list[tuple[str, torch.Tensor]]:
-    """The tensors a learner sends, in a fixed order: its trainable parameters (what an update changes: all of
-    them in full fine-tuning, the adapters under LoRA), or every parameter and persistent buffer. Tied weights
-    appear once, under their first name. Sharded parameters are returned as they are (DTensor shards)."""
-    out: list[tuple[str, torch.Tensor]] = [
-        (n, p) for n, p in model.named_parameters() if p.requires_grad or not trainable_only
-    ]
-    if not trainable_only:
-        seen = {id(p) for p in model.parameters()}
-        for mod_name, mod in model.named_modules():
-            for b_name, b in mod.named_buffers(recurse=False):
-                if b is not None and b_name not in mod._non_persistent_buffers_set and id(b) not in seen:
-                    seen.add(id(b))
-                    out.append((f"{mod_name}.{b_name}" if mod_name else b_name, b))
-    return out
-
-
-def _worker_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every tensor a worker could receive, by name (trainable or not: a sampler's copy is usually frozen)."""
-    return dict(sync_tensors(model, trainable_only=False))
-
-
-def _whole(t: torch.Tensor) -> torch.Tensor:
-    """``t`` whole: a DTensor shard gathered (a collective of its mesh), anything else as it is."""
-    full = getattr(t, "full_tensor", None)
-    return (full() if callable(full) else t).detach()
-
-
-def plan_buckets(metas: Sequence[TensorMeta], bucket_bytes: int) -> list[list[int]]:
-    """The broadcast order: buckets of tensor indices, one dtype each, at most ``bucket_bytes`` (a larger tensor
-    alone). Scanning ``metas`` in order, a dtype's open bucket is emitted when the next tensor of that dtype would
-    overflow it; the open buckets left at the end follow in order of their first tensor. The sender can thus
-    emit every bucket as soon as it is full while gathering tensors one at a time in manifest order."""
-    plan: list[list[int]] = []
-    open_: dict[str, tuple[list[int], int]] = {}
-    for i, m in enumerate(metas):
-        idx, size = open_.get(m.dtype, ([], 0))
-        if idx and size + m.nbytes > bucket_bytes:
-            plan.append(idx)
-            idx, size = [], 0
-        open_[m.dtype] = (idx + [i], size + m.nbytes)
-    plan.extend(idx for idx, _ in sorted(open_.values(), key=lambda v: v[0][0]) if idx)
-    return plan
-
-
-def manifest_of(
-    named: Sequence[tuple[str, torch.Tensor]], version: int, trainable_only: bool, bucket_mb: float
-) -> Manifest:
-    """What a ``send`` of ``named`` announces (whole shapes: a DTensor's ``shape`` is its global one)."""
-    metas = tuple(TensorMeta(name=n, shape=tuple(t.shape), dtype=str(t.dtype).removeprefix("torch.")) for n, t in named)
-    return Manifest(version=version, trainable_only=trainable_only, bucket_bytes=int(bucket_mb * 2**20), tensors=metas)
-
-
-def first_difference(manifest: Manifest, mine: dict[str, torch.Tensor]) -> tuple[int, str] | None:
-    """Where ``mine`` (a worker's tensors by name) does not fit ``manifest``: (index, what differs), index
-    ``len(manifest.tensors)`` for tensors the worker has and a full sync would not write; None when it fits."""
-    for i, m in enumerate(manifest.tensors):
-        t = mine.get(m.name)
-        if t is None:
-            return i, f"the worker has no tensor {m.name!r}{_lora_hint(m.name, mine)}"
-        if tuple(t.shape) != m.shape:
-            return i, f"{m.name!r} is {tuple(t.shape)} on the worker, {m.shape} on the learner"
-    if not manifest.trainable_only:
-        extra = [n for n in mine if n not in {m.name for m in manifest.tensors}]
-        if extra:
-            hint = _lora_hint(extra[0], {m.name: None for m in manifest.tensors})
-            what = f"the worker has {len(extra)} tensors the learner does not send, first {extra[0]!r}{hint}"
-            return len(manifest.tensors), what
-    return None
-
-
-def _lora_hint(name: str, other: dict[str, Any]) -> str:
-    lora_here = "lora_" in name or ".base_layer." in name
-    lora_there = any("lora_" in n or ".base_layer." in n for n in other)
-    if lora_here != lora_there:
-        return " (LoRA adapters on one side only: call lora.add_adapters with the run's model.lora on both)"
-    return ""
 
 
 class WeightSync:
@@ -352,7 +251,7 @@ class WeightSync:
         try:
             self._agree(manifest, len(manifest.tensors) + 1)
             for i, (_, t) in enumerate(named):
-                whole[i] = _whole(t)  # in manifest order on every learner rank (a collective when sharded)
+                whole[i] = whole_tensor(t)  # in manifest order on every learner rank (a collective when sharded)
                 gathered = i + 1
                 while done < len(plan) and all(j in whole for j in plan[done]):
                     parts = [whole.pop(j).reshape(-1).to(self.device) for j in plan[done]]
@@ -373,7 +272,7 @@ class WeightSync:
             # the other FSDP ranks are gathering in step (gather_for_send): finish their collectives, then raise
             for _, t in named[gathered:]:
                 if hasattr(t, "full_tensor"):
-                    _whole(t)
+                    whole_tensor(t)
             raise
         self.syncs += 1
         return SyncReport(version, len(named), len(plan), nbytes)
@@ -398,7 +297,7 @@ class WeightSync:
         payload = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
         self._broadcast(payload, "the manifest")
         manifest = Manifest.model_validate_json(bytes(payload.cpu().numpy()))
-        mine = _worker_tensors(model)
+        mine = worker_tensors(model)
         diff = first_difference(manifest, mine)
         n = len(manifest.tensors)
         self._agree(manifest, n + 1 if diff is None else diff[0])
@@ -415,15 +314,15 @@ class WeightSync:
             metas = [manifest.tensors[j] for j in bucket]
             started = None
             if metas:
-                flat = _in_place(metas, mine, self.device)
+                flat = in_place_buffer(metas, mine, self.device)
                 if flat is None:
-                    flat = self._staging(metas[0].torch_dtype, k % 2, sum(_numel(m.shape) for m in metas))
+                    flat = self._staging(metas[0].torch_dtype, k % 2, sum(numel_of(m.shape) for m in metas))
                 started = (self._start(flat, f"bucket {k + 1}/{len(plan)} of sync v{manifest.version}"), flat, metas)
                 nbytes += flat.numel() * flat.element_size()
             if in_flight:
                 wait, prev, prev_metas = in_flight
                 wait()
-                _unpack(prev, prev_metas, mine)
+                unpack_bucket(prev, prev_metas, mine)
             in_flight = started
         self.syncs += 1
         if not isinstance(target, torch.nn.Module):
@@ -440,30 +339,11 @@ class WeightSync:
         self._buffers.clear()
 
 
-def _in_place(metas: list[TensorMeta], mine: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor | None:
-    """A tensor alone in its bucket is received straight into the worker's own (when contiguous, of the wire
-    dtype, on ``device``); None otherwise."""
-    if len(metas) == 1:
-        t = mine[metas[0].name]
-        if t.is_contiguous() and t.dtype == metas[0].torch_dtype and t.device == device:
-            return t.detach().view(-1)
-    return None
-
-
-def _unpack(flat: torch.Tensor, metas: list[TensorMeta], mine: dict[str, torch.Tensor]) -> None:
-    offset = 0
-    for m in metas:
-        numel, t = _numel(m.shape), mine[m.name]
-        if t.data_ptr() != flat.data_ptr():  # not received in place
-            t.detach().copy_(flat[offset : offset + numel].view(m.shape))
-        offset += numel
-
-
 def gather_for_send(model: torch.nn.Module, *, trainable_only: bool = False) -> None:
     """On every FSDP2 learner rank except the sender: gather each sharded tensor in step with rank 0's ``send``
     (``full_tensor`` is a collective of the FSDP group, so all ranks must call it in the same order)."""
     for _, t in sync_tensors(model, trainable_only):
-        _whole(t)
+        whole_tensor(t)
 
 
 def _first_line(e: BaseException) -> str:
