@@ -118,6 +118,7 @@ def check_train(cfg: TrainConfig) -> None:
     if cfg.generation.vllm_push == "adapter" and cfg.model.lora is not None and cfg.model.lora.r > 512:
         raise ValueError("generation.vllm_push 'adapter' needs model.lora.r <= 512 (vLLM's largest --max-lora-rank)")
     check_async(cfg)
+    check_ray_weight_sync(cfg)
     if cfg.judge is not None:
         cfg.judge.validate_pair()
     llm_writer = cfg.rubric_buffer is not None and cfg.rubric_buffer.writer == "llm"
@@ -125,6 +126,16 @@ def check_train(cfg: TrainConfig) -> None:
         raise ValueError(
             "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
             "(base_url and model), or use writer 'checks'"
+        )
+
+
+def check_ray_weight_sync(cfg: TrainConfig) -> None:
+    """``generation.ray_weight_sync 'collective'`` is a Ray pool's transport: the local and vLLM backends push
+    their own way."""
+    if cfg.generation.ray_weight_sync == "collective" and not cfg.ray:
+        raise ValueError(
+            "generation.ray_weight_sync 'collective' sends weights to Ray rollout actors: set ray: true (or "
+            "--ray), or drop ray_weight_sync (the transformers and vllm backends push their own way)"
         )
 
 

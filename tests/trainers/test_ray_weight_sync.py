@@ -1,0 +1,176 @@
+"""Ray rollout actors taking the learner's weights by collective (``generation.ray_weight_sync: collective``): the
+actors hold exactly the learner's weights and roll out what an object-store push gives, a replaced actor is
+brought back into a rebuilt sync group, a model that does not fit is refused on both sides. One local Ray (4 CPUs)
+for the module; each pool has 2 actors of the tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray")
+
+ENV_KWARGS = {"min_ops": 1, "max_ops": 1, "max_steps": 2}
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def pool(model_dir: Path, transport: str) -> Any:
+    from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
+    from rubricgym.trainers.ray_backend import RayBackend
+
+    return RayBackend(
+        ModelConfig(name=str(model_dir), threads=1),
+        GenerationConfig(max_new_tokens=24, temperature=1.0, ray_weight_sync=transport),
+        EnvConfig(kwargs=ENV_KWARGS),
+        workers=2,
+        sync_timeout_s=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def collective(local_ray: None, tiny_model_dir: Path) -> Iterator[Any]:
+    p = pool(tiny_model_dir, "collective")
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def perturbed(model_dir: Path, seed: int) -> torch.nn.Module:
+    """The tiny model with weights a fresh actor would not have (the learner after an update)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return model
+
+
+def assert_actors_hold(backend: Any, model: torch.nn.Module) -> None:
+    learner = model.state_dict()
+    for i, w in enumerate(backend.workers):
+        actor = ray.get(w.weights.remote(), timeout=60)
+        assert actor.keys() == learner.keys()
+        for name, t in learner.items():
+            assert torch.equal(actor[name], t), f"rollout worker {i}: {name} differs from the learner's"
+
+
+def work(n: int = 4) -> tuple[list[Any], list[int]]:
+    from rubricgym.core.registry import make
+
+    tasks = list(make("toy-calculator-v0", **ENV_KWARGS).task_set(n, seed=3, split="train"))
+    return tasks, [1000 + 101 * j for j in range(n)]
+
+
+def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
+    """What a rollout is, without its random ids: task, seed, the generated tokens and actions, the reward."""
+    return [
+        [
+            (
+                r.trajectory.task.id,
+                r.trajectory.seed,
+                [t.completion_ids for t in r.turns],
+                [s.action.text for s in r.trajectory.steps],
+                r.trajectory.outcome.model_dump_json(),
+            )
+            for r in g
+        ]
+        for g in groups
+    ]
+
+
+def test_a_collective_push_gives_the_actors_the_learners_weights_and_the_object_store_pushs_rollouts(
+    collective, tiny_model_dir
+):
+    model = perturbed(tiny_model_dir, 1)
+    tasks, seeds = work()
+    collective.push_weights(model)
+    assert_actors_hold(collective, model)  # bitwise, every tensor (fp32 on both sides)
+    assert collective.push_s > 0
+    by_collective = asyncio.run(collective.collect(tasks, seeds, 2, anchor_greedy=True))
+
+    object_store = pool(tiny_model_dir, "object_store")
+    try:
+        before = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
+        object_store.push_weights(model)
+        by_object_store = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
+    finally:
+        object_store.close()
+    assert fingerprint(by_collective) == fingerprint(by_object_store)
+    assert fingerprint(by_collective) != fingerprint(before)  # the push changed what the actors sample
+
+
+def test_a_replaced_actor_rejoins_a_rebuilt_group_and_gets_the_current_weights(collective, tiny_model_dir):
+    tasks, seeds = work()
+    model = perturbed(tiny_model_dir, 2)
+    collective.push_weights(model)
+    reference = asyncio.run(collective.collect(tasks, seeds, 2, anchor_greedy=True))
+    restarts = collective.restarts
+
+    async def collect_killing_worker_0() -> list[Any]:
+        victim = collective.workers[0]
+        collecting = asyncio.create_task(collective.collect(tasks, seeds, 2, anchor_greedy=True))
+        await asyncio.sleep(0.3)  # its calls are submitted and worker 0 is generating
+        ray.kill(victim)
+        return await collecting
+
+    # mid-collection: the replacement replays worker 0's groups from the last pushed weights
+    with pytest.warns(RuntimeWarning, match="rollout worker 0 died"):
+        recovered = asyncio.run(collect_killing_worker_0())
+    assert collective.restarts == restarts + 1
+    assert fingerprint(recovered) == fingerprint(reference)
+
+    # between steps: worker 1 dies; the push replaces it, rebuilds the group with both actors and sends
+    ray.kill(collective.workers[1])
+    model = perturbed(tiny_model_dir, 3)
+    with pytest.warns(RuntimeWarning, match="rollout worker 1 died"):
+        collective.push_weights(model)
+    assert collective.restarts == restarts + 2
+    assert_actors_hold(collective, model)
+    model = perturbed(tiny_model_dir, 4)
+    collective.push_weights(model)  # the rebuilt group goes on serving pushes
+    assert_actors_hold(collective, model)
+
+
+def test_a_model_that_does_not_fit_is_refused_on_both_sides_and_nothing_is_written(collective, tiny_model_dir):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rubricgym.trainers.weight_sync import WeightSyncMismatch
+
+    model = perturbed(tiny_model_dir, 5)
+    collective.push_weights(model)
+    config = AutoConfig.from_pretrained(tiny_model_dir)
+    config.intermediate_size = 48  # another model: its MLP weights have other shapes
+    other = AutoModelForCausalLM.from_config(config)
+    with pytest.raises(WeightSyncMismatch, match=r"learner: .*mlp.*rollout worker 0: .*mlp.*ray_weight_sync"):
+        collective.push_weights(other)
+    assert_actors_hold(collective, model)  # nothing written
+    model = perturbed(tiny_model_dir, 6)
+    collective.push_weights(model)  # the next push rebuilds the group and sends
+    assert_actors_hold(collective, model)
+
+
+def test_the_collective_transport_is_refused_without_ray(tiny_config, tmp_path):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"ray_weight_sync 'collective' sends weights to Ray .*set ray: true"):
+        tiny_config(tmp_path / "run", generation={"ray_weight_sync": "collective"})
+    cfg = tiny_config(tmp_path / "run", ray=True, generation={"ray_weight_sync": "collective"})
+    assert cfg.generation.ray_weight_sync == "collective"
