@@ -8,14 +8,16 @@ process using ``websockets`` as OpenEnv's client does, so its load is bounded by
 sessions, whatever the server does. Server CPU per step sums every server process (all workers).
 
 Part 1, against OpenEnv: sequential (one session, ``--steps`` steps) and concurrent (``--concurrency`` sessions
-stepping at once), p50/p99 and server CPU per step, and the ratios (targets: OpenEnv's p50 >= 2x ours, our CPU
-per step <= 0.5x OpenEnv's). Part 2, ours against worker count: ``--sessions`` sessions (target: p99 < 50 ms),
-one server per count in ``--workers``, measured ``--repeats`` times interleaved across the counts; prints the
-median of steps/s and p99 with min..max. Every number is wall-clock on this machine, shared with whatever else
-runs on it: rerun on a quiet one before quoting them. Loopback only; servers are stopped by PID at the end.
+stepping at once), p50/p99 and server CPU per step, ``--repeats`` runs of each side interleaved (the order
+alternating), and the ratios of each run to its pair (targets: OpenEnv's p50 >= 2x ours, our CPU per step <= 0.5x
+OpenEnv's). Part 2, ours against worker count: ``--sessions`` sessions (target: p99 < 50 ms), one server per
+count in ``--workers``, measured ``--repeats`` times interleaved across the counts. Every line is the median
+(min..max) of the runs. Every number is wall-clock on this machine, shared with whatever else runs on it (the
+load average is printed at the start and the end): rerun on a quiet one before quoting them. Loopback only;
+servers are stopped by PID at the end.
 
     python bench/server.py [--steps 2000] [--concurrency 64] [--sessions 256] [--per-session 40] \
-        [--workers 1,2] [--repeats 3]
+        [--workers 1,2] [--repeats 3] [--part openenv|workers|both]
 """
 
 from __future__ import annotations
@@ -198,13 +200,11 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def row(name: str, server: Server, sessions: int, steps: int) -> tuple[float, float, float]:
+def one_run(server: Server, sessions: int, steps: int) -> tuple[float, float, float]:
+    """p50 and p99 (ms) and server CPU per step (us) of one run of ``sessions`` x ``steps`` steps."""
     before = server.cpu_s()
     xs = asyncio.run(measure(server.url, sessions, steps))
-    cpu_us = (server.cpu_s() - before) / len(xs) * 1e6
-    p50, p99 = pct(xs, 50), pct(xs, 99)
-    print(f"  {name:<30} n={len(xs):>6}  p50 {p50:8.3f} ms  p99 {p99:8.3f} ms  server CPU {cpu_us:6.0f} us/step")
-    return p50, p99, cpu_us
+    return pct(xs, 50), pct(xs, 99), (server.cpu_s() - before) / len(xs) * 1e6
 
 
 def spread(xs: list[float], fmt: str) -> str:
@@ -212,24 +212,43 @@ def spread(xs: list[float], fmt: str) -> str:
     return f"{format(statistics.median(xs), fmt)} ({format(min(xs), fmt)}..{format(max(xs), fmt)})"
 
 
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 def against_openenv(a: argparse.Namespace) -> None:
-    results: dict[str, dict[str, tuple[float, float, float]]] = {}
-    for side in ("openenv", "ours"):
-        server = Server(side)
-        try:
-            asyncio.run(measure(server.url, 4, 20))  # warm up
-            print(f"{side} ({server.url}):")
-            results[side] = {
-                "sequential": row("sequential, 1 session", server, 1, a.steps),
-                "concurrent": row(f"concurrent, {a.concurrency} sessions", server, a.concurrency, a.per_session),
-            }
-        finally:
+    sides = ("openenv", "ours")
+    kinds = {"sequential": (1, a.steps), "concurrent": (a.concurrency, a.per_session)}
+    servers: dict[str, Server] = {}
+    runs: dict[tuple[str, str], list[tuple[float, float, float]]] = {(s, k): [] for s in sides for k in kinds}
+    try:
+        for side in sides:
+            servers[side] = Server(side)
+            asyncio.run(measure(servers[side].url, 4, 20))  # warm up
+        for r in range(a.repeats):  # interleaved, the order alternating: drift on the machine hits both sides
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                for kind, (sessions, steps) in kinds.items():
+                    runs[side, kind].append(one_run(servers[side], sessions, steps))
+    finally:
+        for server in servers.values():
             server.stop()
-    for kind in ("sequential", "concurrent"):
-        o, u = results["openenv"][kind], results["ours"][kind]
+    print(f"against OpenEnv, median (min..max) of {a.repeats} interleaved runs:")
+    for kind, (sessions, steps) in kinds.items():
+        label = f"{kind}, {sessions} session{'s' if sessions > 1 else ''} x {steps} steps"
+        for side in sides:
+            p50s, p99s, cpus = ([x[i] for x in runs[side, kind]] for i in range(3))
+            print(
+                f"  {side:<8} {label:<34} p50 {spread(p50s, '.3f')} ms  p99 {spread(p99s, '.3f')} ms  "
+                f"server CPU {spread(cpus, '.0f')} us/step"
+            )
+    for kind in kinds:
+        o, u = runs["openenv", kind], runs["ours", kind]
+        p50_ratio = [x[0] / y[0] for x, y in zip(o, u, strict=True)]  # each run against its own pair
+        cpu_ratio = [y[2] / x[2] for x, y in zip(o, u, strict=True)]
         print(
-            f"OpenEnv/ours, {kind}: p50 {o[0] / u[0]:.2f}x (target >= 2x); "
-            f"ours/OpenEnv server CPU per step {u[2] / o[2]:.2f}x (target <= 0.5x)"
+            f"{kind}: OpenEnv/ours p50 {spread(p50_ratio, '.2f')}x (target >= 2x: "
+            f"{met(statistics.median(p50_ratio) >= 2)}); ours/OpenEnv server CPU per step "
+            f"{spread(cpu_ratio, '.2f')}x (target <= 0.5x: {met(statistics.median(cpu_ratio) <= 0.5)})"
         )
 
 
@@ -256,9 +275,7 @@ def against_workers(a: argparse.Namespace) -> None:
             f"server CPU {spread(cpus, '4.0f')} us/step"
         )
     best = min(statistics.median([r[1] for r in runs[n]]) for n in counts)
-    print(
-        f"ours best p99 at {a.sessions} sessions: {best:.1f} ms (target < 50 ms): {'met' if best < 50 else 'NOT met'}"
-    )
+    print(f"ours best p99 at {a.sessions} sessions: {best:.1f} ms (target < 50 ms): {met(best < 50)}")
 
 
 def main() -> None:
@@ -269,14 +286,18 @@ def main() -> None:
     ap.add_argument("--per-session", type=int, default=40, help="steps per session in the concurrent runs")
     ap.add_argument("--sessions", type=int, default=256, help="sessions of the worker-count runs (ours only)")
     ap.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs per worker count")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each side and each worker count")
+    ap.add_argument("--part", choices=["openenv", "workers", "both"], default="both", help="which part to run")
     a = ap.parse_args()
     if a.serve:
         serve_openenv()
         return
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start (shared: numbers are noisy)")
-    against_openenv(a)
-    against_workers(a)
+    if a.part in ("openenv", "both"):
+        against_openenv(a)
+    if a.part in ("workers", "both"):
+        against_workers(a)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The FastAPI app of ``rubricgym serve``: OpenEnv's routes over any registered env, many sessions at once.
 
 ``WS /ws`` is the session protocol (one connection = one env instance, created on connect and closed on
-disconnect). ``POST /reset`` opens an HTTP session (its ``session_id`` comes back beside the observation) that
+disconnect; ``ws``). ``POST /reset`` opens an HTTP session (its ``session_id`` comes back beside the observation) that
 ``POST /step``, ``GET /state`` and ``POST /close`` continue; OpenEnv's reference server builds a fresh env per
 HTTP request instead, which cannot continue an episode. ``GET /health`` (unauthenticated, for providers that
 poll it), ``GET /schema`` and ``GET /metadata`` describe the server. With ``--workers N`` this app runs in each
@@ -17,25 +17,22 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from fastapi import FastAPI, HTTPException, Request, Response, WebSocket
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.policy import IssuedTasks
-from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps, dumps_bytes, schema
+from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps_bytes, schema
 from rubricgym.server.session import Session, SessionPolicy
+from rubricgym.server.threads import EnvThreads
 from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
-
-WS_POLICY_VIOLATION = 1008
-WS_GOING_AWAY = 1001
+from rubricgym.server.ws import WebSocketEndpoint
 
 
 class ServerConfig(BaseModel):
@@ -84,7 +81,7 @@ class EnvServer:
         self._opening = 0
         self._reaper: asyncio.Task[None] | None = None
         # a thread for every session (and a few for opening ones): no session's env call waits for another's
-        self.executor = ThreadPoolExecutor(config.max_sessions + 4, thread_name_prefix="rubricgym-env")
+        self.executor = EnvThreads(config.max_sessions + 4, name="rubricgym-env")
         self.policy = SessionPolicy(
             executor=self.executor,
             trusted=config.trusted,
@@ -208,6 +205,20 @@ def _tools(env: RubricEnv) -> list[dict[str, Any]]:
         return []
 
 
+class EnvApp(FastAPI):
+    """The server's FastAPI app; ``WS /ws`` goes straight to its ASGI endpoint (``ws``), past the routing."""
+
+    def __init__(self, ws_endpoint: WebSocketEndpoint, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.ws_endpoint = ws_endpoint
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope["path"] == "/ws":
+            await self.ws_endpoint(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+
 def create_app(  # noqa: C901 (declares the nested route handlers)
     config: ServerConfig, factory: Callable[[], RubricEnv] | None = None, peers: Peers | None = None
 ) -> FastAPI:
@@ -224,7 +235,7 @@ def create_app(  # noqa: C901 (declares the nested route handlers)
         finally:
             await server.shutdown()
 
-    app = FastAPI(title=f"rubricgym: {config.env_id}", lifespan=lifespan)
+    app = EnvApp(WebSocketEndpoint(server), title=f"rubricgym: {config.env_id}", lifespan=lifespan)
     app.state.server = server
 
     @app.middleware("http")
@@ -337,36 +348,6 @@ def create_app(  # noqa: C901 (declares the nested route handlers)
                 raise HTTPException(404, "no such task")
             return Response(task.model_dump_json(), media_type="application/json")
 
-    @app.websocket("/ws")
-    async def ws(websocket: WebSocket) -> None:
-        if not server.authorized(websocket.headers.get("authorization")):
-            await websocket.close(code=WS_POLICY_VIOLATION, reason="missing or wrong bearer token")
-            return
-        await websocket.accept()
-        try:
-            session = await server.open("ws")
-        except ProtocolError as e:
-            await websocket.send_text(dumps(e.reply()))
-            await websocket.close(code=WS_GOING_AWAY if e.code is ErrorCode.CAPACITY_REACHED else 1011)
-            return
-
-        async def reap(code: ErrorCode = ErrorCode.IDLE_TIMEOUT) -> None:
-            if websocket.client_state is WebSocketState.CONNECTED:
-                message = "session idle too long; reconnect" if code is ErrorCode.IDLE_TIMEOUT else "server stopping"
-                await websocket.send_text(dumps(ProtocolError(code, message).reply()))
-                await websocket.close(code=WS_GOING_AWAY, reason=code.value)
-
-        session.on_reap = reap
-        try:
-            await serve_session(websocket, session, config.max_message_bytes)
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # the client left (possibly mid-step) or the reaper closed the socket
-        finally:
-            await server.close(session)
-            if websocket.client_state is WebSocketState.CONNECTED:
-                with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-                    await websocket.close()
-
     return app
 
 
@@ -402,55 +383,3 @@ def _too_large(size: int, limit: int) -> ProtocolError:
 class _CloseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     session_id: str
-
-
-async def serve_session(websocket: WebSocket, session: Session, max_bytes: int) -> None:
-    """The message loop of one WebSocket session; every bad message gets an ``error`` reply, never a drop."""
-    while True:
-        message = await websocket.receive()
-        if message["type"] == "websocket.disconnect":
-            return
-        raw = message.get("text")
-        if raw is None:
-            raw = message.get("bytes") or b""
-        session.last_active = time.monotonic()
-        session.busy = True
-        try:
-            reply = await handle(session, raw, max_bytes)
-        except ProtocolError as e:
-            reply = e.reply()
-        except Exception as e:  # an env bug: report it on this session, keep serving
-            reply = ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(e).__name__}: {e}").reply()
-        finally:
-            session.busy = False
-        if reply is None:
-            return
-        await websocket.send_text(dumps(reply))
-
-
-async def handle(session: Session, raw: str | bytes, max_bytes: int) -> dict[str, Any] | None:
-    """The reply to one raw message (``None`` for ``close``)."""
-    if len(raw) > max_bytes:
-        raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"message of {len(raw)} bytes is over the {max_bytes} limit")
-    try:
-        msg = json.loads(raw)
-    except ValueError as e:
-        raise ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {e}") from None
-    if not isinstance(msg, dict):
-        raise ProtocolError(ErrorCode.VALIDATION_ERROR, 'a message is a JSON object {"type": ..., "data": ...}')
-    kind, data = msg.get("type"), msg.get("data")
-    if kind == "step":
-        return {"type": "observation", "data": await session.step(data)}
-    if kind == "reset":
-        return {"type": "observation", "data": await session.reset(data)}
-    if kind == "state":
-        return {"type": "state", "data": await session.state()}
-    if kind == "close":
-        return None
-    if kind == "trajectory":
-        return {"type": "trajectory", "data": await session.trajectory()}
-    if kind == "tasks":
-        return {"type": "tasks", "data": await session.tasks(data)}
-    raise ProtocolError(
-        ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}; use reset, step, state, close, trajectory or tasks"
-    )

@@ -16,16 +16,19 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Action, Message, Observation, State, Task
 from rubricgym.server.policy import check_client_task, public_trajectory
+from rubricgym.server.threads import EnvThreads
+
+T = TypeVar("T")
 
 WORKER_NICE = 10
 """How much lower a worker process's CPU priority is than the server's."""
@@ -84,6 +87,13 @@ OPS: dict[str, Callable[..., Any]] = {
 }
 
 
+def off_loop(executor: Executor | None, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
+    """``fn(*args)`` on ``executor``'s threads (``None``: the loop's default executor), awaited on the loop."""
+    if isinstance(executor, EnvThreads):
+        return executor.run(fn, *args)  # the cheap hand-off (``threads``)
+    return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+
 def is_async(env_cls: type[RubricEnv]) -> bool:
     """Whether the env's steps are coroutines (its tools do I/O): awaited on a loop, not run on a thread."""
     return env_cls.is_async()
@@ -99,10 +109,10 @@ class ThreadRunner:
     async def call(self, op: str, *args: Any) -> Any:
         if op == "step" and self._async:
             return _stepped(self.env, await self.env.astep_typed(args[0]))
-        return await asyncio.get_running_loop().run_in_executor(self.executor, OPS[op], self.env, *args)
+        return await off_loop(self.executor, OPS[op], self.env, *args)
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.executor, self.env.close)
+        await off_loop(self.executor, self.env.close)
 
 
 class WorkerError(Exception):
@@ -220,7 +230,7 @@ class ProcessRunner:
             return self._reply()
 
     async def call(self, op: str, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self._call, op, args)
+        return await off_loop(self.executor, self._call, op, args)
 
     def _close(self) -> None:
         if self._lock.acquire(timeout=self.CLOSE_TIMEOUT_S):  # a step in flight finishes first
@@ -239,4 +249,4 @@ class ProcessRunner:
         self._conn.close()
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.executor, self._close)
+        await off_loop(self.executor, self._close)
