@@ -199,8 +199,10 @@ class RayBackend:
     that call raises ``RolloutWorkerError`` naming the worker and the cause; ``restarts`` counts the replacements
     over the pool's life.
     ``generation.ray_weight_sync``: how ``push_weights`` moves the weights (see the module docstring);
-    ``sync_timeout_s`` bounds the collective's rendezvous and every broadcast, past which a push raises
-    ``WeightSyncTimeout`` naming the side that waited. ``push_s``: seconds the last ``push_weights`` took.
+    ``sync_timeout_s`` bounds the collective's rendezvous and every bucket's broadcast, past which a push raises
+    ``WeightSyncTimeout`` naming the side that waited; an actor lost *during* a broadcast costs that long (gloo's
+    send to a dead peer ends only by its timeout), then the push is resent over a rebuilt group (one lost before
+    the push is seen at once). ``push_s``: seconds the last ``push_weights`` took.
     """
 
     def __init__(
@@ -216,7 +218,7 @@ class RayBackend:
         placement_timeout_s: float = 120.0,
         start_timeout_s: float = 600.0,
         max_restarts: int = 3,
-        sync_timeout_s: float = 300.0,
+        sync_timeout_s: float = 60.0,
     ):
         import ray
 
@@ -492,7 +494,7 @@ class RayBackend:
     ) -> WeightSyncError:
         """One error for a failed collective: the learner's side and each actor's, each named."""
         sides = [f"learner: {_first_line(learner)}"] if learner is not None else []
-        sides += [f"rollout worker {i}: {_first_line(e)}" for i, e in outcomes if e is not None]
+        sides += [f"rollout worker {i} (sync rank {i + 1}): {_first_line(e)}" for i, e in outcomes if e is not None]
         errors = [learner] + [e for _, e in outcomes]
         kind = (
             WeightSyncMismatch
