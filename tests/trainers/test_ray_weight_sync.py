@@ -43,12 +43,21 @@ def pool(model_dir: Path, transport: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def collective(local_ray: None, tiny_model_dir: Path) -> Iterator[Any]:
-    p = pool(tiny_model_dir, "collective")
+def pools(local_ray: None, tiny_model_dir: Path) -> Iterator[dict[str, Any]]:
+    """A pool of each transport; the object-store pool's actors load while the collective pool's group forms."""
+    made: dict[str, Any] = {}
     try:
-        yield p
+        made["object_store"] = pool(tiny_model_dir, "object_store")
+        made["collective"] = pool(tiny_model_dir, "collective")  # returns once its actors have joined the group
+        yield made
     finally:
-        p.close()
+        for p in made.values():
+            p.close()
+
+
+@pytest.fixture(scope="module")
+def collective(pools: dict[str, Any]) -> Any:
+    return pools["collective"]
 
 
 def perturbed(model_dir: Path, seed: int) -> torch.nn.Module:
@@ -96,9 +105,11 @@ def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
     ]
 
 
+@pytest.mark.slow
 def test_a_collective_push_gives_the_actors_the_learners_weights_and_the_object_store_pushs_rollouts(
-    collective, tiny_model_dir
+    pools, tiny_model_dir
 ):
+    collective, object_store = pools["collective"], pools["object_store"]
     model = perturbed(tiny_model_dir, 1)
     tasks, seeds = work()
     collective.push_weights(model)
@@ -106,17 +117,15 @@ def test_a_collective_push_gives_the_actors_the_learners_weights_and_the_object_
     assert collective.push_s > 0
     by_collective = asyncio.run(collective.collect(tasks, seeds, 2, anchor_greedy=True))
 
-    object_store = pool(tiny_model_dir, "object_store")
-    try:
-        before = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
-        object_store.push_weights(model)
-        by_object_store = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
-    finally:
-        object_store.close()
+    before = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
+    object_store.push_weights(model)
+    by_object_store = asyncio.run(object_store.collect(tasks, seeds, 2, anchor_greedy=True))
+    object_store.close()  # its actors' CPUs go back to the tests below
     assert fingerprint(by_collective) == fingerprint(by_object_store)
     assert fingerprint(by_collective) != fingerprint(before)  # the push changed what the actors sample
 
 
+@pytest.mark.slow
 def test_a_replaced_actor_rejoins_a_rebuilt_group_and_gets_the_current_weights(collective, tiny_model_dir):
     tasks, seeds = work()
     model = perturbed(tiny_model_dir, 2)
@@ -149,6 +158,7 @@ def test_a_replaced_actor_rejoins_a_rebuilt_group_and_gets_the_current_weights(c
     assert_actors_hold(collective, model)
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_fit_is_refused_on_both_sides_and_nothing_is_written(collective, tiny_model_dir):
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -159,7 +169,9 @@ def test_a_model_that_does_not_fit_is_refused_on_both_sides_and_nothing_is_writt
     config = AutoConfig.from_pretrained(tiny_model_dir)
     config.intermediate_size = 48  # another model: its MLP weights have other shapes
     other = AutoModelForCausalLM.from_config(config)
-    with pytest.raises(WeightSyncMismatch, match=r"learner: .*mlp.*rollout worker 0: .*mlp.*ray_weight_sync"):
+    with pytest.raises(
+        WeightSyncMismatch, match=r"learner: .*mlp.*rollout worker 0 \(sync rank 1\): .*mlp.*ray_weight_sync"
+    ):
         collective.push_weights(other)
     assert_actors_hold(collective, model)  # nothing written
     model = perturbed(tiny_model_dir, 6)
@@ -174,3 +186,30 @@ def test_the_collective_transport_is_refused_without_ray(tiny_config, tmp_path):
         tiny_config(tmp_path / "run", generation={"ray_weight_sync": "collective"})
     cfg = tiny_config(tmp_path / "run", ray=True, generation={"ray_weight_sync": "collective"})
     assert cfg.generation.ray_weight_sync == "collective"
+
+
+@pytest.mark.slow
+def test_an_actor_that_left_the_group_fails_the_push_with_each_sides_error_and_the_next_push_recovers(
+    collective, tiny_model_dir
+):
+    from rubricgym.trainers.ray_backend import _free_port
+    from rubricgym.trainers.weight_sync import WeightSyncTimeout
+
+    # worker 0 leaves the sync group and is busy when the push starts: it waits 3 s to join a group no one opens
+    busy = collective.workers[0].join_sync.remote(f"127.0.0.1:{_free_port()}", 1, 2, 3)
+    collective.sync_timeout_s = 1  # how long the actors wait for the push to start
+    try:
+        with pytest.raises(WeightSyncTimeout) as e:
+            collective.push_weights(perturbed(tiny_model_dir, 7))
+    finally:
+        collective.sync_timeout_s = 60
+    said = str(e.value)
+    assert "learner: weight sync (learner): the manifest's size did not complete" in said
+    assert "rollout worker 0 (sync rank 1): this rollout actor has joined no weight-sync group" in said
+    assert "rollout worker 1 (sync rank 2): weight sync (rollout worker 2)" in said
+    assert "set generation.ray_weight_sync 'object_store'" in said
+    with pytest.raises(ray.exceptions.RayTaskError, match="could not join"):
+        ray.get(busy)
+    model = perturbed(tiny_model_dir, 8)
+    collective.push_weights(model)  # a new group with both actors
+    assert_actors_hold(collective, model)
