@@ -22,8 +22,9 @@ loads it. ``collective`` sends it over a ``WeightSync`` group (``trainers/weight
 broadcast in buckets, timeouts) of the learner (rank 0) and the actors (ranks 1..N), built when the pool starts on
 a free TCP port of the driver's node. A gloo group cannot take a new member, so when an actor is replaced the
 group is dropped and the next push rebuilds it for the new membership (every survivor re-joins on a new port)
-before sending; a replacement that must replay groups before then loads the learner's weights as of the last push
-through the object store, once.
+before sending; a replacement that must replay groups before then loads, through the object store once, the
+current weights of the model last pushed (the pushed ones: the trainer collects only between a push and the next
+update).
 """
 
 from __future__ import annotations
