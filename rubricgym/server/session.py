@@ -17,15 +17,16 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from rubricgym.core.env import RubricEnv
-from rubricgym.core.types import Observation, Task, ToolSpec
+from rubricgym.core.types import Message, Observation, Task, ToolSpec
 from rubricgym.server.policy import IssuedTasks, public_task
 from rubricgym.server.protocol import ErrorCode, ProtocolError, ResetData, TasksData, WireAction
 from rubricgym.server.worker import ProcessRunner, ThreadRunner
 
 T = TypeVar("T")
+_MESSAGES = TypeAdapter(list[Message])  # one serializer call for a turn's messages, not one model_dump each
 
 
 @dataclass
@@ -154,7 +155,7 @@ class Session:
     def _observation(self, obs: Observation, messages: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         return {
             "text": obs.text,
-            "messages": [m.model_dump(exclude_none=True) for m in messages],
+            "messages": _MESSAGES.dump_python(messages, exclude_none=True),
             "tools": self._tools_of(obs.tools),
             "stage": obs.stage,
             "truncated": obs.truncated,

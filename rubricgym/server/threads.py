@@ -83,16 +83,21 @@ class EnvThreads(concurrent.futures.Executor):
                         future.set_result(fn(*args))
                     except BaseException as e:
                         future.set_exception(e)
-            else:
-                try:
-                    result, error = fn(*args), None
-                except BaseException as e:
-                    result, error = None, e
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this result any more
-                    loop.call_soon_threadsafe(_resolve, future, result, error)
-            del fn, args, loop, future
+                del fn, args, future
+                with self._lock:
+                    self._idle += 1
+                continue
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:
+                result, error = None, e
+            del fn, args
             with self._lock:
                 self._idle += 1
+            # last, so the loop's thread, woken by it, finds the interpreter lock free: this one is about to wait
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this result any more
+                loop.call_soon_threadsafe(_resolve, future, result, error)
+            del loop, future, result, error
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

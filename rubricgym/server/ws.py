@@ -16,6 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import pydantic_core
+
 from rubricgym.server.protocol import ErrorCode, ProtocolError, dumps
 from rubricgym.server.session import Session
 
@@ -128,9 +130,12 @@ async def handle(session: Session, raw: str | bytes, max_bytes: int) -> dict[str
     if len(raw) > max_bytes:
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"message of {len(raw)} bytes is over the {max_bytes} limit")
     try:
-        msg = json.loads(raw)
-    except ValueError as e:
-        raise ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {e}") from None
+        msg = pydantic_core.from_json(raw)  # a third of json.loads's time
+    except ValueError:
+        try:  # json.loads decides what is valid (NaN, lone surrogates) and says what is wrong
+            msg = json.loads(raw)
+        except ValueError as e:
+            raise ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {e}") from None
     if not isinstance(msg, dict):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, 'a message is a JSON object {"type": ..., "data": ...}')
     kind, data = msg.get("type"), msg.get("data")
