@@ -32,7 +32,7 @@ demo: install
 	$(VENV)/bin/rubricgym demo
 
 test: install apt vllm
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=30
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

@@ -147,19 +147,28 @@ def test_dropped_envs_give_their_pages_back(pool):
     import gc
     import time
 
-    async def episode_pages() -> set:
-        """Pages held by sessions other than spares (pages opened ahead for a next episode stay by design;
-        a spare still opening counts until it is ready, so the wait below covers it)."""
+    async def episode_pages() -> set | None:
+        """Pages held by sessions other than spares (pages opened ahead for a next episode stay by design);
+        ``None`` while a spare is still opening (its page is registered before it is ready)."""
+        if any(pool.warming.values()):
+            return None
         spares = {id(s) for ready in pool.spares.values() for s in ready}
         return {page for page, owner in pool.owners.items() if id(owner) not in spares}
 
-    before = pool.run(episode_pages(), timeout=10)
+    def pages_once_settled(until=lambda held: True) -> set | None:
+        deadline = time.monotonic() + 15
+        while True:
+            held = pool.run(episode_pages(), timeout=10)
+            if (held is not None and until(held)) or time.monotonic() > deadline:
+                return held
+            time.sleep(0.1)
+
+    before = pages_once_settled()
+    assert before is not None
     for i in range(3):
         env = GuiEnv(pool=pool)
         env.reset(seed=i)
         del env
     gc.collect()
-    deadline = time.monotonic() + 10
-    while pool.run(episode_pages(), timeout=10) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not pool.run(episode_pages(), timeout=10) - before  # rollouts make an env per episode, never closing it
+    after = pages_once_settled(until=lambda held: not held - before)
+    assert after is not None and not after - before  # rollouts make an env per episode, never closing it
