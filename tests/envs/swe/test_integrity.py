@@ -1,5 +1,6 @@
 """Reward integrity of swe-v0 (issue #22): nothing hidden on the agent side, and no process credit for work
-around a junk file or test runs with nothing changed."""
+around a junk file or test runs with nothing changed. The leak audit and the shortcut battery of swe-v0 run in
+tests/test_check_all_envs.py (``rubricgym check``: the same audits, same task count and seed)."""
 
 import asyncio
 
@@ -7,9 +8,8 @@ import pytest
 
 import rubricgym
 from rubricgym.rewards.judges import CheckJudge
-from rubricgym.rewards.leaks import audit_leaks
 from rubricgym.rewards.prm import ProcessRewardModel
-from rubricgym.rewards.shortcuts import Escape, ObservationShotgun, play, run_battery
+from rubricgym.rewards.shortcuts import Escape, ObservationShotgun, play
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -31,10 +31,3 @@ def test_a_junk_file_and_a_test_run_earn_no_process_credit():
             assert b.total is not None and b.total <= 0.05, (agent.name, b.per_criterion)
     finally:
         env.close()
-
-
-def test_leak_audit_and_shortcut_battery_pass():
-    leaks = asyncio.run(audit_leaks("swe-v0", n_tasks=2))
-    assert leaks.ok, leaks.line()
-    battery = asyncio.run(run_battery("swe-v0", n_tasks=2))
-    assert battery.ok, battery.problems()
