@@ -16,6 +16,7 @@ import copy
 import functools
 import hashlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,7 +308,9 @@ class StepTrainer:
             kept = f"the last good checkpoint is {last}" if last else "no checkpoint was saved before it"
             raise NonFiniteUpdate(f"training stopped at step {step + 1}: {e}; {kept}") from None
         if self.sampler_copy is None:
+            pushed = time.perf_counter()
             self.backend.push_weights(self.model)
+            extra["weight_push_s"] = time.perf_counter() - pushed  # to vLLM / Ray workers; ~0 in-process
         else:
             self.sampler_copy.stage(self.model, step + 1)
             self.consumed_guide_state = batch.guide_state
