@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import functools
 import json
 import traceback
 import warnings
@@ -27,11 +28,11 @@ from jsonschema import Draft202012Validator
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
-from rubricgym.core.rollout import rollout
+from rubricgym.core.rollout import rollout_fresh
 from rubricgym.core.rubric import Rubric, condition_check
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
 from rubricgym.rewards.gaming import audit_totals
-from rubricgym.rewards.leaks import audit_leaks
+from rubricgym.rewards.leaks import audit_leaks, in_order
 from rubricgym.rewards.shortcuts import run_battery
 
 CheckRow = tuple[str, bool, str]
@@ -99,11 +100,11 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     rows: list[CheckRow] = []
     rng = np.random.default_rng(seed)
 
-    rows.append(_run("construct", lambda: type(env_spec.make()).__name__))
+    rows.append(_run("construct", lambda: _construct(env_spec)))
     if not rows[-1][1]:
         return CheckReport(env_id, rows)
     rows.append(_run("gymnasium check_env", lambda: _gym_check(env_spec)))
-    rows.append(_run("tool schemas", lambda: _tool_schemas(env_spec.make())))
+    rows.append(_run("tool schemas", lambda: _closing(env_spec.make(), _tool_schemas)))
     rows.append(_run(f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)))
     rows.append(_run("hostile argument values in every tool", lambda: _fuzz_arguments(env_spec)))
     rows.append(_run("distinct task ids", lambda: _task_ids(env_spec, seed)))
@@ -140,6 +141,12 @@ def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
     return report.line()
 
 
+def _construct(env_spec: EnvSpec) -> str:
+    env = env_spec.make()
+    env.close()
+    return type(env).__name__
+
+
 def _gym_check(env_spec: EnvSpec) -> str:
     env = env_spec.make()
     try:
@@ -151,6 +158,14 @@ def _gym_check(env_spec: EnvSpec) -> str:
     finally:
         env.close()
     return "passed"
+
+
+def _closing(env: RubricEnv, fn: Callable[[RubricEnv], str]) -> str:
+    """``fn(env)``, then ``env`` closed (its sandbox, page or backend released now, not at garbage collection)."""
+    try:
+        return fn(env)
+    finally:
+        env.close()
 
 
 def _tool_schemas(env: RubricEnv) -> str:
@@ -281,7 +296,10 @@ def _task_ids(env_spec: EnvSpec, seed: int) -> str:
 
 
 def _unicode(env_spec: EnvSpec) -> str:
-    env = env_spec.make()
+    return _closing(env_spec.make(), _unicode_in)
+
+
+def _unicode_in(env: RubricEnv) -> str:
     env.reset(seed=1)
     text = "Ünïcödé 中文 — “quotes” 🙂\nnew line\ttab"
     env.step(text)
@@ -296,16 +314,23 @@ def _unicode(env_spec: EnvSpec) -> str:
 
 def _determinism(env_spec: EnvSpec) -> str:
     a, b = env_spec.make(), env_spec.make()
-    first = [a.reset(seed=s)[0] for s in (3, 4)]
-    second = [b.reset(seed=s)[0] for s in (3, 4)]
-    if first != second:
-        raise AssertionError("reset(seed=s) gave different observations for the same seed")
-    ids = {a.reset(seed=s)[1]["task_id"] for s in range(5)}
+    try:
+        first = [a.reset(seed=s)[0] for s in (3, 4)]
+        second = [b.reset(seed=s)[0] for s in (3, 4)]
+        if first != second:
+            raise AssertionError("reset(seed=s) gave different observations for the same seed")
+        ids = {a.reset(seed=s)[1]["task_id"] for s in range(5)}
+    finally:
+        a.close()
+        b.close()
     return f"same seed -> same episode; 5 seeds -> {len(ids)} distinct tasks"
 
 
 def _truncation(env_spec: EnvSpec) -> str:
-    env = env_spec.make(max_steps=3)
+    return _closing(env_spec.make(max_steps=3), _truncation_in)
+
+
+def _truncation_in(env: RubricEnv) -> str:
     env.reset(seed=0)
     for i in range(3):
         _, _, terminated, truncated, _ = env.step("not a tool call")
@@ -322,10 +347,21 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int, played: list[Trajectory] | 
     checks = cls.checks()
     agents = cls.agents()
     env = env_spec.make()
-    task = env.task_set(1, seed=seed)[0]
+    try:
+        task = env.task_set(1, seed=seed)[0]
+    finally:
+        env.close()
+    # each agent in its own env, closed after its episode; the episodes run concurrently
+    trajs = asyncio.run(
+        in_order(
+            [
+                functools.partial(rollout_fresh, env_spec.make, factory(seed=seed), task, seed=seed)
+                for factory in agents.values()
+            ]
+        )
+    )
     results = []
-    for name, factory in agents.items():
-        traj = asyncio.run(rollout(env_spec.make(), factory(seed=seed), task, seed=seed))
+    for name, traj in zip(agents, trajs, strict=True):
         if played is not None:
             played.append(traj)
         for c in checks.values():

@@ -23,12 +23,13 @@ Which values are secret is ``RubricEnv.secrets(task)``: by default every text or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rubricgym.core.agent import Agent, tool_call
 from rubricgym.core.env import RubricEnv
@@ -41,6 +42,7 @@ STOPWORDS = frozenset({"true", "false", "none", "null", "yes", "no", "the", "and
 MIN_CHARS = 3
 """A text value shorter than this after normalisation is not scanned (it would match everywhere)."""
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+T = TypeVar("T")
 
 
 def normalise(text: str) -> list[str]:
@@ -92,6 +94,7 @@ class Scanner:
     def __init__(self, secrets: Sequence[Secret]):
         self.secrets = list(secrets)
         self._sizes = sorted({len(s.words) for s in self.secrets})
+        self._compacts = sorted({c for s in self.secrets if (c := "".join(s.words))})
 
     def windows(self, text: str) -> set[tuple[str, ...]]:
         """Every run of 1..k consecutive words of ``text`` (sorted), k the longest secret's length."""
@@ -102,10 +105,31 @@ class Scanner:
         return out
 
     def compact(self, text: str) -> set[str]:
-        """Every run of up to k+2 consecutive words of ``text`` written without spaces ("X-ray" as "xray")."""
+        """The secrets' spaceless forms ("X-ray" as "xray") that equal a run of up to k+2 consecutive words of
+        ``text`` written without spaces (k the longest secret's length): of every such run, the only ones any
+        membership test of this scanner asks about. Found with substring search in the joined words, a hit kept
+        where it starts and ends at word boundaries."""
         words = normalise(text)
-        k = (self._sizes[-1] if self._sizes else 1) + 2
-        return {"".join(words[i : i + n]) for n in range(1, k + 1) for i in range(len(words) - n + 1)}
+        if not words or not self._compacts:
+            return set()
+        k = self._sizes[-1] + 2
+        joined = "".join(words)
+        starts: dict[int, int] = {}  # character offset in ``joined`` -> index of the word starting there
+        offset = 0
+        for i, w in enumerate(words):
+            starts[offset] = i
+            offset += len(w)
+        starts[offset] = len(words)
+        out: set[str] = set()
+        for c in self._compacts:
+            at = joined.find(c)
+            while at != -1:
+                first, last = starts.get(at), starts.get(at + len(c))
+                if first is not None and last is not None and last - first <= k:
+                    out.add(c)
+                    break
+                at = joined.find(c, at + 1)
+        return out
 
     def find(self, text: str) -> list[Secret]:
         """The secrets that occur in ``text``: the same words in any order, or the same letters and digits
@@ -168,6 +192,16 @@ class LeakReport:
     @property
     def ok(self) -> bool:
         return not self.leaks
+
+    def merge(self, other: LeakReport) -> None:
+        """Add the counts, leaks and exemptions of ``other`` (another episode of the same audit)."""
+        self.episodes += other.episodes
+        self.steps += other.steps
+        self.scanned += other.scanned
+        self.secrets += other.secrets
+        self.leaks += other.leaks
+        for k, v in other.exempt.items():
+            self.exempt[k] = self.exempt.get(k, 0) + v
 
     def by_channel(self) -> dict[tuple[str, str], Leak]:
         """One example leak per (channel kind, hidden field)."""
@@ -281,6 +315,57 @@ async def play_and_scan(report: LeakReport, env: RubricEnv, agent: Agent, name: 
             break
 
 
+class EnvLease:
+    """Up to ``size`` envs of one id for episodes played concurrently: each env plays one episode at a time and is
+    ``reset`` to the next episode's task (a fresh sandbox or page per episode, as when one env plays them all in
+    turn); envs are made only while every made one is busy."""
+
+    def __init__(self, factory: Callable[[], RubricEnv], size: int, first: RubricEnv | None = None):
+        if size < 1:
+            raise ValueError(f"concurrency must be >= 1, got {size}")
+        self.factory, self.size = factory, size
+        self.envs: list[RubricEnv] = []
+        self._free: asyncio.Queue[RubricEnv] = asyncio.Queue()
+        if first is not None:
+            self.envs.append(first)
+            self._free.put_nowait(first)
+
+    @contextlib.asynccontextmanager
+    async def env(self) -> AsyncIterator[RubricEnv]:
+        """An env no other episode is using, for the duration of one episode."""
+        if self._free.empty() and len(self.envs) < self.size:
+            env = self.factory()
+            self.envs.append(env)
+        else:
+            env = await self._free.get()
+        try:
+            yield env
+        finally:
+            self._free.put_nowait(env)
+
+    async def aclose(self) -> None:
+        """Close every env made (the first error is raised after all are closed)."""
+        errors: list[BaseException] = []
+        for env in self.envs:
+            try:
+                await env.aclose()
+            except Exception as e:  # noqa: BLE001  (close the rest, then raise)
+                errors.append(e)
+        self.envs.clear()
+        if errors:
+            raise errors[0]
+
+
+async def in_order(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run ``jobs`` concurrently and return their results in order; every job finishes before the first failure
+    (in job order, the one a sequential run would have hit first) is raised."""
+    results = await asyncio.gather(*(job() for job in jobs), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
+
+
 def _tasks(env: RubricEnv, n: int, seed: int, splits: Sequence[str]) -> list[Task]:
     out: list[Task] = []
     for split in splits:
@@ -300,19 +385,34 @@ async def audit_leaks(
     agents: Mapping[str, Callable[..., Agent]] | None = None,
     splits: Sequence[str] = ("train", "test"),
     tasks: Sequence[Task] | None = None,
+    concurrency: int = 4,
 ) -> LeakReport:
     """Play ``n_tasks`` tasks of each split with each scripted agent (or ``agents``) and scan every channel.
 
-    ``tasks`` replaces the generated tasks (e.g. a bundled case file's)."""
+    ``tasks`` replaces the generated tasks (e.g. a bundled case file's). At most ``concurrency`` episodes are in
+    flight, each in its own env (see ``EnvLease``); the report is the same as for episodes played one by one."""
     cls = spec(env_id).load()
     factories = dict(agents) if agents is not None else cls.agents()
     report = LeakReport(env_id)
-    env = make(env_id, **(env_kwargs or {}))
+    kw = env_kwargs or {}
+    first = make(env_id, **kw)
+    lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
-        played = list(tasks) if tasks is not None else _tasks(env, n_tasks, seed, splits)
-        for name, factory in factories.items():
-            for i, task in enumerate(played):
-                await play_and_scan(report, env, factory(seed=seed + i), name, task, seed + i)
+        played = list(tasks) if tasks is not None else _tasks(first, n_tasks, seed, splits)
+
+        async def episode(name: str, factory: Callable[..., Agent], i: int, task: Task) -> LeakReport:
+            part = LeakReport(env_id)
+            async with lease.env() as env:
+                await play_and_scan(part, env, factory(seed=seed + i), name, task, seed + i)
+            return part
+
+        jobs = [
+            lambda name=name, factory=factory, i=i, task=task: episode(name, factory, i, task)
+            for name, factory in factories.items()
+            for i, task in enumerate(played)
+        ]
+        for part in await in_order(jobs):
+            report.merge(part)
     finally:
-        await env.aclose()
+        await lease.aclose()
     return report

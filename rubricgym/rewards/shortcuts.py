@@ -33,7 +33,7 @@ from rubricgym.core.rubric import load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 from rubricgym.rewards.gaming import TERMINAL_TOOLS, judgeable, placeholder_arguments
 from rubricgym.rewards.judges import CheckJudge
-from rubricgym.rewards.leaks import as_text
+from rubricgym.rewards.leaks import EnvLease, as_text, in_order
 from rubricgym.rewards.prm import ProcessRewardModel
 
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
@@ -257,35 +257,53 @@ async def run_battery(
     tasks: Sequence[Task] | None = None,
     threshold: float = 0.05,
     good_min: float = 0.9,
+    concurrency: int = 4,
 ) -> BatteryReport:
     """Play the oracle and every probe on ``n_tasks`` test tasks (or ``tasks``) and score them with the env
-    reward and the default rubric (its programmatic criteria)."""
+    reward and the default rubric (its programmatic criteria). At most ``concurrency`` episodes are in flight,
+    each in its own env (``leaks.EnvLease``); the report is the same as for episodes played one by one."""
     cls = spec(env_id).load()
     rubric = load_rubric(cls.default_rubric())
     judges = [CheckJudge()]
     scored, _ = judgeable(rubric, judges)
     prm = ProcessRewardModel(scored, judges)
     report = BatteryReport(env_id, rubric.id, threshold=threshold, good_min=good_min)
-    env = make(env_id, **(env_kwargs or {}))
+    kw = env_kwargs or {}
+    first = make(env_id, **kw)
+    lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
-        played = list(tasks) if tasks is not None else env.task_set(n_tasks, seed=seed, split="test")
+        played = list(tasks) if tasks is not None else first.task_set(n_tasks, seed=seed, split="test")
         agents = probe_agents(cls)
         oracle = cls.agents().get("oracle")
+        everyone = ([("oracle", oracle)] if oracle is not None else []) + list(agents.items())
 
-        async def score(name: str, factory: Callable[..., Agent]) -> ProbeResult:
-            trajs = [await play(env, factory(seed=seed + i), t, seed + i, name) for i, t in enumerate(played)]
+        async def episode(name: str, factory: Callable[..., Agent], i: int, task: Task) -> Trajectory:
+            async with lease.env() as env:
+                return await play(env, factory(seed=seed + i), task, seed + i, name)
+
+        jobs = [
+            lambda name=name, factory=factory, i=i, task=task: episode(name, factory, i, task)
+            for name, factory in everyone
+            for i, task in enumerate(played)
+        ]
+        trajs = await in_order(jobs)
+
+        async def score(name: str, trajs: list[Trajectory]) -> ProbeResult:
             rewards = [t.outcome.reward or 0.0 for t in trajs]
             totals = [b.total for b in await prm.score_many(trajs) if scored.criteria]
             report.errors += sum(x is None for x in totals)
             vals = [x for x in totals if x is not None]
             return ProbeResult(name, sum(rewards) / len(rewards), sum(vals) / len(vals) if vals else None, len(trajs))
 
-        if oracle is not None:
-            report.oracle = await score("oracle", oracle)
-        for name, factory in agents.items():
-            report.probes.append(await score(name, factory))
+        n = len(played)
+        for k, (name, _) in enumerate(everyone):
+            result = await score(name, trajs[k * n : (k + 1) * n])
+            if k == 0 and oracle is not None:
+                report.oracle = result
+            else:
+                report.probes.append(result)
     finally:
-        await env.aclose()
+        await lease.aclose()
     return report
 
 
