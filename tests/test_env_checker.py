@@ -4,6 +4,7 @@ ids that collide across seeds, and a stage no step of any scripted agent reaches
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from rubricgym import ToolOutput, tool
 from rubricgym.core.registry import register, unregister
 from rubricgym.env_checker import check_env_id
 from rubricgym.envs.toy.calculator import CalculatorEnv
+from rubricgym.rewards.leaks import Scanner, audit_leaks, make_secrets
+from rubricgym.rewards.shortcuts import run_battery
 
 
 @pytest.fixture
@@ -151,3 +154,64 @@ def test_a_tool_returning_an_unawaited_coroutine_fails_check_and_an_async_tool_p
 
     got = rows(Awaits)
     assert all(ok for ok, _ in got.values()), {k: v for k, v in got.items() if not v[0]}
+
+
+# ---- the audits the check runs together (leak audit, shortcut battery, totals audit) ----------------------------
+
+
+class _InfoLeak(CalculatorEnv):
+    """Hands the answer over in each step's public details, and only when built with ``leak=True``."""
+
+    env_id = "fixit-info-leak-v0"
+    public_info_keys = frozenset({"expected"})
+
+    def __init__(self, *, leak: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.leak = leak
+
+    def call_tool(self, call):
+        out = super().call_tool(call)
+        if self.leak:
+            assert self._task is not None
+            out.info = {**out.info, "expected": self._task.hidden["answer"]}
+        return out
+
+
+def test_a_leak_fails_its_row_alone_and_env_kwargs_reach_every_audit(rows):
+    register(_InfoLeak.env_id, _InfoLeak, replace=True)
+    try:
+        clean = {n: (ok, d) for n, ok, d in check_env_id(_InfoLeak.env_id, fuzz=10).rows}
+        leaky = {n: (ok, d) for n, ok, d in check_env_id(_InfoLeak.env_id, fuzz=10, env_kwargs={"leak": True}).rows}
+    finally:
+        unregister(_InfoLeak.env_id)
+    assert all(ok for ok, _ in clean.values()), clean
+    ok, detail = leaky["leak audit: no hidden value reaches the agent side"]
+    assert not ok and "info: hidden answer" in detail
+    assert leaky["shortcut battery: no reward without the work"][0]  # ran alongside, to its own verdict
+    assert leaky["default rubric pays nothing for nothing"][0]
+
+
+def test_concurrent_audits_report_what_one_episode_at_a_time_reports():
+    register(_InfoLeak.env_id, _InfoLeak, replace=True)
+    try:
+        kw = {"leak": True}
+        one = asyncio.run(audit_leaks(_InfoLeak.env_id, n_tasks=3, env_kwargs=kw, concurrency=1))
+        many = asyncio.run(audit_leaks(_InfoLeak.env_id, n_tasks=3, env_kwargs=kw, concurrency=4))
+        b1 = asyncio.run(run_battery(_InfoLeak.env_id, n_tasks=3, concurrency=1))
+        b4 = asyncio.run(run_battery(_InfoLeak.env_id, n_tasks=3, concurrency=4))
+    finally:
+        unregister(_InfoLeak.env_id)
+    assert not one.ok and one.episodes == 18  # 3 scripted agents x 3 tasks x 2 splits
+    assert many == one  # the same leaks in the same order, the same counts
+    assert b1.oracle is not None and b1.oracle.total == 1.0 and len(b1.probes) == 6
+    assert b4 == b1
+
+
+def test_the_scanner_finds_spaceless_secrets_at_word_boundaries_only():
+    scanner = Scanner(make_secrets([("exam", "joint_xray"), ("who", "Ke Hirox")]))
+    assert scanner.compact("Ordered: Joint X-ray today") == {"jointxray"}
+    assert scanner.compact("ke-hirox and joint x ray") == {"kehirox", "jointxray"}
+    assert scanner.compact("disjoint xray") == set()  # "jointxray" inside "disjointxray", not at a word start
+    assert scanner.compact("joint xrays") == set()  # nor ending inside a word
+    assert scanner.compact("j o i n t x r a y") == set()  # 9 words: more than the longest secret's 2 + 2
+    assert scanner.compact("j oint x ray") == {"jointxray"}  # 4 words: within 2 + 2
