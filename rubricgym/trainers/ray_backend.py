@@ -18,23 +18,19 @@ in order, as if nothing had failed. Ray's own actor restart is not used because 
 with the weights it was created with, not the learner's latest.
 
 Weight transport (``generation.ray_weight_sync``): ``object_store`` puts the state dict once and every actor
-loads it. ``collective`` sends it over a ``WeightSync`` group (``trainers/weight_sync.py``: manifest check, gloo
-broadcast in buckets, timeouts) of the learner (rank 0) and the actors (ranks 1..N), built when the pool starts on
-a free TCP port of the driver's node. A gloo group cannot take a new member, so when an actor is replaced the
-group is dropped and the next push rebuilds it for the new membership (every survivor re-joins on a new port)
-before sending; a replacement that must replay groups before then loads, through the object store once, the
-current weights of the model last pushed (the pushed ones: the trainer collects only between a push and the next
-update).
+loads it. ``collective`` broadcasts it over a ``WeightSync`` group of the learner and the actors, built when the
+pool starts and rebuilt at the next push after an actor is replaced (``CollectivePush``, ``trainers/ray_sync.py``);
+a replacement that must replay groups before then loads, through the object store once, the current weights of the
+model last pushed (the pushed ones: the trainer collects only between a push and the next update).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import socket
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Literal, TypedDict
 
@@ -44,8 +40,13 @@ from rubricgym.agents.local import Turn
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
 from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.ray_sync import CollectivePush, _lost
+
+# re-exported: they lived here before the collective push moved to ray_sync.py (tests import _free_port from here)
+from rubricgym.trainers.ray_sync import _first_line as _first_line
+from rubricgym.trainers.ray_sync import _free_port as _free_port
 from rubricgym.trainers.rollouts import Group, Rollout, ToolLimits, fixed_env, play_groups
-from rubricgym.trainers.weight_sync import WeightSync, WeightSyncError, WeightSyncMismatch, WeightSyncTimeout
+from rubricgym.trainers.weight_sync import WeightSync, WeightSyncError
 
 WireGroup = list[tuple[str, list[dict[str, Any]]]]
 """A group as it crosses the wire: each rollout's trajectory JSON and its turns as dicts."""
@@ -142,31 +143,8 @@ class RolloutWorker:
         return [[(r.trajectory.model_dump_json(), [asdict(x) for x in r.turns]) for r in g] for g in groups]
 
 
-def _lost() -> tuple[type[Exception], ...]:
-    """What a call raises when its actor is gone: died, unreachable, or killed by Ray's memory monitor (an
-    ``OutOfMemoryError`` is not a ``RayActorError``)."""
-    import ray
-
-    return (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError)
-
-
 def _state_of(model: Any) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-
-def _free_port() -> int:
-    """A TCP port free on this machine now (the sync group's store binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _first_line(e: BaseException) -> str:
-    """The first line of what ``e`` says (of its cause, for an error an actor's call raised)."""
-    cause = getattr(e, "cause", None)
-    lines = str(cause if isinstance(cause, BaseException) else e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
 
 
 def _from_wire(group: WireGroup) -> Group:
@@ -235,11 +213,8 @@ class RayBackend:
         self.restarts = 0
         """Actors replaced so far (each after its actor died)."""
         self.transport = generation.ray_weight_sync
-        self.sync_timeout_s = sync_timeout_s
         self.push_s = 0.0
-        self._sync: WeightSync | None = None  # the learner's side of the collective group; None: to be rebuilt
-        self._version = 0  # pushes sent by collective
-        self._pushed: Any = None  # collective: the model last pushed, which a replacement between pushes loads
+        self._collective = CollectivePush(lambda: self.workers, self._node_of, self._respawn, sync_timeout_s)
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
@@ -281,10 +256,19 @@ class RayBackend:
                 self._group = self._reserve(workers, placement, placement_timeout_s)
             self.workers = [self._spawn(i) for i in range(workers)]
             if self.transport == "collective":
-                self._replace_lost(lambda: self._build_sync() if self._sync is None else [])
+                self._collective.join()
         except BaseException:
             self.close()
             raise
+
+    @property
+    def sync_timeout_s(self) -> float:
+        """Bounds the collective's rendezvous and every bucket's broadcast (see the class docstring)."""
+        return self._collective.timeout_s
+
+    @sync_timeout_s.setter
+    def sync_timeout_s(self, value: float) -> None:
+        self._collective.timeout_s = value
 
     def _bundle(self) -> dict[str, float]:
         r = self.resources
@@ -343,8 +327,8 @@ class RayBackend:
         if self.transport == "collective":
             return (
                 new.node_id.remote()
-                if self._pushed is None
-                else new.set_weights.remote(ray.put(_state_of(self._pushed)))
+                if self._collective.pushed is None
+                else new.set_weights.remote(ray.put(_state_of(self._collective.pushed)))
             )
         return new.node_id.remote() if self._weights is None else new.set_weights.remote(self._weights)
 
@@ -367,26 +351,28 @@ class RayBackend:
             RuntimeWarning,
             stacklevel=4,
         )
-        self._close_sync()
+        self._collective.close()
         return self.workers[index]
 
     def placement(self) -> dict[int, str]:
         """The Ray node id each actor runs on (waits up to ``start_timeout_s`` for the actors to start)."""
+        return {i: self._node_of(i) for i in range(len(self.workers))}
+
+    def _node_of(self, index: int) -> str:
+        """The node id of actor ``index``, once it has started (``RolloutWorkerError`` past ``start_timeout_s``)."""
         import ray
 
-        nodes = {}
-        for i, w in enumerate(self.workers):
-            try:
-                nodes[i] = ray.get(w.node_id.remote(), timeout=self.start_timeout_s)
-            except ray.exceptions.GetTimeoutError:
-                raise self._not_started(i) from None
-        return nodes
+        try:
+            node: str = ray.get(self.workers[index].node_id.remote(), timeout=self.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise self._not_started(index) from None
+        return node
 
     def push_weights(self, model: Any) -> None:
         """Send ``model``'s weights to every actor (replacing any that died since) by the configured transport."""
         start = time.perf_counter()
         if self.transport == "collective":
-            self._push_collective(model)
+            self._collective.push(model)
         else:
             self._push_object_store(model)
         self.push_s = time.perf_counter() - start
@@ -406,115 +392,6 @@ class RayBackend:
                 except _lost() as e:
                     failures += 1
                     ref = self._replace(i, e, failures)
-
-    # ---- collective transport ---------------------------------------------------------------------------
-
-    def _push_collective(self, model: Any) -> None:
-        """Broadcast ``model``'s weights over the sync group: the actors' ``receive_weights`` calls go first, then
-        the learner's ``send``. Actors lost before or during it are replaced, the group rebuilt and the push
-        resent (survivors take the same weights again)."""
-        self._version += 1
-        self._replace_lost(lambda: (self._build_sync() if self._sync is None else []) or self._send(model))
-        self._pushed = model
-
-    def _replace_lost(self, attempt: Callable[[], list[tuple[int, BaseException]]]) -> None:
-        """Run ``attempt`` until it finds no lost actor, replacing those it found (``max_restarts`` each)."""
-        failures = [0] * len(self.workers)
-        while lost := attempt():
-            for i, cause in lost:
-                failures[i] += 1
-                self._respawn(i, cause, failures[i])
-
-    def _send(self, model: Any) -> list[tuple[int, BaseException]]:
-        assert self._sync is not None
-        calls = [w.receive_weights.remote(self.sync_timeout_s) for w in self.workers]
-        error: WeightSyncError | None = None
-        try:
-            self._sync.send(model, self._version)
-        except WeightSyncError as e:
-            error = e
-            self._close_sync()  # the actors still in a collective see the learner's side close, and stop
-        outcomes = self._outcomes(calls)
-        lost: list[tuple[int, BaseException]] = [(i, e) for i, e in outcomes if isinstance(e, _lost())]
-        if lost:
-            self._close_sync()
-            return lost
-        if error is not None or any(e is not None for _, e in outcomes):
-            self._close_sync()
-            raise self._failed(f"push v{self._version}", error, outcomes)
-        return []
-
-    def _build_sync(self) -> list[tuple[int, BaseException]]:
-        """A new sync group of the learner and the current actors on a fresh port of the driver's node; returns
-        the actors found dead meanwhile (the caller replaces them and builds again)."""
-        import ray
-
-        lost: list[tuple[int, BaseException]] = []
-        for i, w in enumerate(self.workers):  # every actor loaded its model: the rendezvous clock starts after
-            try:
-                ray.get(w.node_id.remote(), timeout=self.start_timeout_s)
-            except ray.exceptions.GetTimeoutError:
-                raise self._not_started(i) from None
-            except _lost() as e:
-                lost.append((i, e))
-        if lost:
-            return lost
-        address = f"{ray.util.get_node_ip_address()}:{_free_port()}"
-        world = len(self.workers) + 1
-        calls = [w.join_sync.remote(address, i + 1, world, self.sync_timeout_s) for i, w in enumerate(self.workers)]
-        error: WeightSyncError | None = None
-        try:
-            self._sync = WeightSync.connect(address, 0, world, timeout_s=self.sync_timeout_s)
-        except WeightSyncError as e:
-            error = e
-        outcomes = self._outcomes(calls)
-        lost = [(i, e) for i, e in outcomes if isinstance(e, _lost())]
-        if lost or error is not None or any(e is not None for _, e in outcomes):
-            self._close_sync()
-        if not lost and (error is not None or any(e is not None for _, e in outcomes)):
-            raise self._failed(f"joining the sync group at {address}", error, outcomes)
-        return lost
-
-    def _outcomes(self, calls: list[Any]) -> list[tuple[int, BaseException | None]]:
-        """Each actor's call: ``None`` when it returned, else what it raised (a lost actor, a sync error)."""
-        import ray
-
-        out: list[tuple[int, BaseException | None]] = []
-        for i, ref in enumerate(calls):
-            try:
-                ray.get(ref, timeout=self.sync_timeout_s + 30)
-                out.append((i, None))
-            except ray.exceptions.GetTimeoutError:
-                out.append((i, WeightSyncTimeout(f"did not answer within {self.sync_timeout_s + 30:g} s")))
-            except Exception as e:  # noqa: BLE001 (reported below, with the learner's side)
-                out.append((i, e))
-        return out
-
-    def _failed(
-        self, what: str, learner: WeightSyncError | None, outcomes: list[tuple[int, BaseException | None]]
-    ) -> WeightSyncError:
-        """One error for a failed collective: the learner's side and each actor's, each named."""
-        sides = [f"learner: {_first_line(learner)}"] if learner is not None else []
-        sides += [f"rollout worker {i} (sync rank {i + 1}): {_first_line(e)}" for i, e in outcomes if e is not None]
-        errors = [learner] + [e for _, e in outcomes]
-        kind = (
-            WeightSyncMismatch
-            if any(isinstance(e, WeightSyncMismatch) for e in errors)
-            else WeightSyncTimeout
-            if any(isinstance(e, WeightSyncTimeout) for e in errors)
-            else WeightSyncError
-        )
-        return kind(
-            f"collective weight push (generation.ray_weight_sync 'collective'): {what} failed; "
-            + "; ".join(sides)
-            + ". Check the rollout workers' logs, or set generation.ray_weight_sync 'object_store'"
-        )
-
-    def _close_sync(self) -> None:
-        """Leave the learner's side of the sync group (the actors leave theirs when they join the next one)."""
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
 
     async def collect(
         self,
@@ -566,7 +443,7 @@ class RayBackend:
     def close(self) -> None:
         import ray
 
-        self._close_sync()
+        self._collective.close()
         for w in self.workers:
             ray.kill(w)
         self.workers = []
