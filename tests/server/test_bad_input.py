@@ -110,6 +110,9 @@ def test_capacity_reached_is_an_error_reply_not_a_hang(serve):
         with open_ws(server) as c:
             reply = json.loads(c.recv(timeout=10))
             assert _code(reply) == "CAPACITY_REACHED" and reply["data"]["max_sessions"] == 2
+            with pytest.raises(ConnectionClosed) as closed:  # then closed as "going away": a client retries later
+                c.recv(timeout=10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
     assert _wait(lambda: server.app.state.server.active == 0)
     with open_ws(server) as d:
         assert call(d, "reset", {"seed": 0})["type"] == "observation"
@@ -121,8 +124,12 @@ def test_idle_sessions_are_reaped_and_their_envs_closed(serve):
         call(ws, "reset", {"seed": 0})
         reply = json.loads(ws.recv(timeout=10))  # sent by the reaper, unprompted
         assert _code(reply) == "IDLE_TIMEOUT"
-        with pytest.raises(ConnectionClosed):
+        with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and (closed.value.rcvd.code, closed.value.rcvd.reason) == (
+            1001,
+            "IDLE_TIMEOUT",
+        )
     assert _wait(lambda: server.made[1].closed)
 
 
