@@ -131,7 +131,7 @@ class GenerationConfig(_Strict):
     ray_weight_sync: Literal["object_store", "collective"] = "object_store"
     """How ``ray: true`` sends the new weights to the rollout actors after each update: ``object_store`` (one
     ``ray.put`` every actor loads) or ``collective`` (a gloo broadcast in buckets over a ``WeightSync`` group of the
-    learner and the actors, rebuilt when an actor is replaced: ``trainers/ray_backend.py``)."""
+    learner and the actors, rebuilt when an actor is replaced: ``trainers/ray_sync.py``)."""
 
 
 class EnvConfig(_Strict):

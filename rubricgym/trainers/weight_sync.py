@@ -33,7 +33,7 @@ Backend: gloo for CPU tensors, nccl when ``device`` is a GPU (``distributed.back
 untested on this project's CPU machines; a vLLM server would instead take the weights through vLLM's own weight
 transfer engine (``vllm.distributed.weight_transfer``, NCCL only). The disk path (``VLLMBackend.push_weights``:
 safetensors written, then reloaded) stays the fallback; ``bench/weight_sync.py`` compares the two. The Ray
-rollout pool pushes through it with ``generation.ray_weight_sync: collective`` (``trainers/ray_backend.py``: one
+rollout pool pushes through it with ``generation.ray_weight_sync: collective`` (``trainers/ray_sync.py``: one
 group of the learner and the actors, rebuilt when an actor is replaced; ``bench/ray_weight_sync.py``).
 """
 
