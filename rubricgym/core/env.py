@@ -89,6 +89,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         self.observation_space = UnicodeText(max_length=2 * self.max_observation_chars + 20_000)
         self.action_space = UnicodeText(max_length=self.max_action_chars)
         self._task: Task | None = None
+        self._task_id: str | None = None  # the task's id, read per step without a pydantic attribute lookup
         self._system = ""
         self._records: list[StepRecord] = []
         self._stage: str | None = None
@@ -135,9 +136,8 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
     # ---- Gymnasium face ---------------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        self._begin(seed, (options or {}).get("task"))
-        text = f"{self._system}\n\n{self._task.prompt}" if self._task else ""
-        return text, {"stage": self._stage, "step": 0, "task_id": self._task.id if self._task else None}
+        task = self._begin(seed, options.get("task") if options else None)
+        return f"{self._system}\n\n{task.prompt}", {"stage": self._stage, "step": 0, "task_id": self._task_id}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         rec = self._advance(action)
@@ -145,7 +145,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         info = {
             "stage": rec.stage,
             "step": rec.index + 1,
-            "task_id": self._task.id if self._task else None,
+            "task_id": self._task_id,
             "parse_error": rec.parse_error,
             "tool_error": out.error,
             "details": self.public_details(out.info),
@@ -158,7 +158,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         if not keys or not info:
             return {}
         if info.keys() <= keys:  # all of it is public: a copy, so the agent's dict is not the record
-            return dict(info)
+            return info.copy() if type(info) is dict else dict(info)
         return {k: info[k] for k in keys if k in info}
 
     def render(self) -> str | None:
@@ -173,8 +173,9 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         self._begin(seed, task)
         return Observation(messages=self._head(), stage=self._stage, tools=self.tools())
 
-    def _begin(self, seed: int | None, task: Task | dict[str, Any] | None) -> None:
-        super().reset(seed=seed)
+    def _begin(self, seed: int | None, task: Task | dict[str, Any] | None) -> Task:
+        if seed is not None:  # Gymnasium's reset only (re)seeds np_random, and only when given a seed
+            super().reset(seed=seed)
         self._seed = seed
         if task is None:
             task = self.sample_task(self.np_random)
@@ -187,13 +188,17 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         if self.env_id and task.env_id != self.env_id:
             raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
         self._task = task
+        self._task_id = task.id
         self._episodes += 1
         self._records = []
         self._done = False
         self._outcome = None
         self._stage = self.stages[0] if self.stages else None
         self.begin(task)
-        self._system = self._system_text()
+        tooling = self._tooling
+        if tooling is None or not tooling.fixed or tooling.prompt is None:
+            self._system = self._system_text()
+        return task
 
     def _head(self) -> list[Message]:
         """The episode's first messages: the system prompt and the task."""
@@ -224,7 +229,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
             or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
         ):
             fixed = type(self).tools is RubricEnv.tools and "tools" not in self.__dict__
-            self._tooling = cache = _Tooling(tools, argument_rules(tools), fixed)
+            self._tooling = cache = _Tooling(tools, argument_rules(tools), _direct_methods(self), fixed)
         return cache
 
     def step_typed(self, action: Action | str | Message) -> Observation:
@@ -277,8 +282,14 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         call = pending[3]
         if call is None:
             return self._finish_step(pending, None)
+        method = pending[1].direct.get(call.name)
         try:
-            out = self.call_tool(call)
+            if method is None:
+                out = self.call_tool(call)
+            else:  # what the base call_tool does for this tool, less its lookups
+                out = getattr(self, method)(**call.arguments)
+                if type(out) is not ToolOutput:
+                    out = self._output(call, out)
         except ToolError as e:
             out = _tool_error(call, e)
         return self._finish_step(pending, out)
@@ -303,7 +314,8 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
             tooling = self._tools_now()
         if not isinstance(text, str):
             text, parse_error = str(text), f"agent output must be text, got {type(text).__name__}"
-        text = clean_text(text)  # no lone surrogates past here
+        if not text.isascii():  # no lone surrogates past here (ASCII text has none)
+            text = clean_text(text)
         if call is not None:
             call = clean_call(call)
         if len(text) > self.max_action_chars:
@@ -316,11 +328,12 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
                 call = parsed
         if call is not None and parse_error is None:
             parse_error = call_error(call.name, call.arguments, tooling.tools, tooling.rules)
-        return t0, tooling.tools, text, call if parse_error is None else None, call, parse_error, structured
+        return t0, tooling, text, call if parse_error is None else None, call, parse_error, structured
 
     def _finish_step(self, pending: _Pending, out: ToolOutput | None) -> StepRecord:
         """Label, truncate and record a step whose tool call (if valid) gave ``out``."""
-        t0, tools, text, call, given, parse_error, structured = pending
+        t0, tooling, text, call, given, parse_error, structured = pending
+        tools = tooling.tools
         if out is None:
             out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
         stage = self._stage = self.stage_of(call)
@@ -401,10 +414,10 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
 
 
-_Pending = tuple[float, list[ToolSpec], str, ToolCall | None, ToolCall | None, str | None, bool]
-"""A parsed action waiting for its tool's output: (start time, tools, text, the valid call to run or ``None``, the
-call the agent sent (recorded even when invalid), parse error, structured). A plain tuple: one is built per step,
-and a tuple costs a tenth of a dataclass instance."""
+_Pending = tuple[float, "_Tooling", str, ToolCall | None, ToolCall | None, str | None, bool]
+"""A parsed action waiting for its tool's output: (start time, the step's tools, text, the valid call to run or
+``None``, the call the agent sent (recorded even when invalid), parse error, structured). A plain tuple: one is built
+per step, and a tuple costs a tenth of a dataclass instance."""
 
 
 def _action_fields(action: Action | str | Message) -> dict[str, Any]:
@@ -432,8 +445,20 @@ class _Tooling:
 
     tools: list[ToolSpec]
     rules: dict[str, ArgumentRules]
+    direct: dict[str, str]
+    """Tool name -> method name of the tools a synchronous step calls itself (``_direct_methods``)."""
     fixed: bool
     prompt: str | None = None
+
+
+def _direct_methods(env: RubricEnv) -> dict[str, str]:
+    """Tool name -> method name of the declared tools whose call through the base ``call_tool`` is just the method
+    call (synchronous, no ``Literal`` argument to check), so a step makes it without ``call_tool``'s lookups.
+    Empty when the env runs its calls its own way (its own ``call_tool`` or ``_bound``)."""
+    cls = type(env)
+    if cls.call_tool is not ToolDispatch.call_tool or cls._bound is not ToolDispatch._bound or "call_tool" in vars(env):
+        return {}
+    return {name: b.method for name, b in declared_tools(cls).items() if not b.is_async and not b.enums}
 
 
 def _split_key(split: str) -> int:

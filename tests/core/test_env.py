@@ -1,4 +1,5 @@
 import asyncio
+from typing import Literal
 
 import gymnasium
 import pytest
@@ -112,3 +113,79 @@ def test_details_are_the_public_keys_of_the_record_in_a_dict_of_their_own(env):
     *_, info = env.step(call("answer", value=42))
     assert info["details"] == {"value": 42.0}  # whether it is correct stays private
     assert set(env.steps[-1].info) == {"value", "correct"}
+
+
+# ---- the synchronous step's direct tool call (issue 29): the same outputs as the base call_tool ----------------
+
+
+class _EchoEnv(rubricgym.RubricEnv):
+    env_id, stages = "echo-test-v0", ("act",)
+
+    def sample_task(self, rng, split="train"):
+        return rubricgym.Task(id=f"echo-{int(rng.integers(1000))}", env_id="echo-test-v0", prompt="Echo.")
+
+    @rubricgym.tool
+    def echo(self, text: str, times: int = 1) -> str:
+        """Repeat text (plain text return: the step wraps it)."""
+        if times < 1:
+            raise rubricgym.ToolError("times must be at least 1")
+        return text * times
+
+    @rubricgym.tool
+    def mode(self, kind: Literal["a", "b"]) -> str:
+        """A tool with a Literal argument (its values are checked before the call)."""
+        return kind
+
+
+def test_direct_tool_calls_give_what_call_tool_gives():
+    env, ref = _EchoEnv(), _EchoEnv()
+    actions = [
+        call("echo", text="ab", times=2),  # plain text return
+        call("echo", text="ab", times=0),  # ToolError
+        call("echo", text=5),  # a schema error: never reaches the tool
+        call("mode", kind="c"),  # a Literal value outside the enum
+        call("mode", kind="b"),
+        call("nope"),
+    ]
+    env.reset(seed=1)
+    ref.reset(seed=1)
+    assert set(env._tooling.direct) == {"echo"}  # the Literal tool goes through call_tool's enum check
+    for a in actions:
+        got = env.step(a)
+        rec = ref._prepare_step(a)  # the same action through the base call_tool
+        c = rec[3]
+        want = ref._finish_step(rec, None if c is None else ref._run_tool(c, ref.call_tool))
+        assert (
+            got[0] == want.reply
+            and got[4]["tool_error"] == want.out.error
+            and got[4]["parse_error"] == want.parse_error
+        )
+    replies = [s.observation.messages[0].content for s in env.trajectory().steps]
+    assert replies[0] == "abab"
+    assert replies[1] == "Error from echo: times must be at least 1"
+    assert "argument 'text' of tool 'echo' must be string" in replies[2]
+    assert replies[3] == "Error from mode: argument 'kind' of tool 'mode' must be one of 'a', 'b', got 'c'"
+    assert replies[4] == "b" and "unknown tool 'nope'" in replies[5]
+    assert env.trajectory().steps[0].tool_result == "abab" and env.trajectory().steps[1].tool_error
+
+
+def test_an_env_or_instance_with_its_own_call_tool_is_not_bypassed():
+    class Counting(_EchoEnv):
+        def call_tool(self, c):
+            self.calls = getattr(self, "calls", 0) + 1
+            return super().call_tool(c)
+
+    env = Counting()
+    env.reset(seed=0)
+    assert env.step(call("echo", text="x"))[0] == "x" and env.calls == 1
+    other = _EchoEnv()
+    other.call_tool = lambda c: rubricgym.ToolOutput(text="instance's own")
+    other.reset(seed=0)
+    assert other.step(call("echo", text="x"))[0] == "instance's own"
+
+
+def test_reset_without_a_seed_continues_the_rng_and_with_one_restarts_it():
+    env = _EchoEnv()
+    first = [env.reset(seed=7)[1]["task_id"], env.reset()[1]["task_id"], env.reset()[1]["task_id"]]
+    again = [env.reset(seed=7)[1]["task_id"], env.reset()[1]["task_id"], env.reset()[1]["task_id"]]
+    assert first == again and len(set(first)) > 1

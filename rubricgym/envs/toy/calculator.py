@@ -92,7 +92,8 @@ class CalculatorEnv(RubricEnv):
         )
 
     def begin(self, task: Task) -> None:
-        answer, steps = task.hidden.get("answer"), task.hidden.get("steps")
+        hidden = task.hidden
+        answer, steps = hidden.get("answer"), hidden.get("steps")
         if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not isinstance(steps, list):
             raise ValueError(
                 f"task {task.id!r}: a {self.env_id} task needs hidden.answer (a number) and hidden.steps (the list "
