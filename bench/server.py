@@ -1,4 +1,4 @@
-"""Step round trip over WebSocket: ``rubricgym serve`` vs OpenEnv's own server, same env, same client, one run.
+"""Step round trip over WebSocket: ``rubricgym serve`` vs OpenEnv's own server, same env, same client, one script.
 
 OpenEnv's side is ``openenv-core``'s ``create_fastapi_app`` over an equivalent env: the same toy calculator,
 wrapped in OpenEnv's ``Environment`` with an observation carrying the same explicit fields (text, tools, stage,

@@ -2,10 +2,11 @@
 
 Every env call of a thread-isolated session runs off the event loop (``worker``), one call per step.
 ``loop.run_in_executor`` on a ``ThreadPoolExecutor`` pays on every call for a ``concurrent.futures.Future`` (a
-``Condition``), a work item, the idle semaphore and the chaining of that future to an asyncio one; in
-``bench/server.py`` that hand-off cost about a third of the server's CPU per step. ``EnvThreads.run`` puts
-``(fn, args, future)`` on a ``SimpleQueue`` and the thread that runs it resolves the asyncio future itself
-(``call_soon_threadsafe``): half the CPU of the hand-off, the same guarantees.
+``Condition``), a work item, the idle semaphore and the chaining of that future to an asyncio one (stepping a
+single session in ``bench/server.py``, the whole hand-off, wake-ups included, was ~30% of the server's CPU per
+step). ``EnvThreads.run`` puts ``(fn, args, future)`` on a ``SimpleQueue`` and the thread that runs it resolves
+the asyncio future itself (``call_soon_threadsafe``): about half the CPU per hand-off in-process (~25 vs ~55 us on
+the 2-core development machine), the same guarantees.
 
 Threads start on demand, one for each call in flight when none is idle, up to ``max_threads`` (the server sizes
 it to its sessions): as with ``ThreadPoolExecutor``, no call waits behind another session's (a slow env) until

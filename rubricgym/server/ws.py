@@ -1,9 +1,9 @@
 """``WS /ws``: the session protocol, one connection = one env instance (created on connect, closed on disconnect).
 
 The endpoint is a plain ASGI app that ``EnvApp`` (``app``) calls before FastAPI's routing: a step is one
-message in and one out, and Starlette's ``WebSocket`` wrapper, its exception-handling ``send`` wrapper and the
-route's middleware stack cost about a tenth of the server's CPU per step without doing anything this endpoint
-needs (``bench/server.py``). What a client sees is unchanged: the bearer token is checked before the handshake
+message in and one out, and Starlette's ``WebSocket`` wrapper and the exception-handling ``send`` wrapper around
+it took ~7% of the event loop's samples per step (py-spy on ``bench/server.py``'s load) without doing anything
+this endpoint needs. What a client sees is unchanged: the bearer token is checked before the handshake
 (refused: close code 1008, an HTTP 403), every bad message gets an ``error`` reply and the socket stays open, and
 a session that cannot open gets an ``error`` reply and a close.
 """
