@@ -21,7 +21,6 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 from gymnasium.utils.env_checker import check_env
@@ -32,12 +31,11 @@ from rubricgym.core.registry import EnvSpec, spec
 from rubricgym.core.rollout import rollout_fresh
 from rubricgym.core.rubric import Rubric, condition_check
 from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
-from rubricgym.rewards.gaming import TotalsReport, audit_totals
-from rubricgym.rewards.leaks import LeakReport, audit_leaks, in_order
-from rubricgym.rewards.shortcuts import BatteryReport, run_battery
+from rubricgym.rewards.gaming import audit_totals
+from rubricgym.rewards.leaks import audit_leaks, in_order
+from rubricgym.rewards.shortcuts import run_battery
 
 CheckRow = tuple[str, bool, str]
-R = TypeVar("R")
 
 
 @dataclass
@@ -117,46 +115,17 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed, played)))
     rows.append(_run("every stage reached by a scripted agent", lambda: _stages_reached(env_spec, played)))
     rows.append(_run("default rubric validates", lambda: _default_rubric(env_spec)))
-    totals, leaks, battery = _audits(env_spec, seed, env_kwargs or {})
-    rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, totals)))
-    rows.append(_run("leak audit: no hidden value reaches the agent side", lambda: _leaks(leaks)))
-    rows.append(_run("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, battery)))
+    kw = env_kwargs or {}
+    rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed, kw)))
+    rows.append(_run("leak audit: no hidden value reaches the agent side", lambda: _leaks(env_spec, seed, kw)))
+    rows.append(_run("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, seed, kw)))
     return CheckReport(env_id, rows)
 
 
-AUDIT_CONCURRENCY = 2
-"""Episodes in flight in each of the leak audit and the shortcut battery while the three audits run together."""
-
-
-Audits = tuple[TotalsReport | BaseException, LeakReport | BaseException, BatteryReport | BaseException]
-
-
-def _audits(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> Audits:
-    """The totals audit, the leak audit and the shortcut battery, run concurrently (each makes its own envs, and
-    each episode has its own sandbox or page as before): each one's report, or the exception it raised."""
-
-    async def all_three() -> Audits:
-        return await asyncio.gather(
-            audit_totals(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs),
-            audit_leaks(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs, concurrency=AUDIT_CONCURRENCY),
-            run_battery(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs, concurrency=AUDIT_CONCURRENCY),
-            return_exceptions=True,
-        )
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return asyncio.run(all_three())
-
-
-def _report(result: R | BaseException) -> R:
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def _leaks(result: LeakReport | BaseException) -> str:
-    """Seeded episodes of every scripted agent, every agent-side channel scanned for the tasks' hidden values."""
-    report = _report(result)
+def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+    """Seeded episodes of every scripted agent, every agent-side channel scanned for the tasks' hidden values
+    (up to ``audit_leaks``'s default 4 episodes in flight, each in its own env)."""
+    report = asyncio.run(audit_leaks(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
     if not report.ok:
         raise AssertionError(
             report.line() + " (keep it in the private record: Step.info outside public_info_keys, Task.hidden; "
@@ -165,9 +134,10 @@ def _leaks(result: LeakReport | BaseException) -> str:
     return report.line()
 
 
-def _shortcuts(env_spec: EnvSpec, result: BatteryReport | BaseException) -> str:
-    """The shortcut battery: each probe <= 0.05 on the env reward and the default rubric, the oracle >= 0.9."""
-    report = _report(result)
+def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+    """The shortcut battery: each probe <= 0.05 on the env reward and the default rubric, the oracle >= 0.9
+    (up to ``run_battery``'s default 4 episodes in flight, each in its own env)."""
+    report = asyncio.run(run_battery(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
     if not report.ok:
         raise AssertionError("; ".join(report.problems()) + f" (details: rubricgym audit-judge --env {env_spec.id})")
     return report.line()
@@ -426,9 +396,9 @@ def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
     return f"{len(cls.stages)} stages, each labels a step: {', '.join(cls.stages)}"
 
 
-def _gaming(env_spec: EnvSpec, result: TotalsReport | BaseException) -> str:
+def _gaming(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
     """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
-    report = _report(result)
+    report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
     if not report.criteria:
         return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"
     if report.problems():

@@ -156,7 +156,7 @@ def test_a_tool_returning_an_unawaited_coroutine_fails_check_and_an_async_tool_p
     assert all(ok for ok, _ in got.values()), {k: v for k, v in got.items() if not v[0]}
 
 
-# ---- the audits the check runs together (leak audit, shortcut battery, totals audit) ----------------------------
+# ---- the audits the check runs (totals audit, leak audit, shortcut battery) ----------------------------------------
 
 
 class _InfoLeak(CalculatorEnv):
@@ -187,7 +187,7 @@ def test_a_leak_fails_its_row_alone_and_env_kwargs_reach_every_audit(rows):
     assert all(ok for ok, _ in clean.values()), clean
     ok, detail = leaky["leak audit: no hidden value reaches the agent side"]
     assert not ok and "info: hidden answer" in detail
-    assert leaky["shortcut battery: no reward without the work"][0]  # ran alongside, to its own verdict
+    assert leaky["shortcut battery: no reward without the work"][0]  # each audit row has its own verdict
     assert leaky["default rubric pays nothing for nothing"][0]
 
 
