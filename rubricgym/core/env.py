@@ -198,7 +198,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         tooling = self._tooling
         if tooling is None or not tooling.fixed or tooling.prompt is None:
             self._system = self._system_text()
-        return task
+        return self._task  # begin() may replace it (a GUI env puts the first page into the prompt)
 
     def _head(self) -> list[Message]:
         """The episode's first messages: the system prompt and the task."""

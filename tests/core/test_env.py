@@ -189,3 +189,18 @@ def test_reset_without_a_seed_continues_the_rng_and_with_one_restarts_it():
     first = [env.reset(seed=7)[1]["task_id"], env.reset()[1]["task_id"], env.reset()[1]["task_id"]]
     again = [env.reset(seed=7)[1]["task_id"], env.reset()[1]["task_id"], env.reset()[1]["task_id"]]
     assert first == again and len(set(first)) > 1
+
+
+def test_a_task_that_begin_rewrites_is_the_one_reset_shows():
+    """An env whose ``begin`` replaces the task (a GUI env puts the first page into the prompt) starts the episode
+    with the replaced prompt, in ``reset`` and in the typed API alike."""
+
+    class _PageEnv(_EchoEnv):
+        def begin(self, task):
+            self._task = task.model_copy(update={"prompt": f"{task.prompt}\n\nPage: hello"})
+
+    env = _PageEnv()
+    for _ in range(2):  # the second reset reads the cached system prompt
+        text, _ = env.reset(seed=0)
+        assert text.endswith("Echo.\n\nPage: hello")
+        assert env.reset_typed(seed=0).messages[-1].content.endswith("Page: hello")
