@@ -380,6 +380,14 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         """The steps of the current episode so far."""
         return [r.materialise()[0] for r in self._records]
 
+    def last_step(self) -> tuple[Step, list[Message]]:
+        """The episode's latest step and its two messages (the assistant's and the reply), without building the
+        whole history as ``steps`` and ``messages`` do (a server reads this after every step)."""
+        if not self._records:
+            raise ValueError("last_step() needs a step: call step() after reset()")
+        step, assistant, reply = self._records[-1].materialise()
+        return step, [assistant, reply]
+
     @property
     def messages(self) -> list[Message]:
         """The whole chat of the current episode: system, task, then assistant/reply pairs."""

@@ -46,7 +46,7 @@ def _stepped(env: RubricEnv, obs: Observation) -> Stepped:
     """The step as a client may see it: its ``info`` cut to the env's ``public_info_keys`` (the private record
     stays with the env: checks and a trusted ``trajectory`` read it). Only the fields the wire carries are
     picked (no copy of the whole ``Step``), so a worker process also pickles less."""
-    step = env.steps[-1]
+    step, messages = env.last_step()
     info = {
         "step": step.index + 1,
         "stage": step.stage,
@@ -54,7 +54,7 @@ def _stepped(env: RubricEnv, obs: Observation) -> Stepped:
         "tool_error": step.tool_error,
         "details": env.public_details(step.info),
     }
-    return obs, info, env.messages[-2:]
+    return obs, info, messages
 
 
 def op_step(env: RubricEnv, action: Action | str) -> Stepped:

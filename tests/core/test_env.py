@@ -204,3 +204,14 @@ def test_a_task_that_begin_rewrites_is_the_one_reset_shows():
         text, _ = env.reset(seed=0)
         assert text.endswith("Echo.\n\nPage: hello")
         assert env.reset_typed(seed=0).messages[-1].content.endswith("Page: hello")
+
+
+def test_last_step_is_the_histories_last_entry():
+    env = _EchoEnv()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="needs a step"):
+        env.last_step()
+    for action in (call("echo", text="ab"), "no call here", call("echo", text="c", times=2)):
+        env.step(action)
+        step, messages = env.last_step()
+        assert step == env.steps[-1] and messages == env.messages[-2:]

@@ -180,7 +180,7 @@ class BrowserEnv(RubricEnv):
 
     def timed_out(self) -> bool:
         """Whether the episode's time limit ended it (its last step's record says so)."""
-        last = RECORDS.of(self.steps[-1]) if self._records else None
+        last = RECORDS.of(self.last_step()[0]) if self._records else None
         return isinstance(last, Judged) and last.timeout
 
     def _last_step(self) -> bool:
