@@ -1,6 +1,7 @@
-"""Small training configs on the tiny model (``tiny_model_dir``, tests/conftest.py)."""
+"""Small training configs on the tiny model (``tiny_model_dir``, tests/conftest.py), and what a Ray rollout is."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,20 @@ def tiny_config(tiny_model_dir: Path):
         return TrainConfig.model_validate(data)
 
     return make
+
+
+def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
+    """What a rollout is, without its random ids: task, seed, the generated tokens and actions, the reward."""
+    return [
+        [
+            (
+                r.trajectory.task.id,
+                r.trajectory.seed,
+                [t.completion_ids for t in r.turns],
+                [s.action.text for s in r.trajectory.steps],
+                r.trajectory.outcome.model_dump_json(),
+            )
+            for r in g
+        ]
+        for g in groups
+    ]

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import torch
 
+from tests.trainers.conftest import fingerprint
+
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
@@ -68,23 +70,6 @@ def test_a_placement_the_cluster_cannot_hold_fails_with_what_is_free(cluster, ti
 
     with pytest.raises(RuntimeError, match=r"could not place 3 rollout workers .* STRICT_SPREAD .* free"):
         RayBackend(*configs(tiny_model_dir), workers=3, placement="strict_spread", placement_timeout_s=2)
-
-
-def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
-    """What a rollout is, without its random ids: task, seed, the generated tokens and actions, the reward."""
-    return [
-        [
-            (
-                r.trajectory.task.id,
-                r.trajectory.seed,
-                [t.completion_ids for t in r.turns],
-                [s.action.text for s in r.trajectory.steps],
-                r.trajectory.outcome.model_dump_json(),
-            )
-            for r in g
-        ]
-        for g in groups
-    ]
 
 
 def test_a_killed_worker_is_replaced_with_the_latest_weights_and_its_groups_replayed_once(cluster, tiny_model_dir):

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import torch
 
+from tests.trainers.conftest import fingerprint
+
 ray = pytest.importorskip("ray")
 
 ENV_KWARGS = {"min_ops": 1, "max_ops": 1, "max_steps": 2}
@@ -86,23 +88,6 @@ def work(n: int = 4) -> tuple[list[Any], list[int]]:
 
     tasks = list(make("toy-calculator-v0", **ENV_KWARGS).task_set(n, seed=3, split="train"))
     return tasks, [1000 + 101 * j for j in range(n)]
-
-
-def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
-    """What a rollout is, without its random ids: task, seed, the generated tokens and actions, the reward."""
-    return [
-        [
-            (
-                r.trajectory.task.id,
-                r.trajectory.seed,
-                [t.completion_ids for t in r.turns],
-                [s.action.text for s in r.trajectory.steps],
-                r.trajectory.outcome.model_dump_json(),
-            )
-            for r in g
-        ]
-        for g in groups
-    ]
 
 
 @pytest.mark.slow
