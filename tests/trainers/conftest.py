@@ -47,3 +47,16 @@ def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
         ]
         for g in groups
     ]
+
+
+async def collect_killing_worker_0(pool: Any, tasks: list[Any], seeds: list[int]) -> list[Any]:
+    """``pool.collect`` (groups of 2, greedy anchor) with rollout worker 0 killed while it generates."""
+    import asyncio
+
+    import ray
+
+    victim = pool.workers[0]
+    collecting = asyncio.create_task(pool.collect(tasks, seeds, 2, anchor_greedy=True))
+    await asyncio.sleep(0.3)  # its calls are submitted and worker 0 is generating
+    ray.kill(victim)
+    return await collecting

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.trainers.conftest import fingerprint
+from tests.trainers.conftest import collect_killing_worker_0, fingerprint
 
 ray = pytest.importorskip("ray")
 
@@ -95,15 +95,8 @@ def test_a_killed_worker_is_replaced_with_the_latest_weights_and_its_groups_repl
         assert fingerprint(asyncio.run(pool.collect(tasks, seeds, 2, anchor_greedy=True))) == fingerprint(reference)
         assert pool.restarts == 0
 
-        async def collect_killing_worker_0() -> list[Any]:
-            victim = pool.workers[0]
-            collecting = asyncio.create_task(pool.collect(tasks, seeds, 2, anchor_greedy=True))
-            await asyncio.sleep(0.3)  # its calls are submitted and worker 0 is generating
-            ray.kill(victim)
-            return await collecting
-
         with pytest.warns(RuntimeWarning, match="rollout worker 0 died"):
-            recovered = asyncio.run(collect_killing_worker_0())
+            recovered = asyncio.run(collect_killing_worker_0(pool, tasks, seeds))
         assert pool.restarts == 1  # the kill landed mid-call: otherwise there would be nothing to replace
         assert fingerprint(recovered) == fingerprint(reference)  # every (task, seed) once, in order, same tokens
         assert [len({r.trajectory.group_id for r in g}) for g in recovered] == [1] * len(tasks)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.trainers.conftest import fingerprint
+from tests.trainers.conftest import collect_killing_worker_0, fingerprint
 
 ray = pytest.importorskip("ray")
 
@@ -118,16 +118,9 @@ def test_a_replaced_actor_rejoins_a_rebuilt_group_and_gets_the_current_weights(c
     reference = asyncio.run(collective.collect(tasks, seeds, 2, anchor_greedy=True))
     restarts = collective.restarts
 
-    async def collect_killing_worker_0() -> list[Any]:
-        victim = collective.workers[0]
-        collecting = asyncio.create_task(collective.collect(tasks, seeds, 2, anchor_greedy=True))
-        await asyncio.sleep(0.3)  # its calls are submitted and worker 0 is generating
-        ray.kill(victim)
-        return await collecting
-
     # mid-collection: the replacement replays worker 0's groups from the last pushed weights
     with pytest.warns(RuntimeWarning, match="rollout worker 0 died"):
-        recovered = asyncio.run(collect_killing_worker_0())
+        recovered = asyncio.run(collect_killing_worker_0(collective, tasks, seeds))
     assert collective.restarts == restarts + 1
     assert fingerprint(recovered) == fingerprint(reference)
 
