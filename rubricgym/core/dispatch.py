@@ -12,9 +12,11 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rubricgym.core.aio import arun_on, run_on
+from rubricgym.core.parsing import ArgumentRules
 from rubricgym.core.tools import BoundTool, ToolError, ToolOutput, check_enums, declared_tools
 from rubricgym.core.types import ToolCall, ToolSpec
 
@@ -102,3 +104,27 @@ class ToolDispatch:
 def _declared_specs(cls: type) -> list[ToolSpec]:
     """One list object per class, so the env's per-step tool lookup stays an identity check."""
     return [bound.spec for bound in declared_tools(cls).values()]
+
+
+@dataclass(slots=True)
+class _Tooling:
+    """The tools of the moment, their validation rules and the system prompt built from them; ``fixed`` when they
+    are the class's declared tools (the base ``tools()``), which never change."""
+
+    tools: list[ToolSpec]
+    rules: dict[str, ArgumentRules]
+    direct: dict[str, str]
+    """Tool name -> method name of the tools a synchronous step calls itself (``_direct_methods``)."""
+    fixed: bool
+    prompt: str | None = None
+
+
+def _direct_methods(env: ToolDispatch) -> dict[str, str]:
+    """Tool name -> method name of the declared tools whose call through the base ``call_tool`` is just the method
+    call (synchronous, no ``Literal`` argument to check), so a step makes it without ``call_tool``'s lookups
+    (``RubricEnv._advance``; kept beside ``call_tool``, whose body it stands for).
+    Empty when the env runs its calls its own way (its own ``call_tool`` or ``_bound``)."""
+    cls = type(env)
+    if cls.call_tool is not ToolDispatch.call_tool or cls._bound is not ToolDispatch._bound or "call_tool" in vars(env):
+        return {}
+    return {name: b.method for name, b in declared_tools(cls).items() if not b.is_async and not b.enums}

@@ -17,7 +17,6 @@ import contextlib
 import uuid
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -25,9 +24,8 @@ import gymnasium
 import numpy as np
 
 from rubricgym.core.declarations import EnvDeclarations
-from rubricgym.core.dispatch import ToolDispatch
+from rubricgym.core.dispatch import ToolDispatch, _direct_methods, _Tooling
 from rubricgym.core.parsing import (
-    ArgumentRules,
     argument_rules,
     call_error,
     clean_call,
@@ -47,7 +45,6 @@ from rubricgym.core.types import (
     Step,
     Task,
     ToolCall,
-    ToolSpec,
     Trajectory,
 )
 
@@ -422,7 +419,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
 
 
-_Pending = tuple[float, "_Tooling", str, ToolCall | None, ToolCall | None, str | None, bool]
+_Pending = tuple[float, _Tooling, str, ToolCall | None, ToolCall | None, str | None, bool]
 """A parsed action waiting for its tool's output: (start time, the step's tools, text, the valid call to run or
 ``None``, the call the agent sent (recorded even when invalid), parse error, structured). A plain tuple: one is built
 per step, and a tuple costs a tenth of a dataclass instance."""
@@ -444,29 +441,6 @@ def _action_fields(action: Action | str | Message) -> dict[str, Any]:
 
 def _tool_error(call: ToolCall, e: ToolError) -> ToolOutput:
     return ToolOutput(text=f"Error from {call.name}: {e}", error=str(e))
-
-
-@dataclass(slots=True)
-class _Tooling:
-    """The tools of the moment, their validation rules and the system prompt built from them; ``fixed`` when they
-    are the class's declared tools (the base ``tools()``), which never change."""
-
-    tools: list[ToolSpec]
-    rules: dict[str, ArgumentRules]
-    direct: dict[str, str]
-    """Tool name -> method name of the tools a synchronous step calls itself (``_direct_methods``)."""
-    fixed: bool
-    prompt: str | None = None
-
-
-def _direct_methods(env: RubricEnv) -> dict[str, str]:
-    """Tool name -> method name of the declared tools whose call through the base ``call_tool`` is just the method
-    call (synchronous, no ``Literal`` argument to check), so a step makes it without ``call_tool``'s lookups.
-    Empty when the env runs its calls its own way (its own ``call_tool`` or ``_bound``)."""
-    cls = type(env)
-    if cls.call_tool is not ToolDispatch.call_tool or cls._bound is not ToolDispatch._bound or "call_tool" in vars(env):
-        return {}
-    return {name: b.method for name, b in declared_tools(cls).items() if not b.is_async and not b.enums}
 
 
 def _split_key(split: str) -> int:
