@@ -13,6 +13,7 @@ battery (no reward for reading ``info``, shotgun answers, wrong answers or leavi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -104,7 +105,7 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     if not rows[-1][1]:
         return CheckReport(env_id, rows)
     rows.append(_run("gymnasium check_env", lambda: _gym_check(env_spec)))
-    rows.append(_run("tool schemas", lambda: _closing(env_spec.make(), _tool_schemas)))
+    rows.append(_run("tool schemas", lambda: _tool_schemas(env_spec)))
     rows.append(_run(f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)))
     rows.append(_run("hostile argument values in every tool", lambda: _fuzz_arguments(env_spec)))
     rows.append(_run("distinct task ids", lambda: _task_ids(env_spec, seed)))
@@ -162,40 +163,35 @@ def _gym_check(env_spec: EnvSpec) -> str:
     return "passed"
 
 
-def _closing(env: RubricEnv, fn: Callable[[RubricEnv], str]) -> str:
-    """``fn(env)``, then ``env`` closed (its sandbox, page or backend released now, not at garbage collection)."""
-    try:
-        return fn(env)
-    finally:
-        env.close()
-
-
-def _tool_schemas(env: RubricEnv) -> str:
-    env.reset(seed=0)
-    tools = env.tools()
-    if not tools:
-        raise AssertionError("the env declares no tools; an LLM env needs at least one (e.g. `answer`)")
-    names = [t.name for t in tools]
-    if len(set(names)) != len(names):
-        raise AssertionError(f"duplicate tool names: {names}")
-    for t in tools:
-        Draft202012Validator.check_schema(t.parameters)
-        if t.parameters.get("type") != "object":
-            raise AssertionError(f"tool {t.name!r}: parameters must be a JSON schema of type 'object'")
-        missing = set(t.parameters.get("required", [])) - set(t.parameters.get("properties", {}))
-        if missing:
-            raise AssertionError(f"tool {t.name!r}: required {sorted(missing)} not among properties")
-        if not t.description.strip():
-            raise AssertionError(f"tool {t.name!r} has no description; models need one to use it")
-        undocumented = [k for k, v in t.parameters.get("properties", {}).items() if not str(v.get("description", ""))]
-        if undocumented:
-            first = undocumented[0]
-            raise AssertionError(
-                f"tool {t.name!r}: argument(s) {undocumented} have no description, so a model must guess what to "
-                f"pass; document each under Args: in the tool's docstring, e.g.\n    Args:\n        {first}: what "
-                f"it is, with an example"
-            )
-    return f"{len(tools)} tools: {', '.join(names)}"
+def _tool_schemas(env_spec: EnvSpec) -> str:
+    with contextlib.closing(env_spec.make()) as env:
+        env.reset(seed=0)
+        tools = env.tools()
+        if not tools:
+            raise AssertionError("the env declares no tools; an LLM env needs at least one (e.g. `answer`)")
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise AssertionError(f"duplicate tool names: {names}")
+        for t in tools:
+            Draft202012Validator.check_schema(t.parameters)
+            if t.parameters.get("type") != "object":
+                raise AssertionError(f"tool {t.name!r}: parameters must be a JSON schema of type 'object'")
+            missing = set(t.parameters.get("required", [])) - set(t.parameters.get("properties", {}))
+            if missing:
+                raise AssertionError(f"tool {t.name!r}: required {sorted(missing)} not among properties")
+            if not t.description.strip():
+                raise AssertionError(f"tool {t.name!r} has no description; models need one to use it")
+            undocumented = [
+                k for k, v in t.parameters.get("properties", {}).items() if not str(v.get("description", ""))
+            ]
+            if undocumented:
+                first = undocumented[0]
+                raise AssertionError(
+                    f"tool {t.name!r}: argument(s) {undocumented} have no description, so a model must guess what to "
+                    f"pass; document each under Args: in the tool's docstring, e.g.\n    Args:\n        {first}: what "
+                    f"it is, with an example"
+                )
+        return f"{len(tools)} tools: {', '.join(names)}"
 
 
 def _fuzz(env_spec: EnvSpec, rng: np.random.Generator, n: int) -> str:
@@ -298,20 +294,17 @@ def _task_ids(env_spec: EnvSpec, seed: int) -> str:
 
 
 def _unicode(env_spec: EnvSpec) -> str:
-    return _closing(env_spec.make(), _unicode_in)
-
-
-def _unicode_in(env: RubricEnv) -> str:
-    env.reset(seed=1)
-    text = "Ünïcödé 中文 — “quotes” 🙂\nnew line\ttab"
-    env.step(text)
-    traj = env.trajectory()
-    back = Trajectory.model_validate_json(traj.model_dump_json())
-    if back != traj:
-        raise AssertionError("the trajectory changed in a JSON round trip")
-    if back.steps[-1].action.text != text:
-        raise AssertionError("non-ASCII action text was not kept verbatim")
-    return "trajectory JSON round trip is lossless"
+    with contextlib.closing(env_spec.make()) as env:  # its sandbox, page or backend released now
+        env.reset(seed=1)
+        text = "Ünïcödé 中文 — “quotes” 🙂\nnew line\ttab"
+        env.step(text)
+        traj = env.trajectory()
+        back = Trajectory.model_validate_json(traj.model_dump_json())
+        if back != traj:
+            raise AssertionError("the trajectory changed in a JSON round trip")
+        if back.steps[-1].action.text != text:
+            raise AssertionError("non-ASCII action text was not kept verbatim")
+        return "trajectory JSON round trip is lossless"
 
 
 def _determinism(env_spec: EnvSpec) -> str:
@@ -329,18 +322,15 @@ def _determinism(env_spec: EnvSpec) -> str:
 
 
 def _truncation(env_spec: EnvSpec) -> str:
-    return _closing(env_spec.make(max_steps=3), _truncation_in)
-
-
-def _truncation_in(env: RubricEnv) -> str:
-    env.reset(seed=0)
-    for i in range(3):
-        _, _, terminated, truncated, _ = env.step("not a tool call")
-        if terminated:
-            raise AssertionError("an invalid action terminated the episode; it should only cost a step")
-        if truncated != (i == 2):
-            raise AssertionError(f"truncated={truncated} after step {i + 1} of max_steps=3")
-    return "truncates exactly at max_steps=3"
+    with contextlib.closing(env_spec.make(max_steps=3)) as env:  # its sandbox, page or backend released now
+        env.reset(seed=0)
+        for i in range(3):
+            _, _, terminated, truncated, _ = env.step("not a tool call")
+            if terminated:
+                raise AssertionError("an invalid action terminated the episode; it should only cost a step")
+            if truncated != (i == 2):
+                raise AssertionError(f"truncated={truncated} after step {i + 1} of max_steps=3")
+        return "truncates exactly at max_steps=3"
 
 
 def _agents_and_checks(env_spec: EnvSpec, seed: int, played: list[Trajectory] | None = None) -> str:
