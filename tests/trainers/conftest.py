@@ -1,9 +1,24 @@
 """Small training configs on the tiny model (``tiny_model_dir``, tests/conftest.py), and what a Ray rollout is."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).parents[2]
+
+
+def torchrun(args: list[str], timeout: int = 300, nproc: int = 2) -> subprocess.CompletedProcess:
+    """``torchrun --standalone`` with ``nproc`` local ranks (1 thread each), repo importable, output captured.
+
+    ``--standalone`` lets the launcher's store bind a free port itself: picking one here and handing it over left
+    a window in which another process could take it (a CI failure with nothing but exit status 1)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), *args]
+    return subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
 
 
 @pytest.fixture

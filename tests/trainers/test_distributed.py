@@ -1,7 +1,5 @@
 """Data-parallel training with 2 gloo processes gives the single-process gradient."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -9,6 +7,7 @@ import pytest
 import torch
 
 from rubricgym.trainers.distributed import shard
+from tests.trainers.conftest import torchrun
 
 HERE = Path(__file__).parent
 
@@ -25,34 +24,9 @@ AGGREGATIONS = ["token-mean", "seq-mean"]
 @pytest.fixture(scope="module")
 def two_rank_gradients(tiny_model_dir, tmp_path_factory) -> dict:
     """Each aggregation's gradient from 2 gloo ranks, all from one torchrun launch (a launch costs ~10 s here)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     out = tmp_path_factory.mktemp("ddp") / "grads.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(port),
-            str(HERE / "ddp_worker.py"),
-            str(tiny_model_dir),
-            ",".join(AGGREGATIONS),
-            str(out),
-        ],
-        check=True,
-        env=env,
-        timeout=300,
-        capture_output=True,
-    )
+    proc = torchrun([str(HERE / "ddp_worker.py"), str(tiny_model_dir), ",".join(AGGREGATIONS), str(out)])
+    assert proc.returncode == 0, proc.stderr[-4000:]
     return torch.load(out)
 
 
@@ -77,39 +51,12 @@ def test_torchrun_rubricgym_train_runs_data_parallel_and_ranks_stop_together(tin
     all_reduce is skipped and both ranks would silently train alone); both ranks run every step in lockstep, rank 0
     writes the checkpoints, rank 1 its own metrics."""
     import json
-    import socket
 
     from rubricgym.trainers.config import dump_config
 
     cfg = tiny_config(tmp_path / "run", steps=3, tasks_per_step=2, time_budget_s=1e9)
     dump_config(cfg, tmp_path / "train.yaml")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(port),
-            "-m",
-            "rubricgym",
-            "train",
-            "--config",
-            str(tmp_path / "train.yaml"),
-            "--no-live",
-        ],
-        env=env,
-        timeout=300,
-        capture_output=True,
-        text=True,
-    )
+    proc = torchrun(["-m", "rubricgym", "train", "--config", str(tmp_path / "train.yaml"), "--no-live"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     main = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     other = [json.loads(line) for line in (tmp_path / "run" / "rank1" / "metrics.jsonl").read_text().splitlines()]

@@ -2,7 +2,6 @@
 (summed, not averaged), LoRA gradients, sampled tokens, and checkpoints that resume across world sizes."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 from rubricgym.trainers.config import ConfigError, ParallelConfig, TrainConfig
+from tests.trainers.conftest import torchrun
 
 HERE = Path(__file__).parent
 
@@ -24,20 +24,6 @@ def test_fsdp_settings_are_refused_under_ddp_and_with_backends_that_need_whole_w
         TrainConfig.model_validate(fsdp | {"generation": {"backend": "vllm"}})
     with pytest.raises((ValueError, ConfigError), match="transformers backend only"):
         TrainConfig.model_validate(fsdp | {"ray": True})
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def torchrun(args: list[str], timeout: int = 420) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
-    return subprocess.run(
-        [*cmd, "--master-port", str(_port()), *args], env=env, timeout=timeout, capture_output=True, text=True
-    )
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from rubricgym.trainers.weight_sync import (
     plan_buckets,
     sync_tensors,
 )
+from tests.trainers.conftest import torchrun
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -154,11 +155,8 @@ def test_a_sharded_fsdp2_learner_sends_whole_weights(tiny_model_dir, tmp_path):
     """2 FSDP2 ranks (torchrun, gloo): rank 0 sends, gathering each shard whole in step with rank 1."""
     address = _address()
     worker = start_worker("plain", address, tiny_model_dir, tmp_path / "worker.pt")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
-    run = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
-    run += ["--master-port", _address().rsplit(":", 1)[1], str(HERE / "sync_worker.py"), "fsdp", address]
-    learner = subprocess.run(
-        [*run, str(tiny_model_dir), str(tmp_path / "learner.pt")], env=env, capture_output=True, text=True, timeout=300
+    learner = torchrun(
+        [str(HERE / "sync_worker.py"), "fsdp", address, str(tiny_model_dir), str(tmp_path / "learner.pt")]
     )
     assert learner.returncode == 0, learner.stderr[-4000:]
     log, _ = worker.communicate(timeout=60)
