@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from rubricgym.envs.gui import spares
 from rubricgym.envs.gui.pool import BrowserPool
 
 REF = re.compile(r"\[ref=(e\d+)\]")
@@ -114,7 +115,7 @@ class Session:
         self.recoveries = 0
         self.recycled = 0
         self.origin = self.site.origin
-        self._url = ""  # the URL the episode's page was opened at (the key of its spares)
+        self.opened_url = ""  # the URL the episode's page was opened at (the key of its spares)
         self._finished: list[tuple[Any, str]] = []  # earlier episodes' pages (and origins) still to close
 
     @property
@@ -161,24 +162,20 @@ class Session:
 
     # ---- file-served sites: a fresh page and origin per episode, opened ahead when the pool can --------------
 
-    @property
-    def spare_key(self) -> tuple[str, str, str, tuple[int, int]]:
-        return (self.site.origin, str(self.site.root), self._url, self.viewport)
-
     async def _open_shared(self, url: str) -> None:
         self._retire_pages()  # a previous open whose episode never called settle()
         if self.page is not None:
             self.pool.owners.pop(self.page, None)  # from now on every request of the old page is refused
             self._finished.append((self.page, self.origin))
         self.page = None
-        self._url = url
-        spare = await self._take_spare() if self.pool.spare_pages else None
+        self.opened_url = url
+        spare = await spares.take(self) if self.pool.spare_pages else None
         if spare is not None:
-            self._adopt(spare)
+            spares.adopt(self, spare)
             return
-        await self._open_fresh(url)
+        await self.open_fresh(url)
 
-    async def _open_fresh(self, url: str) -> Session:
+    async def open_fresh(self, url: str) -> Session:
         """A new page on a new private origin of the shared context, at ``url``."""
         await self.pool.browser()
         self.generation = self.pool.generation
@@ -200,40 +197,6 @@ class Session:
             and browser.is_connected()
         )
 
-    async def _take_spare(self) -> Session | None:
-        """A spare opened ahead at this URL (waiting for one being opened), or ``None``."""
-        pool, key = self.pool, self.spare_key
-        ready = pool.spares.get(key, [])
-        while ready:
-            spare = ready.pop()
-            if spare.alive():
-                pool.spare_hits += 1
-                return spare
-            pool.background(spare.close())
-        warming = pool.warming.get(key, [])
-        if warming:  # claimed: it no longer goes to the ready list when it is done
-            task = warming.pop(0)
-            await asyncio.wait([task])  # a relaunch may cancel it, which must not cancel this open
-            spare = None if task.cancelled() or task.exception() is not None else task.result()
-            if spare is not None and spare.alive():
-                pool.spare_hits += 1
-                return spare
-        pool.spare_misses += 1
-        return None
-
-    def _adopt(self, spare: Session) -> None:
-        """Take over ``spare``'s page: its origin is one no episode has used, its history holds only ``url``."""
-        page = spare.page
-        self.context, self.page, self.origin, self.generation = spare.context, page, spare.origin, spare.generation
-        spare.page = spare.context = None
-        self.refs, self.seen_refs = set(), set()
-        self.crashed = False
-        self.blocked.extend(spare.blocked)  # what the page asked for while it loaded was refused all the same
-        page.remove_listener("crash", spare._on_crash)
-        page.on("crash", self._on_crash)
-        page.set_default_timeout(self.action_timeout * 1000)
-        self.pool.owners[page] = self
-
     def _retire_pages(self) -> None:
         """Close finished episodes' pages in the background; their origins are never used again."""
         finished, self._finished = self._finished, []
@@ -243,31 +206,12 @@ class Session:
 
     def settle(self, open_ahead: bool = True) -> None:
         """Work an episode start leaves for later (pool loop; call it once the first observation is read): close the
-        last episode's page and, with ``open_ahead``, open a spare for the next episode at this session's URL. Keeps
-        at most ``pool.spare_pages`` spares, dropping the least recently used URLs' first. Only for pages whose
-        start does not depend on when they were loaded (a spare may wait minutes before an episode adopts it)."""
+        last episode's page and, with ``open_ahead``, open a spare for the next episode at this session's URL (see
+        ``spares.open_ahead``). Only for pages whose start does not depend on when they were loaded (a spare may
+        wait minutes before an episode adopts it)."""
         self._retire_pages()
-        pool = self.pool
-        if not open_ahead or not self.shared or pool.spare_pages <= 0 or not self._url or not self.alive():
-            return
-        key = self.spare_key
-        pool.spares[key] = pool.spares.pop(key, [])  # the most recently used URL goes last
-        if len(pool.spares[key]) + len(pool.warming.get(key, [])) >= pool.spare_pages:
-            return
-        held = sum(map(len, pool.spares.values())) + sum(map(len, pool.warming.values()))
-        for other in list(pool.spares):  # oldest keys first (dicts keep insertion order)
-            while held >= pool.spare_pages and other != key and pool.spares[other]:
-                pool.background(pool.spares[other].pop(0).close())
-                held -= 1
-            if not pool.spares[other]:
-                del pool.spares[other]
-        if held >= pool.spare_pages:
-            return
-        spare = Session(pool, self.site, action_timeout=self.action_timeout, viewport=self.viewport)
-        spare._url = self._url
-        task = asyncio.ensure_future(spare._open_fresh(self._url))
-        pool.warming.setdefault(key, []).append(task)
-        task.add_done_callback(lambda t: _warmed(pool, key, t))
+        if open_ahead and self.shared and self.pool.spare_pages > 0 and self.opened_url and self.alive():
+            spares.open_ahead(self)
 
     async def _new_page(self) -> Any:
         """A page with a fresh history (so go_back never reaches another episode's pages)."""
@@ -278,7 +222,7 @@ class Session:
         await page.set_viewport_size(dict(zip(("width", "height"), self.viewport, strict=True)))
         page.set_default_timeout(self.action_timeout * 1000)
         self.crashed = False
-        page.on("crash", self._on_crash)
+        page.on("crash", self.on_crash)
         page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
         return page
 
@@ -336,7 +280,7 @@ class Session:
         else:
             ws.connect_to_server()
 
-    def _on_crash(self, page: Any) -> None:
+    def on_crash(self, page: Any) -> None:
         self.crashed = True
 
     async def ensure(self) -> None:
@@ -504,23 +448,6 @@ async def _retire(page: Any, origin: str) -> None:
     with contextlib.suppress(Exception):  # the browser may be gone or relaunched
         await asyncio.wait_for(page.close(), 5)
         await page.context.clear_cookies(domain=urlsplit(origin).hostname)
-
-
-def _warmed(pool: BrowserPool, key: Any, task: asyncio.Task[Session]) -> None:
-    """A spare finished opening: ready for the next episode at its URL, unless an episode already claimed it."""
-    waiting = pool.warming.get(key, [])
-    if task not in waiting:
-        return  # claimed (the claimer reads its result) or dropped by a relaunch
-    waiting.remove(task)
-    if not waiting:
-        pool.warming.pop(key, None)
-    if task.cancelled() or task.exception() is not None:
-        return
-    spare = task.result()
-    if spare.alive():
-        pool.spares.setdefault(key, []).append(spare)
-    else:
-        pool.background(spare.close())
 
 
 def _first_line(e: Exception) -> str:
