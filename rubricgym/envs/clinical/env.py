@@ -32,7 +32,7 @@ from rubricgym.envs.clinical.case import (
     generate_case,
     specialty_of,
 )
-from rubricgym.envs.clinical.cases import fixed_results, load_cases, scoring_facts
+from rubricgym.envs.clinical.cases import fixed_results, load_cases
 from rubricgym.envs.clinical.diagnosis import (
     cited_exams,
     considered_conditions,
@@ -54,19 +54,14 @@ from rubricgym.envs.clinical.patient import (
 from rubricgym.envs.clinical.records import RECORDS, Ask, Diagnose, Examine, Order
 from rubricgym.envs.clinical.rewards import diaggym_reward
 from rubricgym.envs.clinical.schema import KnowledgeBase
-from rubricgym.envs.clinical.visibility import SECRET_CASE_FIELDS, article, case_secrets, has_overlay, opaque_id
+from rubricgym.envs.clinical.task import case_task, reasoning_judged
+from rubricgym.envs.clinical.visibility import case_secrets, has_overlay
 
 ENV_ID = "clinical-v0"
 GUIDE = """
 You are the physician. Take a focused history (ask), examine the relevant systems (examine), order exams one at a
 time with your current working diagnosis and why (order), then commit (diagnose) with your reasoning and the
 differential you considered. Exams cost money and some carry risk: order what the case calls for."""
-REASONING_JUDGE = (
-    "Read the results and findings the agent obtained and its final diagnosis with its reasoning. Met if the "
-    "reasoning only relies on results and findings that were actually obtained, accounts for the abnormal ones, "
-    "and the diagnosis follows from them; unmet if it cites results never obtained, ignores a result that "
-    "contradicts the diagnosis, or gives no reasoning."
-)
 STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
 
 
@@ -177,12 +172,7 @@ class ClinicalEnv(RubricEnv):
         Use it with an ``LLMJudge`` in the ``ProcessRewardModel``; the default rubric keeps the check (the
         programmatic fallback, which only sees which results the reasoning cites).
         """
-        rubric = cls.default_rubric().model_dump(exclude_none=True)
-        for c in rubric["criteria"]:
-            if c["id"] == "reasoning":
-                c.pop("check")
-                c["judge"] = REASONING_JUDGE
-        return rubric
+        return reasoning_judged(cls.default_rubric())
 
     # ---- tasks ------------------------------------------------------------------------------------------
 
@@ -209,42 +199,8 @@ class ClinicalEnv(RubricEnv):
         return self.task_for(case, split)
 
     def task_for(self, case: CaseRecord, split: str = "train") -> Task:
-        """The task of one case (synthetic or real)."""
-        p = case.profile
-        prompt = (
-            f"{article(p.age)} {p.describe()} presents with {case.complaint}. You have at most {self.max_steps} "
-            "turns; commit to a diagnosis with the diagnose tool before they run out."
-        )
-        record = case.model_dump(exclude_defaults=True)
-        params: dict[str, Any] = {"case": {k: v for k, v in record.items() if k not in SECRET_CASE_FIELDS}}
-        if self.kb_path:
-            params["kb"] = self.kb_path
-        if self.overlay_path:
-            params["kb_overlay"] = self.overlay_path
-        hidden = scoring_facts(self.kb, case)
-        hidden["case_id"] = case.id
-        hidden["case_record"] = {k: v for k, v in record.items() if k in SECRET_CASE_FIELDS}
-        return Task(
-            id=opaque_id(case.id),
-            env_id=self.env_id,
-            split=split,
-            prompt=prompt,
-            params=params,
-            hidden=hidden,
-            rubric=self._task_rubric(case),
-        )
-
-    def _task_rubric(self, case: CaseRecord) -> dict[str, Any] | None:
-        """The default rubric plus the case's free-text physician items as LLM-judged criteria (None if none)."""
-        judged = [r for r in case.rubric if r.kind == "judge"]
-        if not judged:
-            return None
-        rubric = self.default_rubric().model_dump(exclude_none=True)
-        rubric["id"] = f"{rubric['id']}+{case.id}"
-        rubric["criteria"] += [
-            {"id": f"case_item_{i}", "text": r.text, "weight": r.weight, "judge": r.text} for i, r in enumerate(judged)
-        ]
-        return rubric
+        """The task of one case (synthetic or real): ``task.case_task``."""
+        return case_task(self, case, split)
 
     def guidance(self, task: Task, level: int) -> str | None:
         """Level 1: the specialty and the organ system of the diagnosis ("Think as a specialist in pulmonology
