@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from rubricgym.agents.kvreuse import Entry, KVStore
 from rubricgym.agents.packed import PackedLinears
 
 
@@ -99,14 +100,17 @@ def sample(
     generator: torch.Generator | None = None,
     share_prefix: bool = True,
     packed: PackedLinears | None = None,
+    kv_store: KVStore | None = None,
 ) -> list[Sampled]:
     """Sample a completion for every prompt; ``is_end(row, tokens_so_far)`` says whether row ``row`` is done.
 
     ``temperature == 0`` decodes greedily. ``share_prefix=False`` prefills every row's whole prompt
     (left-padded, the reference path the shared one is tested against). ``packed`` runs the model's linear layers
-    on oneDNN-prepacked weights (CPU only; ``agents/packed.py``).
+    on oneDNN-prepacked weights (CPU only; ``agents/packed.py``). ``kv_store`` starts each row from the stored
+    keys and values of the earlier row sharing its longest prefix and stores every finished row
+    (``agents/kvreuse.py``); rows with no stored prefix longer than the prompts' common one prefill as without it.
     """
-    from rubricgym.agents.kvcache import preallocated_cache
+    from rubricgym.agents.kvcache import PreallocatedLayer, preallocated_cache
 
     head = lm.get_output_embeddings()
     routed = packed.applied(lm, skip=(head,)) if packed is not None else contextlib.nullcontext()
@@ -118,7 +122,13 @@ def sample(
         row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
         prefix = common_prefix_len(uniq) if share_prefix else 0
         prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
-        cache = preallocated_cache(lm.config, max(len(p) for p in prompts) + max_new_tokens)
+        hits = _reuse_plan(kv_store, lm, uniq, prefix)
+        span = max((used for _, used in hits), default=prefix)  # positions before the suffixes
+        starts = [used for _, used in hits] if hits else [prefix] * len(uniq)
+        width = max(len(u) - n for u, n in zip(uniq, starts, strict=True))
+        cache = preallocated_cache(lm.config, span + width + max_new_tokens)
+        if not all(isinstance(layer, PreallocatedLayer) for layer in cache.layers):
+            kv_store = None  # sliding-window or linear-attention layers: nothing to store or reuse
         body = getattr(lm, lm.base_model_prefix)
         bias = getattr(head, "bias", None)
         weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
@@ -131,19 +141,24 @@ def sample(
                     return packs.linear(hidden, head.weight, bias)
                 return torch.nn.functional.linear(hidden, weight, bias)
 
-        if prefix > 0:
+        if hits:
+            _load_stored(cache, hits, span)
+        elif prefix > 0:
             ids = torch.tensor([list(uniq[0][:prefix])], device=device)
             body(input_ids=ids, past_key_values=cache, use_cache=True)
             if len(uniq) > 1:
                 cache.batch_repeat_interleave(len(uniq))
-        suffixes = [list(u[prefix:]) for u in uniq]
-        width = max(len(s) for s in suffixes)
+        suffixes = [list(u[n:]) for u, n in zip(uniq, starts, strict=True)]
         pad = [width - len(s) for s in suffixes]
         ids = torch.tensor([[pad_id] * p + s for p, s in zip(pad, suffixes, strict=True)], device=device)
         mask = torch.tensor(
-            [[1] * prefix + [0] * p + [1] * len(s) for p, s in zip(pad, suffixes, strict=True)], device=device
+            [
+                [0] * (span - n) + [1] * n + [0] * p + [1] * len(s)
+                for n, p, s in zip(starts, pad, suffixes, strict=True)
+            ],
+            device=device,
         )
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, prefix:]
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, span:]
         logits = last_logits(input_ids=ids, attention_mask=mask, position_ids=pos)
         if share_prefix:
             cache.batch_select_indices(row_of)
@@ -162,7 +177,12 @@ def sample(
                 res.logprobs.append(lp)
                 if not is_end(r, res.tokens):
                     keep.append(j)
-            if not keep or len(results[int(active[0])].tokens) >= max_new_tokens:
+            done = not keep or len(results[int(active[0])].tokens) >= max_new_tokens
+            if kv_store is not None:
+                ended = set(range(len(active))) if done else set(range(len(active))) - set(keep)
+                for j in sorted(ended):
+                    _store_row(kv_store, cache, prompts, results, int(active[j]), j, mask[j])
+            if done:
                 break
             if len(keep) < len(active):  # drop the finished rows from the batch and the cache
                 idx = torch.tensor(keep, device=device)
@@ -172,3 +192,58 @@ def sample(
             logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
             next_pos = next_pos + 1
         return results
+
+
+def _reuse_plan(
+    store: KVStore | None, lm: Any, uniq: list[tuple[int, ...]], prefix: int
+) -> list[tuple[Entry | None, int]]:
+    """Per unique prompt, the stored entry to start from and how many of its positions; ``[]`` where that would
+    prefill no fewer positions than prefilling the prompts' common prefix once, or where the model's cache is not
+    made of full-attention layers only."""
+    from rubricgym.agents.kvcache import PreallocatedLayer, preallocated_cache
+
+    if store is None or not all(isinstance(x, PreallocatedLayer) for x in preallocated_cache(lm.config, 1).layers):
+        return []
+    store.valid_for(lm)
+    hits = [store.lookup(u) for u in uniq]
+    if sum(len(u) - n for u, (_, n) in zip(uniq, hits, strict=True)) >= prefix + sum(len(u) - prefix for u in uniq):
+        return []  # prefilling the common prefix once costs no more
+    store.hits += sum(n > 0 for _, n in hits)
+    store.reused_tokens += sum(n for _, n in hits)
+    return hits
+
+
+def _load_stored(cache: Any, hits: list[tuple[Entry | None, int]], span: int) -> None:
+    """Fill a fresh cache with each row's stored keys and values, right-aligned in ``span`` positions (row u's
+    ``hits[u][1]`` reused positions, zeros masked out before them)."""
+    ref = next(e for e, n in hits if e is not None and n > 0)
+    for i, layer in enumerate(cache.layers):
+        heads, dim = ref.keys[i].shape[0], ref.keys[i].shape[-1]
+        k = ref.keys[i].new_zeros((len(hits), heads, span, dim))
+        v = ref.values[i].new_zeros((len(hits), heads, span, dim))
+        for u, (entry, n) in enumerate(hits):
+            if entry is not None and n > 0:
+                k[u, :, span - n :] = entry.keys[i][:, :n]
+                v[u, :, span - n :] = entry.values[i][:, :n]
+        layer.update(k, v)
+
+
+def _store_row(
+    store: KVStore,
+    cache: Any,
+    prompts: Sequence[Sequence[int]],
+    results: list[Sampled],
+    row: int,
+    j: int,
+    mask: torch.Tensor,
+) -> None:
+    """Store row ``row`` (batch position ``j``): its prompt and completion but the last token, which was never fed."""
+    tokens = [*prompts[row], *results[row].tokens[:-1]]
+    keep = mask.bool()
+    if int(keep.sum()) != len(tokens):
+        return  # a layout this function does not know: store nothing rather than keys at the wrong positions
+    store.store(
+        tokens,
+        [layer.keys[j][:, keep].clone() for layer in cache.layers],
+        [layer.values[j][:, keep].clone() for layer in cache.layers],
+    )

@@ -10,6 +10,9 @@ what was generated. A seeded agent seeds each batch from its first request, so s
 ``torch.autocast(bfloat16)`` (faster on CPUs with AVX512-BF16/AMX; sampled log-probs are then bf16-accurate).
 ``packed_weights`` (default on) samples on CPU with oneDNN-prepacked copies of the linear weights, same
 precision, ~2x faster decoding (``rubricgym/agents/packed.py``); ``release_packed`` frees them.
+``kv_reuse_tokens`` (default 0: off) keeps up to that many positions of finished rows' keys and values, so the
+next turn of an episode prefills only its new tokens (``rubricgym/agents/kvreuse.py``); ``release_packed`` drops
+them too, since an update makes them stale.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class _Shared:
     pending: list[_Request] = field(default_factory=list)
     worker: asyncio.Task[None] | None = None
     packed: Any = None  # PackedLinears, made with the model (torch is imported lazily)
+    kv: Any = None  # KVStore when kv_reuse_tokens > 0, made with the model
 
 
 def chat_dicts(messages: list[Message]) -> list[dict[str, str]]:
@@ -111,11 +115,12 @@ class LocalAgent(BaseAgent):
         device: str = "cpu",
         packed_weights: bool = True,
         response_prefix: str = "",
+        kv_reuse_tokens: int = 0,
     ):
-        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1 or kv_reuse_tokens < 0:
             raise ValueError(
-                "need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1 and max_batch >= 1; "
-                f"got {temperature}, {top_p}, {max_new_tokens}, {max_batch}"
+                "need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1, max_batch >= 1 and kv_reuse_tokens "
+                f">= 0; got {temperature}, {top_p}, {max_new_tokens}, {max_batch}, {kv_reuse_tokens}"
             )
         self.model = model
         self.params = GenParams(temperature, top_p, max_new_tokens)
@@ -129,6 +134,7 @@ class LocalAgent(BaseAgent):
         self.device = device
         self.packed_weights = packed_weights
         self.response_prefix = response_prefix
+        self.kv_reuse_tokens = kv_reuse_tokens
         self.turns: list[Turn] = []
         self._shared = _Shared()
 
@@ -161,8 +167,14 @@ class LocalAgent(BaseAgent):
                 from rubricgym.agents.packed import PackedLinears
 
                 self._shared.packed = PackedLinears()
+                self._shared.kv = self._kv_store()
                 self._shared.tokenizer, self._shared.model = tok, lm
         return self
+
+    def _kv_store(self) -> Any:
+        from rubricgym.agents.kvreuse import KVStore
+
+        return KVStore(self.kv_reuse_tokens) if self.kv_reuse_tokens else None
 
     def with_model(self, lm: Any) -> LocalAgent:
         """An agent with these settings that samples from ``lm`` (a copy of this one's network, say) with its own
@@ -174,6 +186,7 @@ class LocalAgent(BaseAgent):
         from rubricgym.agents.packed import PackedLinears
 
         other._shared.packed = PackedLinears()
+        other._shared.kv = other._kv_store()
         return other
 
     @property
@@ -186,9 +199,12 @@ class LocalAgent(BaseAgent):
         return self.load()._shared.tokenizer
 
     def release_packed(self) -> None:
-        """Free the sampler's packed weights: an update makes them stale, and needs the memory meanwhile."""
+        """Free the sampler's packed weights and stored keys and values: an update makes them stale, and needs the
+        memory meanwhile."""
         if self._shared.packed is not None:
             self._shared.packed.clear()
+        if self._shared.kv is not None:
+            self._shared.kv.clear()
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The chat template applied to ``messages`` with the assistant turn opened."""
@@ -291,6 +307,7 @@ class LocalAgent(BaseAgent):
                 generator=gen,
                 share_prefix=self.share_prefix,
                 packed=shared.packed if self.packed_weights else None,
+                kv_store=shared.kv,
             )
         turns = []
         for prompt, row in zip(prompts, rows, strict=True):

@@ -97,6 +97,7 @@ class RolloutWorker:
 
     def set_weights(self, state: dict[str, Any]) -> bool:
         self.policy.lm.load_state_dict(state, strict=False)
+        self.policy.release_packed()  # packs and stored keys/values of the old weights
         return True
 
     def join_sync(self, address: str, rank: int, world_size: int, timeout_s: float) -> int:
@@ -241,6 +242,7 @@ class RayBackend:
                 "dtype": model.dtype,
                 "max_batch": g.max_batch,
                 "response_prefix": g.response_prefix,
+                "kv_reuse_tokens": g.kv_reuse_tokens,
             },
             env.id,
             env.kwargs,

@@ -128,6 +128,7 @@ class StepTrainer:
             bf16_autocast=cfg.model.bf16_autocast,
             device=device,
             packed_weights=cfg.model.packed_weights,
+            kv_reuse_tokens=g.kv_reuse_tokens,
         )
         self.model = self.policy.lm  # the network the sampler holds: LoRA adapters are injected into it in place
         self.tokenizer = self.policy.tokenizer
