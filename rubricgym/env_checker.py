@@ -387,7 +387,8 @@ def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
 
 
 def _gaming(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
-    """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria)."""
+    """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria;
+    up to ``audit_totals``'s default 4 episodes in flight, each in its own env)."""
     report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
     if not report.criteria:
         return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"

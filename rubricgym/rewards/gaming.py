@@ -16,19 +16,22 @@ known-good mean falls below ``good_min`` (default 0.9). ``rubricgym audit-judge`
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import Field
 
 from rubricgym.core.agent import BaseAgent
+from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.core.rollout import rollout, rollout_many
 from rubricgym.core.rubric import Rubric, RubricError, load_rubric
 from rubricgym.core.types import Message, Outcome, Task, ToolSpec, Trajectory, Wire
 from rubricgym.rewards.audit import MASTER_KEYS, MasterKey, response_trajectory
 from rubricgym.rewards.judges import CheckJudge, Judge
+from rubricgym.rewards.leaks import EnvLease, in_order
 from rubricgym.rewards.prm import ProcessRewardModel
 
 TERMINAL_TOOLS = ("submit", "answer", "final_answer", "finish", "done", "diagnose", "stop")
@@ -159,11 +162,14 @@ async def audit_totals(
     master_keys: dict[str, MasterKey] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     good: Sequence[Trajectory] | None = None,
+    concurrency: int = 4,
 ) -> TotalsReport:
     """Mean totals of master keys, do-nothing probes and the known-good agent on ``n_tasks`` test tasks.
 
     ``rubric`` defaults to the env's default rubric (what training uses); ``judges`` to ``[CheckJudge()]``;
-    ``good`` reuses the known-good agent's trajectories of these tasks instead of rolling them out again.
+    ``good`` reuses the known-good agent's trajectories of these tasks instead of rolling them out again. At most
+    ``concurrency`` give-up (or known-good) episodes are in flight, each in its own env (``leaks.EnvLease``); the
+    report is the same as for episodes played one by one. Every env the audit makes is closed.
     """
     cls = spec(env_id).load()
     judges = list(judges) if judges else [CheckJudge()]
@@ -171,7 +177,8 @@ async def audit_totals(
     scored, skipped = judgeable(full, judges)
     prm = ProcessRewardModel(scored, judges)
     kw = env_kwargs or {}
-    tasks = make(env_id, **kw).task_set(n_tasks, seed=seed, split="test")
+    with contextlib.closing(make(env_id, **kw)) as env:
+        tasks = env.task_set(n_tasks, seed=seed, split="test")
     report = TotalsReport(
         env_id=env_id,
         rubric_id=full.id,
@@ -195,17 +202,32 @@ async def audit_totals(
             [response_trajectory(t, make_key(t, full), agent=f"master-key:{name}") for t in tasks]
         )
     report.do_nothing["empty"] = await totals([empty_trajectory(t) for t in tasks])
-    give_up = []
-    for i, t in enumerate(tasks):
-        env = make(env_id, **{**kw, "max_steps": 3})
-        try:
-            give_up.append(await rollout(env, GiveUpAgent(), t, seed=seed + i))
-        finally:
-            env.close()
-    report.do_nothing["give_up"] = await totals(give_up)
+    report.do_nothing["give_up"] = await totals(
+        await _give_up(lambda: make(env_id, **{**kw, "max_steps": 3}), tasks, seed, concurrency)
+    )
     agents = cls.agents()
     if good_agent and (good is not None or good_agent in agents):
         if good is None:
-            good = (await rollout_many(env_id, agents[good_agent](), tasks, progress=False, env_kwargs=kw)).trajectories
+            played = await rollout_many(
+                env_id, agents[good_agent](), tasks, concurrency=concurrency, progress=False, env_kwargs=kw
+            )
+            good = played.trajectories
         report.good_agent, report.good = good_agent, await totals([t.model_copy(deep=True) for t in good])
     return report
+
+
+async def _give_up(
+    factory: Callable[[], RubricEnv], tasks: Sequence[Task], seed: int, concurrency: int
+) -> list[Trajectory]:
+    """The give-up probe's episodes of ``tasks`` (task ``i`` seeded ``seed + i``), at most ``concurrency`` in flight."""
+    lease = EnvLease(factory, concurrency)
+
+    async def episode(i: int, task: Task) -> Trajectory:
+        async with lease.env() as env:
+            return await rollout(env, GiveUpAgent(), task, seed=seed + i)
+
+    jobs = [lambda i=i, task=task: episode(i, task) for i, task in enumerate(tasks)]
+    try:
+        return await in_order(jobs)
+    finally:
+        await lease.aclose()
