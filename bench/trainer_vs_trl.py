@@ -6,10 +6,11 @@ fp32 on CPU with the same thread count (``--bf16``: both sides in bf16 mixed pre
 ``bf16_autocast``, TRL ``bf16=True``), gradient checkpointing off on both sides (TRL's ``GRPOConfig`` turns it
 on by default, which is what made TRL's peak RSS ~1.1 GB lower than ours in earlier runs; ``--checkpointing``
 turns it on for both). Prints tokens/s (prompt + completion tokens processed per second of step
-time, generation included) and peak RSS for both, and the ratios. Target: >= 1.3x TRL's throughput at no more
-memory.
+time, generation included) and peak RSS for both, and the ratios. The sides run ``--repeats`` times each,
+interleaved (ours, TRL, ours, TRL, ...), and the bench prints each side's median with min-max and the ratios of the
+medians. Target: >= 1.5x TRL's tokens/s at <= 0.8x its peak RSS.
 
-    .venv/bin/python bench/trainer_vs_trl.py [--steps 3] [--threads 2] [--bf16]
+    .venv/bin/python bench/trainer_vs_trl.py [--steps 3] [--threads 2] [--bf16] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -165,34 +167,55 @@ def main() -> None:
     ap.add_argument("--side", choices=["ours", "trl"])
     ap.add_argument("--bf16", action="store_true", help="both sides in bf16 mixed precision")
     ap.add_argument("--checkpointing", action="store_true", help="gradient checkpointing on both sides")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs per side (median, min-max)")
     a = ap.parse_args()
     flags = (["--bf16"] if a.bf16 else []) + (["--checkpointing"] if a.checkpointing else [])
     if a.side:
         out = (run_ours if a.side == "ours" else run_trl)(a.steps, a.threads, a.bf16, a.checkpointing)
         print("RESULT " + json.dumps(out), flush=True)
         return
-    results = {}
-    for side in ("ours", "trl"):
-        p = subprocess.run(
-            [sys.executable, __file__, "--side", side, "--steps", str(a.steps), "--threads", str(a.threads)] + flags,
-            capture_output=True,
-            text=True,
-        )
-        line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            sys.exit(f"{side} failed:\n{p.stderr[-3000:]}")
-        results[side] = json.loads(line[7:])
-    o, t = results["ours"], results["trl"]
+    runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+    for r in range(a.repeats):  # ours, trl, ours, trl, ...: drift in the machine's load hits both sides
+        for side in ("ours", "trl"):
+            cmd = [sys.executable, __file__, "--side", side, "--steps", str(a.steps), "--threads", str(a.threads)]
+            p = subprocess.run(cmd + flags, capture_output=True, text=True)
+            line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if line is None:
+                sys.exit(f"{side} failed:\n{p.stderr[-3000:]}")
+            runs[side].append(json.loads(line[7:]))
+            got = runs[side][-1]
+            print(
+                f"run {r + 1} {side:>4}: {got['tokens_per_s']:.1f} tok/s, peak RSS {got['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
     print(
-        f"precision: {'bf16 mixed' if a.bf16 else 'fp32'}, gradient checkpointing "
-        f"{'on' if a.checkpointing else 'off'}, {a.threads} threads, {a.steps} steps (first is warm-up)"
+        f"\nprecision: {'bf16 mixed' if a.bf16 else 'fp32'}, gradient checkpointing "
+        f"{'on' if a.checkpointing else 'off'}, {a.threads} threads, {a.steps} steps (first is warm-up), "
+        f"{a.repeats} interleaved runs per side: median (min-max)"
     )
-    print(f"rubricgym GRPO step: {o['tokens_per_s']:.1f} tok/s, peak RSS {o['peak_rss_mb']:.0f} MB")
-    print(f"TRL GRPOTrainer    : {t['tokens_per_s']:.1f} tok/s, peak RSS {t['peak_rss_mb']:.0f} MB")
+
+    def spread(side: str, key: str, fmt: str) -> str:
+        xs = [x[key] for x in runs[side]]
+        return f"{statistics.median(xs):{fmt}} ({min(xs):{fmt}}-{max(xs):{fmt}})"
+
+    for side, label in (("ours", "rubricgym GRPO step"), ("trl", "TRL GRPOTrainer    ")):
+        tps, rss = spread(side, "tokens_per_s", ".1f"), spread(side, "peak_rss_mb", ".0f")
+        print(f"{label}: {tps} tok/s, peak RSS {rss} MB")
+    speed = [o["tokens_per_s"] / t["tokens_per_s"] for o, t in zip(runs["ours"], runs["trl"], strict=True)]
+    memory = [o["peak_rss_mb"] / t["peak_rss_mb"] for o, t in zip(runs["ours"], runs["trl"], strict=True)]
+    med_speed = statistics.median(x["tokens_per_s"] for x in runs["ours"]) / statistics.median(
+        x["tokens_per_s"] for x in runs["trl"]
+    )
+    med_mem = statistics.median(x["peak_rss_mb"] for x in runs["ours"]) / statistics.median(
+        x["peak_rss_mb"] for x in runs["trl"]
+    )
     print(
-        f"throughput ratio (ours / TRL): {o['tokens_per_s'] / t['tokens_per_s']:.2f}x ; "
-        f"memory ratio: {o['peak_rss_mb'] / t['peak_rss_mb']:.2f}x"
+        f"throughput ratio (ours / TRL), of the medians: {med_speed:.2f}x (per run: "
+        f"{', '.join(f'{x:.2f}' for x in speed)}); memory ratio: {med_mem:.2f}x (per run: "
+        f"{', '.join(f'{x:.2f}' for x in memory)})"
     )
+    met = med_speed >= 1.5 and med_mem <= 0.8
+    print(f"target: >= 1.5x TRL's tokens/s at <= 0.8x its peak RSS: {'met' if met else 'not met'}")
 
 
 if __name__ == "__main__":

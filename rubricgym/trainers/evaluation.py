@@ -45,9 +45,15 @@ class EvalResult(BaseModel):
         )
 
     def line(self) -> str:
+        """Rubric reward and outcome with CIs; the outcome reads as ``solved`` (a share) where every task's outcome
+        is 0 or 1, else as the mean ``outcome reward`` (clinical-v0 gives partial credit: its mean is no solve rate)."""
+        lo, hi = self.success_ci
+        if all(s in (0.0, 1.0) for s in self.success):
+            outcome = f"solved {self.success_mean:.1%} [{lo:.1%}, {hi:.1%}]"
+        else:
+            outcome = f"outcome reward {self.success_mean:.3f} [{lo:.3f}, {hi:.3f}]"
         return (
-            f"{self.tag:>8}: rubric reward {self.mean:.3f} [95% CI {self.ci[0]:.3f}, {self.ci[1]:.3f}]  "
-            f"solved {self.success_mean:.1%} [{self.success_ci[0]:.1%}, {self.success_ci[1]:.1%}]  "
+            f"{self.tag:>8}: rubric reward {self.mean:.3f} [95% CI {self.ci[0]:.3f}, {self.ci[1]:.3f}]  {outcome}  "
             f"({len(self.task_ids)} held-out tasks)"
         )
 
