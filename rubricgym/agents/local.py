@@ -198,13 +198,18 @@ class LocalAgent(BaseAgent):
     def tokenizer(self) -> Any:
         return self.load()._shared.tokenizer
 
+    def forget_kv(self) -> None:
+        """Drop the stored keys and values (``kv_reuse_tokens``): the trainer starts every collection from none,
+        so a step's rollouts never depend on what an earlier collection left (a resumed run replays exactly)."""
+        if self._shared.kv is not None:
+            self._shared.kv.clear()
+
     def release_packed(self) -> None:
         """Free the sampler's packed weights and stored keys and values: an update makes them stale, and needs the
         memory meanwhile."""
         if self._shared.packed is not None:
             self._shared.packed.clear()
-        if self._shared.kv is not None:
-            self._shared.kv.clear()
+        self.forget_kv()
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         """The chat template applied to ``messages`` with the assistant turn opened."""

@@ -39,6 +39,7 @@ class LocalBackend:
         hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         policy = self.policy
+        policy.forget_kv()  # this collection's rollouts depend on nothing an earlier one generated
         autocast = policy.bf16_autocast
         policy.bf16_autocast = autocast and not full_precision  # the episode views copy it when created
         try:

@@ -128,6 +128,7 @@ class RolloutWorker:
         temperature: float | None,
         hints: list[str | None] | None = None,
     ) -> list[WireGroup]:
+        self.policy.forget_kv()  # as LocalBackend.collect: nothing carries over from an earlier call
         groups = asyncio.run(
             play_groups(
                 self.policy,
