@@ -108,7 +108,8 @@ def sample(
     (left-padded, the reference path the shared one is tested against). ``packed`` runs the model's linear layers
     on oneDNN-prepacked weights (CPU only; ``agents/packed.py``). ``kv_store`` starts each row from the stored
     keys and values of the earlier row sharing its longest prefix and stores every finished row
-    (``agents/kvreuse.py``); rows with no stored prefix longer than the prompts' common one prefill as without it.
+    (``agents/kvreuse.py``); a batch for which that would prefill no fewer positions than prefilling the common
+    prefix once is prefilled as without a store.
     """
     from rubricgym.agents.kvcache import PreallocatedLayer, preallocated_cache
 
@@ -244,6 +245,6 @@ def _store_row(
         return  # a layout this function does not know: store nothing rather than keys at the wrong positions
     store.store(
         tokens,
-        [layer.keys[j][:, keep].clone() for layer in cache.layers],
-        [layer.values[j][:, keep].clone() for layer in cache.layers],
+        [layer.keys[j][:, keep] for layer in cache.layers],  # boolean indexing copies: the store owns these
+        [layer.values[j][:, keep] for layer in cache.layers],
     )
