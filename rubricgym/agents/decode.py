@@ -123,13 +123,15 @@ def sample(
         row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
         prefix = common_prefix_len(uniq) if share_prefix else 0
         prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
+        if kv_store is not None and not all(
+            isinstance(layer, PreallocatedLayer) for layer in preallocated_cache(lm.config, 1).layers
+        ):
+            kv_store = None  # sliding-window or linear-attention layers: nothing to store or reuse
         hits = _reuse_plan(kv_store, lm, uniq, prefix)
         span = max((used for _, used in hits), default=prefix)  # positions before the suffixes
         starts = [used for _, used in hits] if hits else [prefix] * len(uniq)
         width = max(len(u) - n for u, n in zip(uniq, starts, strict=True))
         cache = preallocated_cache(lm.config, span + width + max_new_tokens)
-        if not all(isinstance(layer, PreallocatedLayer) for layer in cache.layers):
-            kv_store = None  # sliding-window or linear-attention layers: nothing to store or reuse
         body = getattr(lm, lm.base_model_prefix)
         bias = getattr(head, "bias", None)
         weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
@@ -198,12 +200,9 @@ def sample(
 def _reuse_plan(
     store: KVStore | None, lm: Any, uniq: list[tuple[int, ...]], prefix: int
 ) -> list[tuple[Entry | None, int]]:
-    """Per unique prompt, the stored entry to start from and how many of its positions; ``[]`` where that would
-    prefill no fewer positions than prefilling the prompts' common prefix once, or where the model's cache is not
-    made of full-attention layers only."""
-    from rubricgym.agents.kvcache import PreallocatedLayer, preallocated_cache
-
-    if store is None or not all(isinstance(x, PreallocatedLayer) for x in preallocated_cache(lm.config, 1).layers):
+    """Per unique prompt, the stored entry to start from and how many of its positions; ``[]`` without a store or
+    where that would prefill no fewer positions than prefilling the prompts' common prefix once."""
+    if store is None:
         return []
     store.valid_for(lm)
     hits = [store.lookup(u) for u in uniq]
