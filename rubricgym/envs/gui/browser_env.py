@@ -31,7 +31,8 @@ from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.gui.pool import BrowserPool
 from rubricgym.envs.gui.records import RECORDS, Judged, recorded
 from rubricgym.envs.gui.scope import in_scope, resolve_url
-from rubricgym.envs.gui.session import ActionFailed, Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session
+from rubricgym.envs.gui.site import Site
 
 STAGES = ("navigate", "act", "finish")
 

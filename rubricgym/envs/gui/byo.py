@@ -41,7 +41,8 @@ from rubricgym.envs.gui.judge import (
     state_progress,
     unexpected_changes,
 )
-from rubricgym.envs.gui.session import ActionFailed, Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session
+from rubricgym.envs.gui.site import Site
 
 EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
 FAKE_ORIGIN = "http://{name}.web.rubricgym.test"

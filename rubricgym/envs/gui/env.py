@@ -30,7 +30,8 @@ from rubricgym.envs.gui.judge import (
     state_progress,
     unexpected_changes,
 )
-from rubricgym.envs.gui.session import ActionFailed, Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session
+from rubricgym.envs.gui.site import Site
 from rubricgym.envs.gui.templates import TEMPLATES
 
 APP_ROOT = Path(__file__).with_name("apps")

@@ -9,7 +9,8 @@ import pytest
 
 from rubricgym.envs.gui import pool as pool_module
 from rubricgym.envs.gui.pool import BrowserUnavailable, find_chromium
-from rubricgym.envs.gui.session import ActionFailed, Session, Site
+from rubricgym.envs.gui.session import ActionFailed, Session
+from rubricgym.envs.gui.site import Site
 
 PAGE = """<!doctype html><title>Probe</title>
 <button onclick="document.getElementById('out').textContent = 'clicked'">Go</button>
