@@ -193,6 +193,13 @@ class LossConfig(_Strict):
     entropy_modulation: EntropyModulationConfig | None = None
     """AEM (``trainers/entropy.py``): scale each agent turn's advantage by a weight that falls with the turn's
     mean token entropy relative to its group; None trains without it."""
+    skip_zero_advantage: bool = True
+    """Leave out of the forward and backward every sample whose loss is identically zero: no generated token with a
+    non-zero advantage, while ``beta`` and ``entropy_coef`` are 0 (a group whose rollouts all scored alike). The
+    gradient is the same (the batch's token or sequence count still normalises the loss) and the optimizer still
+    steps; the step's ``entropy``, ``kl`` and ``clip_fraction`` then cover the trained tokens only (none: NaN),
+    ``tokens`` still counts every generated token and ``skipped_samples`` the samples left out. False runs every
+    sample."""
 
 
 class EntropyModulationConfig(_Strict):

@@ -199,6 +199,15 @@ _COUNTED = {
 }
 
 
+def trained_samples(samples: Sequence[Sample], loss: LossConfig) -> list[Sample]:
+    """The samples the update runs (``loss.skip_zero_advantage``): with no KL or entropy term, a sample whose
+    generated tokens all have advantage 0 has a loss of exactly 0 (PPO-clip is ``-A`` times the ratio) and no
+    gradient, so only the others run. The normalizer still counts every sample, so the gradient is unchanged."""
+    if not loss.skip_zero_advantage or loss.beta > 0 or loss.entropy_coef:
+        return list(samples)
+    return [s for s in samples if any(a != 0 for a, m in zip(s.advantages, s.loss_mask, strict=True) if m)]
+
+
 def normalizer(samples: Sequence[Sample], aggregation: str) -> float:
     """The whole batch's denominator across ranks: generated tokens, or sequences with generated tokens."""
     return _all_reduce(float(sum(_COUNTED[aggregation](s) for s in samples)))
@@ -265,6 +274,7 @@ def compute_gradients(
     """
     lo = settings.loss
     norm = normalizer(samples, lo.aggregation)
+    trained = trained_samples(samples, lo)
     keys = (
         "loss",
         "policy_loss",
@@ -285,7 +295,7 @@ def compute_gradients(
     device = next(model.parameters()).device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
     forward = logprobs_of(model)
-    for chunk, b, filler in lockstep_batches(model, samples, settings.optim.micro_batch, pad_id):
+    for chunk, b, filler in lockstep_batches(model, trained, settings.optim.micro_batch, pad_id):
         with autocast:
             logp, entropy = forward(
                 b.input_ids,
@@ -335,7 +345,23 @@ def compute_gradients(
         for k in ("clip_fraction", "is_weight_mean"):
             totals[k] += getattr(stats, k) * stats.tokens
         totals["tokens"] += stats.tokens
-    return _means(totals, known, guided_min)
+    means = _means(totals, known, guided_min)
+    if lo.skip_zero_advantage:  # the skipped samples' tokens count as covered (their loss and gradient are 0)
+        if len(trained) < len(samples) and not means["tokens"]:
+            _zero_gradients(model)
+            means.update(entropy=math.nan, kl=math.nan, clip_fraction=math.nan)
+        means["skipped_samples"] = len(samples) - len(trained)
+        means["tokens"] += sum(s.n_generated for s in samples) - sum(s.n_generated for s in trained)
+    return means
+
+
+def _zero_gradients(model: torch.nn.Module) -> None:
+    """Zero gradients where none were computed because every sample was skipped: the optimizer then steps as it
+    would on the samples' all-zero gradient (AdamW's moments and weight decay move; it skips a ``None`` gradient),
+    and every data-parallel rank holds the same gradients to sum."""
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
 
 
 def _corrections(
