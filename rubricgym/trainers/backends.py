@@ -4,7 +4,8 @@ policy or the config pieces of generation, model and env. None of them knows the
 
 - ``LocalBackend``: the learner's own ``TrainingPolicy`` in this process (the weights it updates are the ones it
   samples from, so ``push_weights`` has nothing to do);
-- ``RayBackend`` (``trainers/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy;
+- ``RayBackend`` (``trainers/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy; under
+  torchrun rank 0 holds it for every rank (``RankedPool``, ``trainers/ray_ranks.py``);
 - ``VLLMBackend`` (``trainers/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
 """
 
@@ -15,8 +16,10 @@ from typing import Any
 
 from rubricgym.core.types import Task
 from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.distributed import rank_world
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.ray_backend import RayBackend
+from rubricgym.trainers.ray_ranks import RankedPool
 from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
 from rubricgym.trainers.vllm_backend import VLLMBackend
 
@@ -70,17 +73,25 @@ def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
     if cfg.generation.backend == "vllm":
         return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:
-        return RayBackend(
-            cfg.model,
-            cfg.generation,
-            cfg.env,
-            address=cfg.ray_address,
-            workers=cfg.ray_workers,
-            worker_resources={k: v for k, v in cfg.ray_worker_resources.model_dump().items() if v not in (None, {})},
-            placement=cfg.ray_placement,
-            max_restarts=cfg.ray_max_restarts,
-        )
+        rank, world = rank_world()
+        if world > 1:  # a learner of several torchrun ranks: rank 0 holds the pool for all (trainers/ray_ranks.py)
+            return RankedPool(ray_pool(cfg) if rank == 0 else None)
+        return ray_pool(cfg)
     return LocalBackend(policy, env_of, tool_limits(cfg))
+
+
+def ray_pool(cfg: TrainConfig) -> RayBackend:
+    """The Ray pool of rollout actors ``cfg`` asks for (``ray_*``)."""
+    return RayBackend(
+        cfg.model,
+        cfg.generation,
+        cfg.env,
+        address=cfg.ray_address,
+        workers=cfg.ray_workers,
+        worker_resources={k: v for k, v in cfg.ray_worker_resources.model_dump().items() if v not in (None, {})},
+        placement=cfg.ray_placement,
+        max_restarts=cfg.ray_max_restarts,
+    )
 
 
 def tool_limits(cfg: TrainConfig) -> ToolLimits | None:

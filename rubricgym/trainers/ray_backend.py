@@ -329,6 +329,8 @@ class RayBackend:
     ) -> list[Group]:
         """See ``RolloutBackend.collect``; actors generate in the configured dtype (``full_precision`` is ignored).
         A worker that dies is replaced and its groups replayed (see the module docstring)."""
+        if not self.workers:
+            raise RolloutWorkerError("the Ray rollout pool is closed: no actor can play these groups")
 
         async def play(w: int, idx: list[int]) -> list[WireGroup]:
             args = (

@@ -87,11 +87,11 @@ class StepTrainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
-        if cfg.ray and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if cfg.ray and cfg.guidance is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise ConfigError(
-                "ray: true runs with one learner process, but this is one of several torchrun ranks: each would "
-                "start its own pool of rollout actors. Start `rubricgym train` without torchrun (the Ray actors are "
-                "the parallel part), or drop ray to train data-parallel"
+                "ray: true under torchrun shares rank 0's rollout pool, and each collection is a collective of every "
+                "rank; guidance re-rolls only the groups that failed on each rank, so the ranks would not collect "
+                "together. Drop guidance, or start `rubricgym train` without torchrun"
             )
         device = local_device(cfg.model.device)  # under torchrun: this rank's GPU (LOCAL_RANK) when on GPUs
         init_from_env(backend_for(device))  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group

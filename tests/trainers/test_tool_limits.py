@@ -142,8 +142,9 @@ def test_ray_placement_fields_are_checked_at_config_load():
         validate_config({"ray": True, "ray_placement": "everywhere"})
 
 
-def test_ray_under_torchrun_is_refused_before_anything_loads(tiny_config, tmp_path, monkeypatch):
+def test_ray_with_guidance_under_torchrun_is_refused_before_anything_loads(tiny_config, tmp_path, monkeypatch):
+    """Ranks share rank 0's pool by collecting together; guidance re-rolls on some ranks only, so it is refused."""
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(ConfigError, match="one learner process"):
-        Trainer(tiny_config(tmp_path / "run", ray=True))
+    with pytest.raises(ConfigError, match="guidance re-rolls only the groups that failed on each rank"):
+        Trainer(tiny_config(tmp_path / "run", ray=True, guidance={}))
     assert not (tmp_path / "run").exists()
