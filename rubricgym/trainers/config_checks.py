@@ -144,10 +144,14 @@ def check_async(cfg: TrainConfig) -> None:
     k's tasks and rubric do not depend on step k-1's update."""
     if not cfg.async_.enabled:
         return
-    if cfg.ray or cfg.generation.backend == "vllm" or cfg.model.parallel.strategy == "fsdp2":
-        # the sampler copy lives in this process; publishing to Ray actors, a vLLM server or from shards is
-        # not wired into the pipeline yet
-        raise ValueError("async.enabled runs with the transformers backend and ddp only (not ray, vllm or fsdp2)")
+    if cfg.generation.backend == "vllm" or cfg.model.parallel.strategy == "fsdp2":
+        # publishing to a vLLM server or from shards is not wired into the pipeline yet
+        raise ValueError("async.enabled runs with the transformers backend or ray, and ddp (not vllm or fsdp2)")
+    if cfg.ray and cfg.eval_every:
+        raise ValueError(
+            "async.enabled with ray evaluates at the start and the end only (eval_every: 0): while the pipeline "
+            "runs, the actors hold the sampler's weights, not the learner's"
+        )
     if cfg.async_.max_staleness == 0:
         return  # exactly the synchronous order: everything the loop supports
     if cfg.env.suite is not None:

@@ -5,6 +5,9 @@ generation never reads half-updated weights. After each update the learner *stag
 changes (the trainable parameters: all of them, or the LoRA adapters); the producer *publishes* it into the copy
 at the start of its next collection, when no generation is running. Every turn generated from the copy is tagged
 with the copy's version (the number of updates behind its weights), which is what the staleness is measured on.
+
+With ``ray: true`` the actors are the sampler: ``PoolWeights`` stages the same snapshot and publishes it by pushing
+it to the actors at the start of the next collection, when none of them generates.
 """
 
 from __future__ import annotations
@@ -15,17 +18,16 @@ from typing import Any
 import torch
 
 from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.rollouts import RolloutBackend
 
 
-class SamplerCopy:
-    """A frozen copy of ``model`` at policy version ``version`` and a ``TrainingPolicy`` sampling from it."""
+class StagedWeights:
+    """A frozen copy of ``model``'s weights at policy version ``version``, updated by ``stage`` then ``publish``;
+    ``published`` says what else holds them (a subclass's samplers)."""
 
-    def __init__(self, policy: TrainingPolicy, model: Any, version: int) -> None:
+    def __init__(self, model: Any, version: int) -> None:
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]  # what an update changes
         self.model = copy.deepcopy(model).eval().requires_grad_(False)
-        policy_copy = policy.with_model(self.model)
-        assert isinstance(policy_copy, TrainingPolicy)
-        self.policy = policy_copy
         self.version = version
         self._pending: tuple[int, dict[str, torch.Tensor]] | None = None
 
@@ -46,6 +48,35 @@ class SamplerCopy:
             with torch.no_grad():
                 for name, value in snapshot.items():
                     params[name].copy_(value)
-            self.policy.release_packed()  # packed from the previous weights
+            self.published()
             self.version = version
         return self.version
+
+    def published(self) -> None:
+        """What follows a publish: nothing here."""
+
+
+class SamplerCopy(StagedWeights):
+    """A frozen copy of ``model`` at policy version ``version`` and a ``TrainingPolicy`` sampling from it."""
+
+    def __init__(self, policy: TrainingPolicy, model: Any, version: int) -> None:
+        super().__init__(model, version)
+        policy_copy = policy.with_model(self.model)
+        assert isinstance(policy_copy, TrainingPolicy)
+        self.policy = policy_copy
+
+    def published(self) -> None:
+        self.policy.release_packed()  # packed from the previous weights
+
+
+class PoolWeights(StagedWeights):
+    """The async pipeline's sampler when rollouts run on a pool of actors with their own copies (``ray: true``):
+    ``publish``, at the start of the producer's next collection, when no actor generates, pushes the staged weights
+    to the actors (``backend.push_weights``), so each collection samples one version and is tagged with it."""
+
+    def __init__(self, backend: RolloutBackend, model: Any, version: int) -> None:
+        super().__init__(model, version)
+        self.backend = backend
+
+    def published(self) -> None:
+        self.backend.push_weights(self.model)

@@ -53,7 +53,7 @@ from rubricgym.trainers.lora import add_adapters, trainable_parameters
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, RolloutLog, train_record
 from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
-from rubricgym.trainers.sampler_copy import SamplerCopy
+from rubricgym.trainers.sampler_copy import StagedWeights
 from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.trackers import TrackedLog
 from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
@@ -87,12 +87,17 @@ class StepTrainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
-        if cfg.ray and cfg.guidance is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise ConfigError(
-                "ray: true under torchrun shares rank 0's rollout pool, and each collection is a collective of every "
-                "rank; guidance re-rolls only the groups that failed on each rank, so the ranks would not collect "
-                "together. Drop guidance, or start `rubricgym train` without torchrun"
-            )
+        if cfg.ray and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            why = None
+            if cfg.guidance is not None:
+                why = "guidance re-rolls only the groups that failed on each rank, so ranks would not collect together"
+            elif cfg.async_.enabled:
+                why = "async.enabled would collect while the update's gradient all_reduce runs on the same group"
+            if why:
+                raise ConfigError(
+                    "ray: true under torchrun shares rank 0's rollout pool, and each collection is a collective of "
+                    f"every rank; {why}. Drop it, or start `rubricgym train` without torchrun"
+                )
         device = local_device(cfg.model.device)  # under torchrun: this rank's GPU (LOCAL_RANK) when on GPUs
         init_from_env(backend_for(device))  # under torchrun (WORLD_SIZE > 1): join the data-parallel process group
         self.run_dir = Path(cfg.run_dir)
@@ -150,7 +155,7 @@ class StepTrainer:
         self.settings = UpdateSettings.of(cfg)
         self.backend: RolloutBackend = make_backend(cfg, self.policy)
         # under async.enabled, while steps run: the sampler's own copy of the weights and the backend over it
-        self.sampler_copy: SamplerCopy | None = None
+        self.sampler_copy: StagedWeights | None = None
         self.sampler_backend: RolloutBackend | None = None
         self.consumed_guide_state: dict[str, Any] | None = None
         self.state = TrainState(step=0, cursor=0)

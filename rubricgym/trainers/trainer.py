@@ -27,7 +27,7 @@ from rubricgym.trainers.evaluation import EvalResult, paired_difference
 from rubricgym.trainers.pipeline import Pipeline
 from rubricgym.trainers.report import write_html, write_plots
 from rubricgym.trainers.rollouts import flatten
-from rubricgym.trainers.sampler_copy import SamplerCopy
+from rubricgym.trainers.sampler_copy import PoolWeights, SamplerCopy
 from rubricgym.trainers.step import StepBatch, StepTrainer
 
 
@@ -139,8 +139,17 @@ class Trainer(StepTrainer):
                 if await self.end_step(await self.train_step(self.state.step), started, display):
                     return
             return
-        self.sampler_copy = SamplerCopy(self.policy, self.model, version=self.state.step)
-        self.sampler_backend = LocalBackend(self.sampler_copy.policy, self.env_of, tool_limits(self.cfg))
+        if self.cfg.ray:  # the actors sample: each collection starts by pushing them the last staged weights
+            self.sampler_copy, self.sampler_backend = (
+                PoolWeights(self.backend, self.model, self.state.step),
+                self.backend,
+            )
+        else:
+            local = SamplerCopy(self.policy, self.model, version=self.state.step)
+            self.sampler_copy, self.sampler_backend = (
+                local,
+                LocalBackend(local.policy, self.env_of, tool_limits(self.cfg)),
+            )
 
         async def consume(step: int, batch: StepBatch) -> None:
             if await self.end_step(await self.consume(step, batch), started, display):
@@ -154,6 +163,8 @@ class Trainer(StepTrainer):
         )
         try:
             await pipeline.run()
+            if self.cfg.ray:  # the actors hold the sampler's last version: evaluations use the learner's weights
+                self.backend.push_weights(self.model)
         finally:
             self.sampler_copy = self.sampler_backend = None
 

@@ -145,6 +145,6 @@ def test_ray_placement_fields_are_checked_at_config_load():
 def test_ray_with_guidance_under_torchrun_is_refused_before_anything_loads(tiny_config, tmp_path, monkeypatch):
     """Ranks share rank 0's pool by collecting together; guidance re-rolls on some ranks only, so it is refused."""
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(ConfigError, match="guidance re-rolls only the groups that failed on each rank"):
+    with pytest.raises(ConfigError, match="guidance re-rolls only the groups that failed on each rank, so ranks"):
         Trainer(tiny_config(tmp_path / "run", ray=True, guidance={}))
     assert not (tmp_path / "run").exists()
