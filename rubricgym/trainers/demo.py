@@ -94,13 +94,15 @@ two cores can afford). Both keep the env's default rubric."""
 
 SUITE_DEMO: dict[str, Any] = _family(
     "runs/demo-suite",
-    {"suite": "levels", "curriculum": {"method": "sec"}, "train_tasks": 100},
+    {"suite": "demo-mix", "curriculum": {"method": "sec"}, "train_tasks": 100},
     {"max_new_tokens": 64, "kv_reuse_tokens": KV_REUSE_TOKENS},
     tasks_per_step=4,
     save_every=2,
 )
-"""The built-in ``levels`` suite (toy 1/2/3 operations, deep search 1/2/3 hops, clinical one specialty / all) with
-SEC's learning-progress curriculum choosing which entry each task slot draws from."""
+"""The built-in ``demo-mix`` suite (toy 1 and 2 operations, one-hop deep search, cardiology cases, each at its family
+demo's knobs; the ``levels`` suite's 40 held-out tasks, deep search at 40 turns and 2,000-character windows, took
+over 18 minutes to evaluate once) with SEC's learning-progress curriculum choosing which entry each task slot draws
+from."""
 
 RESERVE_S = {TOY_ENV: 150.0, "clinical-v0": 330.0, "deepsearch-v0": 330.0, "suite": 600.0}
 """Seconds of the budget kept for loading, the last step's overrun and the final evaluation (the step loop's
