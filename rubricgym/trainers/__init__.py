@@ -13,8 +13,9 @@ Reading order. The algorithm, pure functions first:
 8. ``trainer.py`` -- ``Trainer``: the run (evaluations, steps in order or pipelined by ``pipeline.py``, checkpoints).
 
 Then the infrastructure: ``config.py`` (the YAML schema), ``policy.py`` (the local policy), ``backends.py``,
-``ray_backend.py`` (with ``ray_sync.py``, its collective weight push), ``vllm_backend.py`` (where rollouts are
-generated), ``sampler_copy.py`` (async runs' sampler weights), ``distributed.py``, ``checkpoint.py``,
+``ray_backend.py`` (with ``ray_sync.py``, its collective weight push, and ``ray_ranks.py``, one pool for several
+learner ranks), ``vllm_backend.py`` (where rollouts are generated), ``sampler_copy.py`` (async runs' sampler
+weights), ``distributed.py``, ``checkpoint.py``,
 ``monitors.py``, ``evaluation.py``, ``display.py``, ``report.py``, ``suite_trainer.py``, ``demo.py``, ``cli.py``.
 
 Names are imported on first use so that ``import rubricgym.trainers.cli`` (the CLI start-up) does not load torch.
