@@ -56,11 +56,17 @@ def register(app: typer.Typer) -> None:
         from rubricgym.trainers.update import NonFiniteUpdate
 
         try:
-            summary = make_trainer(cfg, console=console).run(resume=resume)
+            if cfg.ray and cfg.ray_learners > 1:  # the learner ranks placed by Ray too (trainers/ray_learners.py)
+                from rubricgym.trainers.ray_learners import run_learners
+
+                summary = run_learners(cfg, resume=resume)
+            else:
+                summary = make_trainer(cfg, console=console).run(resume=resume)
         except NonFiniteUpdate as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(3) from None
-        shown = 2 if cfg.live else 0  # the live display already ends with the base and trained evaluations
+        # the live display already ends with the base and trained evaluations (Ray-placed learners show none)
+        shown = 2 if cfg.live and cfg.ray_learners == 1 else 0
         for line in summary["lines"][shown:]:
             console.print(line)
         console.print(f"report: {summary['html']}")

@@ -293,6 +293,13 @@ class TrainConfig(_Strict):
     actor per node); ``None``: Ray schedules each actor where its resources fit."""
     ray_max_restarts: int = Field(3, ge=0)
     """A rollout actor that dies is replaced and its groups replayed, at most this many times per collection."""
+    ray_learners: int = Field(1, ge=1)
+    """Learner ranks Ray places (``trainers/ray_learners.py``): above 1, ``rubricgym train`` starts them as Ray
+    actors that train data-parallel, rank 0 holding the rollout pool for all, as under ``torchrun``."""
+    ray_learner_resources: RayResources = Field(default_factory=lambda: RayResources())
+    """What each learner rank asks Ray for (``num_gpus: 1`` for one GPU per rank)."""
+    ray_learner_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] = "pack"
+    """The placement group strategy of the learner ranks' bundles (``strict_spread``: one rank per node)."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)

@@ -119,6 +119,7 @@ def check_train(cfg: TrainConfig) -> None:
         raise ValueError("generation.vllm_push 'adapter' needs model.lora.r <= 512 (vLLM's largest --max-lora-rank)")
     check_async(cfg)
     check_ray_weight_sync(cfg)
+    check_ray_learners(cfg)
     if cfg.judge is not None:
         cfg.judge.validate_pair()
     llm_writer = cfg.rubric_buffer is not None and cfg.rubric_buffer.writer == "llm"
@@ -126,6 +127,19 @@ def check_train(cfg: TrainConfig) -> None:
         raise ValueError(
             "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
             "(base_url and model), or use writer 'checks'"
+        )
+
+
+def check_ray_learners(cfg: TrainConfig) -> None:
+    """``ray_learners > 1`` places learner ranks beside rank 0's pool: what a torchrun rank with ray can run."""
+    if cfg.ray_learners == 1:
+        return
+    if not cfg.ray:
+        raise ValueError("ray_learners > 1 places the learner ranks on Ray: set ray: true (or torchrun without ray)")
+    if cfg.guidance is not None or cfg.async_.enabled:
+        raise ValueError(
+            "ray_learners > 1 collects as a collective of every rank: guidance (re-rolls only on the ranks whose "
+            "groups failed) and async (a collection beside the gradient all_reduce) cannot run with it"
         )
 
 
