@@ -207,21 +207,28 @@ class _SelectedLogprobs(torch.autograd.Function):
 
     Saves only ``h``, the targets and one log-sum-exp per row, so no (tokens x vocab) tensor outlives a chunk:
     the naive path keeps the log-softmax for backward and allocates its gradient (3 x tokens x vocab floats).
+    The chunk-sized intermediates are computed in place in one reused buffer (and the weight gradient's product in
+    a second): every fresh 100 MB tensor costs its page faults, and the values are the ones the out-of-place
+    expressions give, bit for bit.
     """
 
     @staticmethod
     def forward(ctx, h, weight, targets, temperature, with_entropy):
         lses, picked, ents = [], [], []
         w = weight.float()
+        buf = None
         for hc, tc in zip(h.split(LOGPROB_CHUNK), targets.split(LOGPROB_CHUNK), strict=True):
-            logits = hc.float() @ w.t()
+            if buf is None:
+                buf = h.new_empty((hc.shape[0], w.shape[0]), dtype=torch.float32)
+            logits = torch.mm(hc.float(), w.t(), out=buf[: hc.shape[0]])
             if temperature != 1.0:
-                logits = logits / temperature
+                logits.div_(temperature)
             lse = logits.logsumexp(-1)
             lses.append(lse)
             picked.append(logits.gather(-1, tc.unsqueeze(-1)).squeeze(-1) - lse)
             if with_entropy:  # H = lse - sum(p * logits)
-                ents.append(lse - (torch.exp(logits - lse.unsqueeze(-1)) * logits).sum(-1))
+                p = torch.sub(logits, lse.unsqueeze(-1)).exp_()
+                ents.append(lse - p.mul_(logits).sum(-1))
         lse = torch.cat(lses) if lses else h.new_zeros(0, dtype=torch.float32)
         ctx.save_for_backward(h, weight, targets, lse)
         ctx.temperature = temperature
@@ -237,21 +244,25 @@ class _SelectedLogprobs(torch.autograd.Function):
         w = weight.float()
         grad_h = torch.empty(h.shape, dtype=torch.float32, device=h.device) if ctx.needs_input_grad[0] else None
         grad_w = torch.zeros_like(w) if ctx.needs_input_grad[1] else None
+        buf = part = None
         for start in range(0, h.shape[0], LOGPROB_CHUNK):
             sl = slice(start, start + LOGPROB_CHUNK)
             hc, g = h[sl].float(), grad[sl].float()
-            logits = hc @ w.t()
+            if buf is None:
+                buf = torch.empty((hc.shape[0], w.shape[0]), dtype=torch.float32, device=h.device)
+            logits = torch.mm(hc, w.t(), out=buf[: hc.shape[0]])
             if t != 1.0:
-                logits = logits / t
+                logits.div_(t)
             # d logp[target] / d logits = onehot(target) - softmax ; then the 1/T of the scaling
-            dlogits = torch.exp(logits - lse[sl].unsqueeze(-1)).mul_(-g.unsqueeze(-1))
+            dlogits = logits.sub_(lse[sl].unsqueeze(-1)).exp_().mul_(-g.unsqueeze(-1))
             dlogits.scatter_add_(-1, targets[sl].unsqueeze(-1), g.unsqueeze(-1))
             if t != 1.0:
-                dlogits = dlogits / t
+                dlogits.div_(t)
             if grad_h is not None:
-                grad_h[sl] = dlogits @ w
+                torch.mm(dlogits, w, out=grad_h[sl])
             if grad_w is not None:
-                grad_w += dlogits.t() @ hc
+                part = torch.mm(dlogits.t(), hc, out=part if part is not None else torch.empty_like(grad_w))
+                grad_w += part
         if grad_h is not None:
             grad_h = grad_h.to(h.dtype)
         if grad_w is not None:
