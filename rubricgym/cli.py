@@ -350,7 +350,7 @@ def demo(
     score_only: Annotated[bool, typer.Option(help="no training: the local model and the oracle on toy tasks")] = False,
     env: Annotated[str | None, typer.Option(help="train a real env family's demo: clinical-v0 | deepsearch-v0")] = None,
     suite: Annotated[
-        bool, typer.Option("--suite", help="train the mixed levels suite (toy, deep search, clinical) with SEC")
+        bool, typer.Option("--suite", help="train the demo-mix suite (toy, deep search, clinical) with SEC")
     ] = False,
 ) -> None:
     """The main job on embedded defaults: train SmolLM2-135M on toy tasks (or --env FAMILY, or --suite), then base

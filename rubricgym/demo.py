@@ -117,7 +117,7 @@ def run_demo(
     from rubricgym.trainers.suite_trainer import make_trainer  # loads torch and transformers: only once valid
 
     t0 = time.perf_counter()
-    what = "one-operation problems" if toy else "the levels suite, SEC curriculum" if suite else level_text(cfg)
+    what = "one-operation problems" if toy else "toy, deep search, clinical; SEC" if suite else level_text(cfg)
     console.print(
         f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.suite or cfg.env.id} ({what}) "
         f"with {cfg.model.name}, budget {budget:g} min, run dir {cfg.run_dir}"

@@ -48,12 +48,14 @@ class LiveDisplay:
             self.live.update(self.render())
             self.live.__exit__(None, None, None)
             self.live = None
+            if not self.console.is_terminal:  # rich ends a non-terminal Live without a newline
+                self.console.line()
 
     def render(self) -> Group:
         c = self.cfg
         head = Text.assemble(
             ("train ", "bold"),
-            f"{c.model.name} on {c.env.id} · {c.advantage.estimator} · "
+            f"{c.model.name} on {c.env.suite or c.env.id} · {c.advantage.estimator} · "
             f"{c.tasks_per_step} tasks x {c.group_size} rollouts/step · ",
             (f"step {self.rows[-1]['step'] if self.rows else 0}/{c.steps}", "bold cyan"),
         )
