@@ -104,7 +104,7 @@ demo's knobs; the ``levels`` suite's 40 held-out tasks, deep search at 40 turns 
 over 18 minutes to evaluate once) with SEC's learning-progress curriculum choosing which entry each task slot draws
 from."""
 
-RESERVE_S = {TOY_ENV: 150.0, "clinical-v0": 330.0, "deepsearch-v0": 330.0, "suite": 360.0}
+RESERVE_S = {TOY_ENV: 150.0, "clinical-v0": 330.0, "deepsearch-v0": 330.0, "suite": 450.0}
 """Seconds of the budget kept for loading, the last step's overrun and the final evaluation (the step loop's
 ``time_budget_s`` is the rest); the real families' episodes are longer than the toy's."""
 
