@@ -431,7 +431,10 @@ def _check_finite(stats: dict[str, float], norm: float) -> None:
 
 
 def _check_weights(model: torch.nn.Module) -> None:
-    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(_local(p)).all())]
+    # one sum per tensor first (a NaN or inf anywhere makes it non-finite); the per-element scan names the tensor
+    sums = [_local(p).sum() for p in model.parameters()]
+    fine = not sums or bool(torch.isfinite(torch.stack(sums)).all())
+    bad = [] if fine else [n for n, p in model.named_parameters() if not bool(torch.isfinite(_local(p)).all())]
     if is_sharded(model) and any_rank(bool(bad)) and not bad:
         bad = ["a shard on another rank"]  # every rank stops together
     if bad:
