@@ -94,3 +94,18 @@ def test_non_finite_helper_lists_nested_fields():
     from rubricgym.trainers.config import non_finite
 
     assert non_finite({"a": {"b": [1.0, math.inf]}, "c": math.nan, "d": 1}) == ["a.b[1]", "c"]
+
+
+def test_the_weights_check_names_the_first_non_finite_tensor_and_passes_finite_ones_whose_sum_overflows():
+    import torch
+
+    from rubricgym.trainers.update import NonFiniteUpdate, _check_weights
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    with torch.no_grad():
+        model[0].weight.fill_(3e38)  # finite, but their sum is inf
+    _check_weights(model)
+    with torch.no_grad():
+        model[1].bias[2] = float("nan")
+    with pytest.raises(NonFiniteUpdate, match=r"1 weight tensor\(s\) non-finite \(first: 1.bias\)"):
+        _check_weights(model)
