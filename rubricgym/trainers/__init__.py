@@ -8,7 +8,7 @@ Reading order. The algorithm, pure functions first:
 3. ``samples.py`` -- a rollout's turns as training sequences with per-token advantages;
 4. ``rollouts.py`` -- ``Rollout`` (trajectory + turns + breakdown) and the ``RolloutBackend`` protocol;
 5. ``estimate.py`` -- scored groups -> samples, one estimator function per name;
-6. ``update.py`` -- one policy update (log-probs, loss, backward, step);
+6. ``update.py`` -- one policy update (log-probs, loss, backward, step; off-policy weights in ``corrections.py``);
 7. ``step.py`` -- ``StepTrainer.produce`` (collect, score, estimate) and ``consume`` (update, push weights);
 8. ``trainer.py`` -- ``Trainer``: the run (evaluations, steps in order or pipelined by ``pipeline.py``, checkpoints).
 
