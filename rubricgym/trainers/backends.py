@@ -88,7 +88,7 @@ def ray_pool(cfg: TrainConfig) -> RayBackend:
         cfg.env,
         address=cfg.ray_address,
         workers=cfg.ray_workers,
-        worker_resources={k: v for k, v in cfg.ray_worker_resources.model_dump().items() if v not in (None, {})},
+        worker_resources=cfg.ray_worker_resources.given(),
         placement=cfg.ray_placement,
         max_restarts=cfg.ray_max_restarts,
     )

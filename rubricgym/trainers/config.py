@@ -253,6 +253,10 @@ class RayResources(_Strict):
     memory: int | None = Field(None, ge=0)
     resources: dict[str, float] = Field(default_factory=dict)
 
+    def given(self) -> dict[str, Any]:
+        """The options that are set, as ``RayBackend``'s ``worker_resources`` takes them."""
+        return {k: v for k, v in self.model_dump().items() if v not in (None, {})}
+
 
 class OptimConfig(_Strict):
     lr: float = Field(2e-5, gt=0.0)

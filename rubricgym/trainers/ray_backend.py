@@ -85,6 +85,47 @@ def _check_resources(res: Mapping[str, Any]) -> WorkerResources:
     return out
 
 
+def bundle_of(r: Mapping[str, Any]) -> dict[str, float]:
+    """The placement-group bundle of one actor reserving ``r`` (``WorkerResources``)."""
+    bundle = {"CPU": r.get("num_cpus", 1), "GPU": r.get("num_gpus", 0), "memory": r.get("memory", 0)}
+    bundle.update(r.get("resources", {}))
+    return {k: float(v) for k, v in bundle.items() if v}
+
+
+def actor_options(r: Mapping[str, Any], group: Any = None, index: int = 0) -> dict[str, Any]:
+    """Ray's actor options for ``r`` (``WorkerResources``), in bundle ``index`` of placement group ``group``."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    options: dict[str, Any] = {"num_cpus": r.get("num_cpus", 1), "num_gpus": r.get("num_gpus", 0)}
+    if r.get("memory"):
+        options["memory"] = r["memory"]
+    if r.get("resources"):
+        options["resources"] = dict(r["resources"])
+    if group is not None:
+        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            placement_group=group, placement_group_bundle_index=index
+        )
+    return options
+
+
+def reserve(bundle: dict[str, float], n: int, placement: str, timeout_s: float, what: str, advice: str) -> Any:
+    """A placement group of ``n`` ``bundle``s with strategy ``placement``, ready; past ``timeout_s`` it is removed
+    and a ``RuntimeError`` says what (``what``) could not be placed, what is free, and ``advice``."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([bundle] * n, strategy=placement.upper())
+    try:
+        ray.get(group.ready(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(group)
+        raise RuntimeError(
+            f"Ray could not place {n} {what} of {bundle} with strategy {placement.upper()} in {timeout_s:.0f} s; "
+            f"the cluster has {ray.available_resources()} free: {advice}"
+        ) from None
+    return group
+
+
 class RayBackend:
     """A pool of ``RolloutWorker`` actors: a ``RolloutBackend``.
 
@@ -194,44 +235,17 @@ class RayBackend:
         self._collective.timeout_s = value
 
     def _bundle(self) -> dict[str, float]:
-        r = self.resources
-        bundle = {"CPU": r.get("num_cpus", 1), "GPU": r.get("num_gpus", 0), "memory": r.get("memory", 0)}
-        bundle.update(r.get("resources", {}))
-        return {k: float(v) for k, v in bundle.items() if v}
+        return bundle_of(self.resources)
 
     def _reserve(self, workers: int, placement: Placement, timeout_s: float) -> Any:
-        import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
-
         bundle = self._bundle()
         if not bundle:
             raise ValueError("placement needs each worker to reserve something: set worker_resources")
-        group = placement_group([bundle] * workers, strategy=placement.upper())
-        try:
-            ray.get(group.ready(), timeout=timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            remove_placement_group(group)
-            raise RuntimeError(
-                f"Ray could not place {workers} rollout workers of {bundle} with strategy {placement.upper()} in "
-                f"{timeout_s:.0f} s; the cluster has {ray.available_resources()} free: add nodes, lower "
-                "worker_resources or workers, or use a non-strict placement"
-            ) from None
-        return group
+        advice = "add nodes, lower worker_resources or workers, or use a non-strict placement"
+        return reserve(bundle, workers, placement, timeout_s, "rollout workers", advice)
 
     def _spawn(self, index: int) -> Any:
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        r = self.resources
-        options: dict[str, Any] = {"num_cpus": r.get("num_cpus", 1), "num_gpus": r.get("num_gpus", 0)}
-        if r.get("memory"):
-            options["memory"] = r["memory"]
-        if r.get("resources"):
-            options["resources"] = dict(r["resources"])
-        if self._group is not None:
-            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self._group, placement_group_bundle_index=index
-            )
-        return self._actor.options(**options).remote(*self._init_args)
+        return self._actor.options(**actor_options(self.resources, self._group, index)).remote(*self._init_args)
 
     def _not_started(self, index: int) -> RolloutWorkerError:
         import ray

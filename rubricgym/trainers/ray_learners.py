@@ -54,18 +54,13 @@ class LearnerRank:
                 torch.distributed.destroy_process_group()
 
 
-def _bundle(cfg: TrainConfig) -> dict[str, float]:
-    r = cfg.ray_learner_resources
-    bundle = {"CPU": r.num_cpus, "GPU": r.num_gpus or 0, "memory": r.memory or 0, **r.resources}
-    return {k: float(v) for k, v in bundle.items() if v}
-
-
 def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 120.0) -> dict[str, Any]:
     """Place ``cfg.ray_learners`` learner ranks on Ray (joining ``cfg.ray_address``, else a local Ray with room for
     them and the rollout actors) and train; returns rank 0's summary."""
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    from ray.util.placement_group import remove_placement_group
+
+    from rubricgym.trainers.ray_backend import _check_resources, actor_options, bundle_of, reserve
 
     n = cfg.ray_learners
     data = cfg.model_dump(mode="json", by_alias=True) | {"run_dir": str(Path(cfg.run_dir).resolve()), "live": False}
@@ -76,28 +71,13 @@ def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 1
         else:
             cpus = n * cfg.ray_learner_resources.num_cpus + cfg.ray_workers * cfg.ray_worker_resources.num_cpus
             ray.init(address="local", num_cpus=max(1, round(cpus)), include_dashboard=False, log_to_driver=False)
-    bundle = _bundle(cfg)
-    group = placement_group([bundle] * n, strategy=cfg.ray_learner_placement.upper())
+    group: Any = None
     actors: list[Any] = []
     try:
-        try:
-            ray.get(group.ready(), timeout=timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
-                f"Ray could not place {n} learner ranks of {bundle} with strategy "
-                f"{cfg.ray_learner_placement.upper()} in {timeout_s:.0f} s; the cluster has "
-                f"{ray.available_resources()} free: add nodes or lower ray_learner_resources"
-            ) from None
-        r = cfg.ray_learner_resources
-        for i in range(n):
-            strategy = PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=i)
-            options: dict[str, Any] = {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus or 0}
-            options["scheduling_strategy"] = strategy
-            if r.memory:
-                options["memory"] = r.memory
-            if r.resources:
-                options["resources"] = dict(r.resources)
-            actors.append(ray.remote(LearnerRank).options(**options).remote())
+        resources = _check_resources(cfg.ray_learner_resources.given())
+        advice = "add nodes or lower ray_learner_resources"
+        group = reserve(bundle_of(resources), n, cfg.ray_learner_placement, timeout_s, "learner ranks", advice)
+        actors = [ray.remote(LearnerRank).options(**actor_options(resources, group, i)).remote() for i in range(n)]
         master = ray.get(actors[0].address.remote(), timeout=timeout_s)
         runs = [a.run.remote(data, i, n, master, resume) for i, a in enumerate(actors)]
         pending = list(runs)
@@ -109,6 +89,7 @@ def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 1
     finally:
         for a in actors:
             ray.kill(a)
-        remove_placement_group(group)
+        if group is not None:
+            remove_placement_group(group)
         if owns:
             ray.shutdown()
