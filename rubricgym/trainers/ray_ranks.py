@@ -15,7 +15,7 @@ default for gloo: 30 minutes): a collection that takes longer fails on the waiti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -28,9 +28,18 @@ class RankedCollectError(RuntimeError):
     """Rank 0's pool collection failed: raised on every rank with rank 0's error."""
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Two requests ask for the same rollouts (the same task ids, seeds, group size and options)."""
-    return [t.id for t in a[0]] == [t.id for t in b[0]] and a[1:] == b[1:]
+class _Request(NamedTuple):
+    """One rank's ``collect`` call, as rank 0 gathers it."""
+
+    tasks: list[Task]
+    seeds: list[int]
+    group_size: int
+    options: dict[str, Any]  # anchor_greedy, temperature, full_precision
+    hints: list[str | None] | None
+
+    def same(self, other: _Request) -> bool:
+        """Both ask for the same rollouts (the same task ids, seeds, group size, options and hints)."""
+        return [t.id for t in self.tasks] == [t.id for t in other.tasks] and self[1:] == other[1:]
 
 
 class RankedPool:
@@ -60,8 +69,8 @@ class RankedPool:
         hints: Sequence[str | None] | None = None,
     ) -> list[Group]:
         """See ``RolloutBackend.collect``; every rank must call it, in the same order."""
-        hint_list = list(hints) if hints is not None else None
-        request = (list(tasks), list(seeds), group_size, anchor_greedy, temperature, full_precision, hint_list)
+        options = {"anchor_greedy": anchor_greedy, "temperature": temperature, "full_precision": full_precision}
+        request = _Request(list(tasks), list(seeds), group_size, options, list(hints) if hints is not None else None)
         gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
         torch.distributed.gather_object(request, gathered, dst=0)
         replies: list[Any] = [None] * self.world
@@ -76,25 +85,26 @@ class RankedPool:
             raise mine[0]
         return mine[0]
 
-    async def _collect_all(self, requests: list[Any]) -> list[list[Group]]:
+    async def _collect_all(self, requests: list[_Request]) -> list[list[Group]]:
         """Rank 0: every rank's groups from one pool collection (once when all ranks asked the same)."""
         assert self.pool is not None
         first = requests[0]
-        options = dict(anchor_greedy=first[3], temperature=first[4], full_precision=first[5])
-        if all(_same(r, first) for r in requests):
-            groups = await self.pool.collect(first[0], first[1], first[2], hints=first[6], **options)
+        if all(r.same(first) for r in requests):
+            groups = await self.pool.collect(
+                first.tasks, first.seeds, first.group_size, hints=first.hints, **first.options
+            )
             return [groups] * self.world
-        if any(r[2:6] != first[2:6] for r in requests):
+        if any((r.group_size, r.options) != (first.group_size, first.options) for r in requests):
             raise ValueError("the ranks asked for rollouts with different group sizes or options in one collect")
-        tasks = [t for r in requests for t in r[0]]
-        seeds = [s for r in requests for s in r[1]]
-        hinted = any(r[6] is not None for r in requests)
-        hints = [h for r in requests for h in (r[6] or [None] * len(r[0]))] if hinted else None
-        groups = await self.pool.collect(tasks, seeds, first[2], hints=hints, **options)
+        tasks = [t for r in requests for t in r.tasks]
+        seeds = [s for r in requests for s in r.seeds]
+        hinted = any(r.hints is not None for r in requests)
+        hints = [h for r in requests for h in (r.hints or [None] * len(r.tasks))] if hinted else None
+        groups = await self.pool.collect(tasks, seeds, first.group_size, hints=hints, **first.options)
         out, at = [], 0
         for r in requests:
-            out.append(groups[at : at + len(r[0])])
-            at += len(r[0])
+            out.append(groups[at : at + len(r.tasks)])
+            at += len(r.tasks)
         return out
 
     def push_weights(self, model: Any) -> None:
