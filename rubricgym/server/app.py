@@ -27,6 +27,7 @@ from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
+from rubricgym.server.inline import InlineSteps
 from rubricgym.server.policy import IssuedTasks
 from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps_bytes, schema
 from rubricgym.server.session import Session, SessionPolicy
@@ -61,6 +62,9 @@ class ServerConfig(BaseModel):
     isolation: Literal["thread", "process"] = "thread"
     """Where each session's env runs: a server thread, or a process of its own (env code that computes in pure
     Python for long, which in a thread would hold the interpreter lock and slow every other session)."""
+    inline_steps: bool = True
+    """Run a thread-isolated session's short sync steps on the event loop once its env has shown they are short
+    (``inline``: the thread hop costs more than such a step); off: every step on a thread."""
     workers: int = Field(default=1, ge=1)
     """Server processes sharing the port (``cluster``): sessions spread over them, each served by its owner."""
 
@@ -82,6 +86,7 @@ class EnvServer:
         self._reaper: asyncio.Task[None] | None = None
         # a thread for every session (and a few for opening ones): no session's env call waits for another's
         self.executor = EnvThreads(config.max_sessions + 4, name="rubricgym-env")
+        self.inline = InlineSteps() if config.inline_steps else None
         self.policy = SessionPolicy(
             executor=self.executor,
             trusted=config.trusted,
@@ -118,7 +123,8 @@ class EnvServer:
                     self.executor, ProcessRunner, self._worker_factory, self._ctx, self.executor
                 )
             else:
-                runner = ThreadRunner(await loop.run_in_executor(self.executor, self.factory), self.executor)
+                env = await loop.run_in_executor(self.executor, self.factory)
+                runner = ThreadRunner(env, self.executor, self.inline)
         except Exception as e:
             raise ProtocolError(ErrorCode.FACTORY_ERROR, f"cannot build env {self.config.env_id!r}: {e}") from e
         finally:

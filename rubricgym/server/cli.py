@@ -41,6 +41,9 @@ def serve_cmd(
     workers: Annotated[
         int, typer.Option(help="server processes sharing the port (WS sessions stay on theirs, HTTP ones are routed)")
     ] = 1,
+    inline_steps: Annotated[
+        bool, typer.Option(help="step a session on the event loop while its env's steps are short (thread isolation)")
+    ] = True,
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
     ] = None,
@@ -74,6 +77,7 @@ def serve_cmd(
             trusted=trusted,
             isolation=isolation,
             workers=workers,
+            inline_steps=inline_steps,
         )
     except ValidationError as e:
         _fail(str(e))

@@ -100,6 +100,7 @@ class DockerProvider:
             "--isolation",
             config.isolation,
             *(["--workers", str(config.workers)] if config.workers != 1 else []),
+            *([] if config.inline_steps else ["--no-inline-steps"]),
         ]
         if "max_steps" in config.env_kwargs:
             command += ["--max-steps", str(config.env_kwargs["max_steps"])]

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Action, Message, Observation, State, Task
+from rubricgym.server.inline import InlineSteps, timed
 from rubricgym.server.policy import check_client_task, public_trajectory
 from rubricgym.server.threads import EnvThreads
 
@@ -100,16 +101,31 @@ def is_async(env_cls: type[RubricEnv]) -> bool:
 
 
 class ThreadRunner:
-    """The env in the server's process; its calls run on the server's executor (async steps on the loop)."""
+    """The env in the server's process; its calls run on the server's executor (async steps on the loop, and
+    short sync steps too under ``inline``'s rule)."""
 
-    def __init__(self, env: RubricEnv, executor: Executor | None):
+    def __init__(self, env: RubricEnv, executor: Executor | None, inline: InlineSteps | None = None):
         self.env, self.executor = env, executor
         self._async = is_async(type(env))
+        self.steps = inline.session() if inline is not None and not self._async else None
 
     async def call(self, op: str, *args: Any) -> Any:
-        if op == "step" and self._async:
+        if op != "step":
+            return await off_loop(self.executor, OPS[op], self.env, *args)
+        if self._async:
             return _stepped(self.env, await self.env.astep_typed(args[0]))
-        return await off_loop(self.executor, OPS[op], self.env, *args)
+        steps = self.steps
+        if steps is None:
+            return await off_loop(self.executor, op_step, self.env, args[0])
+        if steps.on_loop():
+            return steps.run_inline(op_step, self.env, args[0])
+        try:
+            result, wall_s = await off_loop(self.executor, timed, op_step, self.env, args[0])
+        except BaseException:
+            steps.ran_on_thread(float("inf"))
+            raise
+        steps.ran_on_thread(wall_s)
+        return result
 
     async def close(self) -> None:
         await off_loop(self.executor, self.env.close)
