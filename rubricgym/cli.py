@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
-from rubricgym.cli_show import format_gui, print_examples, summarize
+from rubricgym.cli_show import format_gui, format_tools, print_examples, summarize
 from rubricgym.core.agent import Agent
 
 app = typer.Typer(
@@ -267,6 +267,7 @@ def show(
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
     console.print(table)
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
+    console.print(format_tools(summary["tools"], summary["count"]), highlight=False)
     if "gui" in summary:
         console.print(format_gui(summary["gui"]), highlight=False)
     print_examples(console, run_dir, examples)

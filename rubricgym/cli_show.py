@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rubricgym.core.store import TrajectoryStore
+from rubricgym.core.types import Trajectory
 
 
 def summarize(run_dir: Path) -> dict:
@@ -46,8 +47,43 @@ def summarize(run_dir: Path) -> dict:
             "bad_lines": len(store.report.bad_lines),
             "failed_tasks": len(store.meta().get("failures", [])),
         },
+        "tools": tool_profile(trajs),
         **({"gui": gui} if (gui := gui_metrics(trajs)) else {}),
     }
+
+
+NO_CALL = "(no call)"
+"""The row of turns whose action held no parsable tool call."""
+
+
+def tool_profile(trajs: list[Trajectory]) -> dict[str, dict[str, int]]:
+    """What the agent did, per tool: ``{"calls": turns that called it, "episodes": trajectories that called it at
+    least once, "errors": calls the tool refused}``, most called first; turns with no parsable call count under
+    ``(no call)``. A policy that never reaches its env's answer tool shows here before any reward does."""
+    rows: dict[str, dict[str, int]] = {}
+    for t in trajs:
+        seen: set[str] = set()
+        for s in t.steps:
+            name = s.action.tool_call.name if s.action.tool_call is not None else NO_CALL
+            row = rows.setdefault(name, {"calls": 0, "episodes": 0, "errors": 0})
+            row["calls"] += 1
+            row["errors"] += bool(s.tool_error)
+            if name not in seen:
+                seen.add(name)
+                row["episodes"] += 1
+    return dict(sorted(rows.items(), key=lambda kv: (-kv[1]["calls"], kv[0])))
+
+
+def format_tools(profile: dict[str, dict[str, int]], episodes: int, top: int = 8) -> str:
+    """One line: the ``top`` most called names with their calls, how many of the ``episodes`` called them and the
+    calls refused (an unknown name, bad arguments), then the rest folded into one count."""
+    parts = []
+    for name, row in list(profile.items())[:top]:
+        refused = f", {row['errors']} refused" if row["errors"] else ""
+        parts.append(f"{escape(name)} {row['calls']} ({row['episodes']}/{episodes} episodes{refused})")
+    if rest := list(profile.values())[top:]:
+        parts.append(f"{len(rest)} other names {sum(r['calls'] for r in rest)}")
+    return "tool calls: " + (" · ".join(parts) if parts else "none")
 
 
 def format_gui(metrics: dict[str, Any]) -> str:

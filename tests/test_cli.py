@@ -31,6 +31,22 @@ def test_run_then_show_json(tmp_path):
     assert "20 tasks already there" in flat(again)
     shown = runner.invoke(app, ["show", str(out)])
     assert shown.exit_code == 0 and "env_reward" in shown.output
+    # the oracle answers every task once and never sends an unparsable turn
+    assert summary["tools"]["answer"] == {"calls": 20, "episodes": 20, "errors": 0}
+    assert "(no call)" not in summary["tools"] and "answer 20 (20/20 episodes)" in flat(shown)
+
+
+def test_show_counts_every_turn_under_its_tool_or_no_call(tmp_path):
+    out = tmp_path / "r"
+    result = runner.invoke(app, ["run", "toy-calculator-v0", "--agent", "random", "--tasks", "12", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(runner.invoke(app, ["show", str(out), "--json"]).output)
+    tools = summary["tools"]
+    assert sum(row["calls"] for row in tools.values()) == summary["steps"]["mean"] * summary["count"]
+    assert tools["(no call)"]["calls"] == summary["errors"]["parse_errors"] > 0
+    assert sum(row["errors"] for row in tools.values()) == summary["errors"]["tool_errors"]
+    assert all(1 <= row["episodes"] <= min(row["calls"], summary["count"]) for row in tools.values())
+    assert list(tools) == sorted(tools, key=lambda name: -tools[name]["calls"])
 
 
 def test_bad_input_gives_clear_errors(tmp_path):
