@@ -10,14 +10,16 @@ sessions, whatever the server does. Server CPU per step sums every server proces
 Part 1, against OpenEnv: sequential (one session, ``--steps`` steps) and concurrent (``--concurrency`` sessions
 stepping at once), p50/p99 and server CPU per step, ``--repeats`` runs of each side interleaved (the order
 alternating), and the ratios of each run to its pair (targets: OpenEnv's p50 >= 2x ours, our CPU per step <= 0.5x
-OpenEnv's). Part 2, ours against worker count: ``--sessions`` sessions (target: p99 < 50 ms), one server per
-count in ``--workers``, measured ``--repeats`` times interleaved across the counts. Every line is the median
+OpenEnv's); ``--threads`` adds a third side, ``rubricgym serve --no-inline-steps`` (every env step on a server
+thread, as before inline steps), to show what stepping short steps on the event loop saves. Part 2, ours against
+worker count: ``--sessions`` sessions (target: p99 < 50 ms), one server per count in ``--workers``, measured
+``--repeats`` times interleaved across the counts. Every line is the median
 (min..max) of the runs. Every number is wall-clock on this machine, shared with whatever else runs on it (the
 load average is printed at the start and the end): rerun on a quiet one before quoting them. Loopback only;
 servers are stopped by PID at the end.
 
     python bench/server.py [--steps 2000] [--concurrency 64] [--sessions 256] [--per-session 40] \
-        [--workers 1,2] [--repeats 3] [--part openenv|workers|both]
+        [--workers 1,2] [--repeats 3] [--part openenv|workers|both] [--threads]
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+THREADS = "ours-thr"
+"""``rubricgym serve --no-inline-steps``: every env step on a server thread (``--threads`` adds it as a third side)."""
 STEP = '<tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23 - 4"}}</tool_call>'
 
 
@@ -103,9 +107,10 @@ class Server:
 
     def __init__(self, side: str, workers: int = 1):
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        if side == "ours":
+        if side.startswith("ours"):
             command = ["-m", "rubricgym", "serve", "toy-calculator-v0", "--port", "0", "--max-sessions", "1024"]
             command += ["--log-level", "warning", "--workers", str(workers)]
+            command += ["--no-inline-steps"] if side == THREADS else []
         else:
             command = [__file__, "--serve", side]
         self.proc = subprocess.Popen(
@@ -217,7 +222,7 @@ def met(ok: bool) -> str:
 
 
 def against_openenv(a: argparse.Namespace) -> None:
-    sides = ("openenv", "ours")
+    sides: tuple[str, ...] = ("openenv", "ours", THREADS) if a.threads else ("openenv", "ours")
     kinds = {"sequential": (1, a.steps), "concurrent": (a.concurrency, a.per_session)}
     servers: dict[str, Server] = {}
     runs: dict[tuple[str, str], list[tuple[float, float, float]]] = {(s, k): [] for s in sides for k in kinds}
@@ -242,14 +247,15 @@ def against_openenv(a: argparse.Namespace) -> None:
                 f"server CPU {spread(cpus, '.0f')} us/step"
             )
     for kind in kinds:
-        o, u = runs["openenv", kind], runs["ours", kind]
-        p50_ratio = [x[0] / y[0] for x, y in zip(o, u, strict=True)]  # each run against its own pair
-        cpu_ratio = [y[2] / x[2] for x, y in zip(o, u, strict=True)]
-        print(
-            f"{kind}: OpenEnv/ours p50 {spread(p50_ratio, '.2f')}x (target >= 2x: "
-            f"{met(statistics.median(p50_ratio) >= 2)}); ours/OpenEnv server CPU per step "
-            f"{spread(cpu_ratio, '.2f')}x (target <= 0.5x: {met(statistics.median(cpu_ratio) <= 0.5)})"
-        )
+        for side in sides[1:]:
+            o, u = runs["openenv", kind], runs[side, kind]
+            p50_ratio = [x[0] / y[0] for x, y in zip(o, u, strict=True)]  # each run against its own pair
+            cpu_ratio = [y[2] / x[2] for x, y in zip(o, u, strict=True)]
+            print(
+                f"{kind}: OpenEnv/{side} p50 {spread(p50_ratio, '.2f')}x (target >= 2x: "
+                f"{met(statistics.median(p50_ratio) >= 2)}); {side}/OpenEnv server CPU per step "
+                f"{spread(cpu_ratio, '.2f')}x (target <= 0.5x: {met(statistics.median(cpu_ratio) <= 0.5)})"
+            )
 
 
 def against_workers(a: argparse.Namespace) -> None:
@@ -288,6 +294,9 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each side and each worker count")
     ap.add_argument("--part", choices=["openenv", "workers", "both"], default="both", help="which part to run")
+    ap.add_argument(
+        "--threads", action="store_true", help=f"part 1 also runs {THREADS}: ours with every step on a thread"
+    )
     a = ap.parse_args()
     if a.serve:
         serve_openenv()

@@ -4,7 +4,8 @@
 A session talks to its env only through the operations below, which take and return plain picklable values, so
 both runners serve the same protocol. Threads are cheap and share the server's memory; they keep the event loop
 free while an env blocks (a sandbox, a subprocess, I/O), but env code that computes in pure Python holds the
-interpreter lock and slows every other session's turn. A worker process (forked from a ``forkserver`` that has
+interpreter lock and slows every other session's turn. A thread runner's short steps run on the event loop
+itself once its env has shown they are short (``inline``). A worker process (forked from a ``forkserver`` that has
 the env's modules imported, so it starts in milliseconds) runs such code beside the server instead of inside it.
 """
 
