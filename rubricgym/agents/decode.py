@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from rubricgym.agents.kvreuse import Entry, KVStore
+from rubricgym.agents.lean import LeanLlama, check_cache, lean_for
 from rubricgym.agents.packed import PackedLinears
 
 
@@ -101,6 +102,7 @@ def sample(
     share_prefix: bool = True,
     packed: PackedLinears | None = None,
     kv_store: KVStore | None = None,
+    lean: bool = True,
 ) -> list[Sampled]:
     """Sample a completion for every prompt; ``is_end(row, tokens_so_far)`` says whether row ``row`` is done.
 
@@ -133,12 +135,13 @@ def sample(
         width = max(len(u) - n for u, n in zip(uniq, starts, strict=True))
         cache = preallocated_cache(lm.config, span + width + max_new_tokens)
         body = getattr(lm, lm.base_model_prefix)
+        fast = lean_for(lm, packs) if lean and check_cache(cache) else None
         bias = getattr(head, "bias", None)
         weight, bias = head.weight.float(), None if bias is None else bias.float()  # fp32 island: no-ops on fp32
 
         def last_logits(**kw: Any) -> torch.Tensor:
             """The body (autocast applies if active), then the LM head in fp32 on the last position only."""
-            hidden = body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
+            hidden = _last_hidden(fast, body, cache, **kw)
             with torch.autocast(device.type, enabled=False):
                 if packs is not None:  # packed from the weight itself, so the pack follows its version
                     return packs.linear(hidden, head.weight, bias)
@@ -148,7 +151,7 @@ def sample(
             _load_stored(cache, hits, span)
         elif prefix > 0:
             ids = torch.tensor([list(uniq[0][:prefix])], device=device)
-            body(input_ids=ids, past_key_values=cache, use_cache=True)
+            _last_hidden(fast, body, cache, input_ids=ids)
             if len(uniq) > 1:
                 cache.batch_repeat_interleave(len(uniq))
         suffixes = [list(u[n:]) for u, n in zip(uniq, starts, strict=True)]
@@ -195,6 +198,13 @@ def sample(
             logits = last_logits(input_ids=tok, attention_mask=mask, position_ids=next_pos)
             next_pos = next_pos + 1
         return results
+
+
+def _last_hidden(fast: LeanLlama | None, body: Any, cache: Any, **kw: Any) -> torch.Tensor:
+    """The body's fp32 hidden state at each row's last position, through ``fast`` where there is one."""
+    if fast is not None:
+        return fast.hidden(cache, last_only=True, **kw)[:, -1]
+    return body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
 
 
 def _reuse_plan(

@@ -72,7 +72,7 @@ class PackedLinears:
     """Packed weights of one model (see the module docstring); safe to share between threads."""
 
     def __init__(self) -> None:
-        self._packs: dict[tuple[int, torch.dtype], tuple[int, torch.Tensor]] = {}
+        self._packs: dict[tuple[Any, torch.dtype], tuple[Any, torch.Tensor]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -98,6 +98,21 @@ class PackedLinears:
             if hit is None or hit[0] != w._version:
                 with torch.no_grad():
                     hit = (w._version, torch.ops.mkldnn._reorder_linear_weight(w.detach().to(dtype).contiguous(), 8))
+                self._packs[key] = hit
+            return hit[1]
+
+    def pack_fused(self, ws: list[torch.Tensor], dtype: torch.dtype | None = None) -> torch.Tensor:
+        """One pack of ``ws`` stacked along their output rows (``torch.cat(ws)``: a layer's query, key and value
+        projections as one GEMM), rebuilt when any of them changed."""
+        dtype = dtype or ws[0].dtype
+        key = (tuple(w.data_ptr() for w in ws), dtype)
+        versions = tuple(w._version for w in ws)
+        with self._lock:
+            hit = self._packs.get(key)
+            if hit is None or hit[0] != versions:
+                with torch.no_grad():
+                    fused = torch.cat([w.detach().to(dtype) for w in ws]).contiguous()
+                    hit = (versions, torch.ops.mkldnn._reorder_linear_weight(fused, 8))
                 self._packs[key] = hit
             return hit[1]
 
