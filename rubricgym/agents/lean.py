@@ -14,8 +14,9 @@ computes the same function directly:
   writes them, so the two paths can hand one cache to each other.
 
 It runs where the result is the model's own function up to fp32 summation order: a ``llama`` config with SiLU, the
-default rotary embedding and no tensor-parallel slicing, fp32 weights, no autocast, packed weights on CPU
-(``lean_for`` returns None otherwise, and the sampler keeps the Hugging Face forward).
+default rotary embedding and no tensor-parallel slicing, every projection a bare ``nn.Linear`` (no LoRA adapters,
+hooks or quantised layers), fp32 weights, no autocast, packed weights on CPU (``lean_for`` returns None
+otherwise, and the sampler keeps the Hugging Face forward).
 """
 
 from __future__ import annotations
@@ -37,13 +38,33 @@ def lean_supported(lm: Any) -> bool:
         return False
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     return (
-        getattr(cfg, "hidden_act", None) == "silu"
+        _plain_layers(body, cfg.num_hidden_layers)
+        and getattr(cfg, "hidden_act", None) == "silu"
         and rope.get("rope_type", "default") == "default"
         and getattr(cfg, "pretraining_tp", 1) == 1
         and getattr(body, "rotary_emb", None) is not None
         and next(lm.parameters()).dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
     )
+
+
+PROJECTIONS = tuple(f"self_attn.{x}_proj" for x in "qkvo") + tuple(f"mlp.{x}_proj" for x in ("gate", "up", "down"))
+
+
+def _plain_layers(body: Any, n: int) -> bool:
+    """Whether every projection is a bare ``nn.Linear`` with its own forward (or ``PackedLinears``' route to its
+    weights): a LoRA wrapper (``peft``), an accelerate hook or a quantised linear computes something ``LeanLlama``
+    would not."""
+    layers = getattr(body, "layers", None)
+    if layers is None or len(layers) < n:
+        return False
+    for layer in layers[:n]:
+        for path in PROJECTIONS:
+            m = layer.get_submodule(path)
+            hook = m.__dict__.get("forward")
+            if type(m) is not torch.nn.Linear or (hook is not None and not getattr(hook, "packed", False)):
+                return False
+    return True
 
 
 def lean_for(lm: Any, packs: PackedLinears | None) -> LeanLlama | None:

@@ -158,4 +158,5 @@ class PackedLinears:
                     return self.linear(x.to(dtype), m.weight, m.bias)
             return F.linear(x, m.weight, m.bias)
 
+        forward.packed = True  # type: ignore[attr-defined]  # a route to the module's own weights, not a hook
         return forward

@@ -105,6 +105,14 @@ def test_the_lean_forward_applies_only_where_it_computes_the_models_function(tin
     assert lean_for(lm, None) is None  # no packs: not on CPU, or packing off
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert lean_for(lm, packs) is None  # autocast runs the body in bf16: the modules do that
+    from peft import LoraConfig, get_peft_model
+
+    adapted = get_peft_model(lm, LoraConfig(r=2, target_modules=["q_proj", "v_proj"])).base_model.model
+    assert lean_for(adapted, packs) is None  # a LoRA projection adds its adapter: the modules must run
+    _, lm = _lm(tiny_model_dir)
+    lm.model.layers[1].mlp.down_proj.forward = lambda x: x  # an accelerate-style hook on one instance
+    assert lean_for(lm, packs) is None
+    _, lm = _lm(tiny_model_dir)
     assert lean_for(lm.to(torch.bfloat16), packs) is None
     lm.config.hidden_act = "gelu"
     assert lean_for(lm.float(), packs) is None
