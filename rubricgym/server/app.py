@@ -86,7 +86,7 @@ class EnvServer:
         self._reaper: asyncio.Task[None] | None = None
         # a thread for every session (and a few for opening ones): no session's env call waits for another's
         self.executor = EnvThreads(config.max_sessions + 4, name="rubricgym-env")
-        self.inline = InlineSteps() if config.inline_steps else None
+        self.inline = InlineSteps(threads_busy=self.executor.busy) if config.inline_steps else None
         self.policy = SessionPolicy(
             executor=self.executor,
             trusted=config.trusted,

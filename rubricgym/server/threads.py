@@ -40,6 +40,7 @@ class EnvThreads(concurrent.futures.Executor):
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0  # threads waiting on the queue that no queued call has claimed yet
+        self._in_flight = 0  # calls put and not yet finished
         self._threads: list[threading.Thread] = []
         self._shutdown = False
 
@@ -61,6 +62,7 @@ class EnvThreads(concurrent.futures.Executor):
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot run env calls after the server's threads were shut down")
+            self._in_flight += 1
             if self._idle:
                 self._idle -= 1  # an idle thread takes it
             elif len(self._threads) < self.max_threads:
@@ -87,6 +89,7 @@ class EnvThreads(concurrent.futures.Executor):
                 del fn, args, future
                 with self._lock:
                     self._idle += 1
+                    self._in_flight -= 1
                 continue
             try:
                 result, error = fn(*args), None
@@ -95,10 +98,15 @@ class EnvThreads(concurrent.futures.Executor):
             del fn, args
             with self._lock:
                 self._idle += 1
+                self._in_flight -= 1
             # last, so the loop's thread, woken by it, finds the interpreter lock free: this one is about to wait
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this result any more
                 loop.call_soon_threadsafe(_resolve, future, result, error)
             del loop, future, result, error
+
+    def busy(self) -> bool:
+        """Whether any call is queued or running (read without the lock: a hint, exact once calls settle)."""
+        return self._in_flight > 0
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ that waits for another session's step to open a gate is released only if the loo
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -165,3 +166,29 @@ def test_an_inline_step_that_raises_still_counts():
 def test_the_rule_refuses_settings_that_mean_nothing(bad):
     with pytest.raises(ValueError, match="budget_s must be positive"):
         InlineSteps(**bad)
+
+
+def test_no_step_runs_on_the_loop_while_an_env_call_runs_on_a_thread():
+    """A thread that takes the interpreter lock from an inline step would look like a wait and trip the rule."""
+    busy = [True]
+    rule = InlineSteps(warmup=1, threads_busy=lambda: busy[0])
+    steps = rule.session()
+    steps.ran_on_thread(0.0)
+    assert not steps.on_loop()
+    busy[0] = False
+    assert steps.on_loop()
+
+
+def test_garbage_collection_during_an_inline_step_is_not_the_steps_cost():
+    rule = InlineSteps(budget_s=0.001, warmup=1)
+    steps = rule.session()
+    steps.ran_on_thread(0.0)
+    garbage = [[i] for i in range(300_000)]  # a full collection walks every one of them
+    cpu_s = time.thread_time()
+    gc.collect()
+    assert time.thread_time() - cpu_s > rule.budget_s, "the test needs a collection longer than the budget"
+    steps.run_inline(gc.collect)
+    assert rule.trips == 0 and steps.on_loop()
+    steps.run_inline(sum, range(3_000_000))  # as long, without a collection: an overrun
+    assert rule.trips == 1
+    del garbage

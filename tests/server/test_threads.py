@@ -72,3 +72,24 @@ def test_shutdown_refuses_new_calls_and_cancels_queued_ones() -> None:
         threads.submit(int, "2")
     release.set()
     assert running.result(10) is True
+
+
+def test_busy_while_a_call_is_queued_or_running():
+    threads = EnvThreads(2)
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        started.set()
+        return release.wait(30)
+
+    assert not threads.busy()
+    running = threads.submit(hold)
+    assert started.wait(10) and threads.busy()
+    release.set()
+    assert running.result(10) is True
+    for _ in range(1000):  # the thread counts the call done just after it hands back the result
+        if not threads.busy():
+            break
+        threading.Event().wait(0.01)
+    assert not threads.busy()
+    threads.shutdown()
