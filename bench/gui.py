@@ -17,10 +17,13 @@ the cores) latencies move together: read the ratios.
 
 BrowserGym pins an old Playwright, so it runs in its own venv (``bench/.venv-browsergym``, created on first use
 with ``pip install browsergym-core``; ``--browsergym-python`` points at another). Its Chromium is the same
-Debian binary (``executable_path`` injected into its ``launch`` calls); ``slow_mo=0`` so it is not throttled.
+Debian binary (``executable_path`` injected into its ``launch`` calls); ``slow_mo=0`` so it is not throttled. That
+binary is the pool's choice (the headless shell when ``chromium-headless-shell`` is installed: the old headless
+mode that BrowserGym's Playwright 1.44 runs with its own Chromium) or ``--chromium``. The last round's memory is
+also printed by kind of process (driver, browser, renderer, zygote, GPU, utility), as PSS.
 
     .venv/bin/python bench/gui.py [--rounds 3] [--instances 8] [--our-instances 32] [--resets 8] [--think 0.5]
-                                  [--seconds 4] [--no-browsergym]
+                                  [--seconds 4] [--chromium PATH] [--no-browsergym]
 """
 
 from __future__ import annotations
@@ -136,6 +139,34 @@ def unique_mb(pids: list[int]) -> float:
     return len(np.unique(pfns)) * 4096 / 2**20
 
 
+def kind(pid: int) -> str:
+    """What a browser-side process is: Playwright's Node driver, Chromium's browser process, or Chromium's
+    ``--type`` (a utility process by its service)."""
+    try:  # Chromium rewrites its children's argv into one space-separated string
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split()
+    except OSError:
+        return "gone"
+    if not args:
+        return "?"
+    if Path(args[0]).name.startswith("node"):
+        return "driver (node)"
+    types = [a.split("=", 1)[1] for a in args if a.startswith(("--type=", "--utility-sub-type="))]
+    return " ".join(t.rsplit(".", 1)[-1] for t in types) or "browser"
+
+
+Split = dict[str, tuple[int, float]]
+
+
+def split(root: int) -> Split:
+    """The browser side of ``root`` by kind of process: how many, and their PSS in MB."""
+    out: Split = {}
+    for pid in tree(root):
+        if pid != root:
+            n, mb = out.get(kind(pid), (0, 0.0))
+            out[kind(pid)] = (n + 1, mb + pss_mb([pid]))
+    return out
+
+
 def memory(root: int) -> dict[str, float]:
     """Browser-side memory in MB of the process ``root``: its descendants' unique pages and their PSS."""
     pids = [p for p in tree(root) if p != root]
@@ -156,14 +187,15 @@ def reset_times(envs: list[GuiEnv], resets: int, think: float, seed: int) -> dic
     return {"paced": paced, "back_to_back": back}
 
 
-def ours(instances: int, resets: int, think: float) -> dict[str, float]:
-    pool = BrowserPool()
+def ours(instances: int, resets: int, think: float, chromium: str) -> tuple[dict[str, float], Split]:
+    pool = BrowserPool(chromium)
     envs = [GuiEnv(templates=["mail.archive"], pool=pool) for _ in range(instances)]
     envs[0].reset(seed=0)
     one = memory(os.getpid())
     for i, e in enumerate(envs[1:], 1):
         e.reset(seed=i)
     many = memory(os.getpid())
+    parts = split(os.getpid())
     times = reset_times(envs, resets, think, 100)
     for e in envs:
         e.close()
@@ -174,7 +206,7 @@ def ours(instances: int, resets: int, think: float) -> dict[str, float]:
         "marginal": (many["unique"] - one["unique"]) / max(1, instances - 1),
         "paced": statistics.median(times["paced"]),
         "back_to_back": statistics.median(times["back_to_back"]),
-    }
+    }, parts
 
 
 def browsergym_python(given: str | None) -> str:
@@ -188,10 +220,10 @@ def browsergym_python(given: str | None) -> str:
     return str(py)
 
 
-def browsergym(python: str, instances: int, resets: int, think: float) -> dict[str, float]:
+def browsergym(python: str, instances: int, resets: int, think: float, chromium: str) -> tuple[dict[str, float], Split]:
     url = (APP_ROOT / "mail" / "index.html").as_uri()
     proc = subprocess.Popen(
-        [python, "-c", WORKER, find_chromium(), str(instances), url, str(resets), str(think)],
+        [python, "-c", WORKER, chromium, str(instances), url, str(resets), str(think)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # it warns about slow_mo at every reset
@@ -204,6 +236,7 @@ def browsergym(python: str, instances: int, resets: int, think: float) -> dict[s
             raise RuntimeError(f"the BrowserGym worker exited with {proc.wait()} (run it by hand to see why)")
         times = json.loads(line)
         mem = memory(proc.pid)
+        parts = split(proc.pid)
         proc.stdin.write("\n")
         proc.stdin.flush()
         proc.wait(60)
@@ -215,7 +248,7 @@ def browsergym(python: str, instances: int, resets: int, think: float) -> dict[s
         "pss": mem["pss"] / instances,
         "paced": statistics.median(times["paced"]),
         "back_to_back": statistics.median(times["back_to_back"]),
-    }
+    }, parts
 
 
 async def steps_per_second(concurrency: int, seconds: float, pool: BrowserPool) -> float:
@@ -246,6 +279,29 @@ def spread(values: list[float], scale: float = 1.0, fmt: str = ".0f") -> str:
     return f"{statistics.median(v):{fmt}} [{min(v):{fmt}}, {max(v):{fmt}}]"
 
 
+def ratios(mine: dict[int, list[dict[str, float]]], theirs: list[dict[str, float]], instances: int) -> None:
+    """BrowserGym's medians over ours, and the targets."""
+
+    def med(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median(x[key] for x in runs)
+
+    print("\nratios of medians (browsergym / ours):")
+    for n in mine:
+        mem = med(theirs, "unique") / med(mine[n], "unique")
+        paced = med(theirs, "paced") / med(mine[n], "paced")
+        back = med(theirs, "back_to_back") / med(mine[n], "back_to_back")
+        print(
+            f"  {n} live: memory {mem:.1f}x (PSS {med(theirs, 'pss') / med(mine[n], 'pss'):.1f}x), reset paced "
+            f"{paced:.1f}x, back to back {back:.1f}x"
+        )
+    print("targets:")
+    mem8 = med(theirs, "unique") / med(mine[instances], "unique")
+    print(f"  memory >= 8x at {instances} live: {mem8:.1f}x {'met' if mem8 >= 8 else 'NOT met'}")
+    for n in mine:
+        paced = med(theirs, "paced") / med(mine[n], "paced")
+        print(f"  reset >= 7x at {n} live (paced): {paced:.1f}x {'met' if paced >= 7 else 'NOT met'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="rounds, each running both sides")
@@ -259,11 +315,19 @@ def main() -> None:
     ap.add_argument("--resets", type=int, default=8, help="resets timed per round and pace")
     ap.add_argument("--think", type=float, default=0.5, help="seconds between paced resets (an agent's first action)")
     ap.add_argument("--seconds", type=float, default=4.0, help="time per concurrency level (0: skip steps/s)")
+    ap.add_argument(
+        "--chromium",
+        default=None,
+        help="the Chromium binary both sides run (default: the pool's choice, the headless shell when installed)",
+    )
     ap.add_argument("--browsergym-python", default=None)
     ap.add_argument("--no-browsergym", action="store_true")
     args = ap.parse_args()
 
     counts = sorted({args.instances, *args.our_instances})
+    chromium = find_chromium(args.chromium)
+    print(f"both sides run {chromium}", flush=True)
+    parts: dict[str, Split] = {}
     python = None if args.no_browsergym else browsergym_python(args.browsergym_python)
     mine: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
     theirs: list[dict[str, float]] = []
@@ -272,9 +336,13 @@ def main() -> None:
         for side in sides:
             if side == "ours":
                 for n in counts:
-                    mine[n].append(ours(n, args.resets, args.think))
+                    stats, parts[f"ours, {n} live"] = ours(n, args.resets, args.think, chromium)
+                    mine[n].append(stats)
             elif python is not None:
-                theirs.append(browsergym(python, args.instances, args.resets, args.think))
+                stats, parts[f"browsergym, {args.instances} live"] = browsergym(
+                    python, args.instances, args.resets, args.think, chromium
+                )
+                theirs.append(stats)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
 
     print(f"\n{args.rounds} rounds, median [min, max] over rounds; memory in MB per live instance, reset in ms")
@@ -289,28 +357,14 @@ def main() -> None:
         )
     for n in counts:
         print(f"ours, {n} live: marginal memory per extra instance {spread([x['marginal'] for x in mine[n]])} MB")
+    print("\nby process, last round (PSS in MB, x how many processes):")
+    for name, by_kind in parts.items():
+        cells = sorted(by_kind.items(), key=lambda kv: -kv[1][1])
+        print(f"  {name}: " + ", ".join(f"{k} {mb:.0f}" + (f" x{n}" if n > 1 else "") for k, (n, mb) in cells))
     if theirs:
-
-        def med(runs: list[dict[str, float]], key: str) -> float:
-            return statistics.median(x[key] for x in runs)
-
-        print("\nratios of medians (browsergym / ours):")
-        for n in counts:
-            mem = med(theirs, "unique") / med(mine[n], "unique")
-            paced = med(theirs, "paced") / med(mine[n], "paced")
-            back = med(theirs, "back_to_back") / med(mine[n], "back_to_back")
-            print(
-                f"  {n} live: memory {mem:.1f}x (PSS {med(theirs, 'pss') / med(mine[n], 'pss'):.1f}x), reset paced "
-                f"{paced:.1f}x, back to back {back:.1f}x"
-            )
-        print("targets:")
-        mem8 = med(theirs, "unique") / med(mine[args.instances], "unique")
-        print(f"  memory >= 8x at {args.instances} live: {mem8:.1f}x {'met' if mem8 >= 8 else 'NOT met'}")
-        for n in counts:
-            paced = med(theirs, "paced") / med(mine[n], "paced")
-            print(f"  reset >= 7x at {n} live (paced): {paced:.1f}x {'met' if paced >= 7 else 'NOT met'}")
+        ratios(mine, theirs, args.instances)
     if args.seconds > 0:
-        pool = BrowserPool()
+        pool = BrowserPool(chromium)
         for c in (1, 2, 4, 8, 16):
             rate = asyncio.run(steps_per_second(c, args.seconds, pool))
             print(f"{c:2d} concurrent episodes: {rate:.1f} agent steps/s", flush=True)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,7 @@ def site(tmp_path):
 
 
 def test_missing_chromium_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(pool_module, "HEADLESS_SHELL", "/nonexistent/chromium-headless-shell")
     monkeypatch.setattr(pool_module, "DEFAULT_CHROMIUM", "/nonexistent/chromium")
     monkeypatch.delenv("RUBRICGYM_CHROMIUM", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
@@ -37,10 +40,47 @@ def test_missing_chromium_says_how_to_install(monkeypatch):
         find_chromium()
 
 
+def test_the_headless_shell_is_preferred_over_the_full_browser(monkeypatch, tmp_path):
+    shell, full = tmp_path / "chromium-headless-shell", tmp_path / "chromium"
+    for exe in (shell, full):
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.delenv("RUBRICGYM_CHROMIUM", raising=False)
+    monkeypatch.setattr(pool_module, "HEADLESS_SHELL", str(shell))
+    monkeypatch.setattr(pool_module, "DEFAULT_CHROMIUM", str(full))
+    assert find_chromium() == str(shell)
+    monkeypatch.setenv("RUBRICGYM_CHROMIUM", str(full))  # an explicit choice still wins
+    assert find_chromium() == str(full)
+    shell.unlink()
+    monkeypatch.delenv("RUBRICGYM_CHROMIUM")
+    assert find_chromium() == str(full)
+
+
+@pytest.mark.slow
+def test_the_node_driver_gets_the_memory_options(pool):
+    """A 1 MB young generation, and no JIT for the bundled Node (read back from the driver's environment)."""
+    pool.run(pool.browser())
+    drivers = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            exe = (entry / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and Path(exe).name == "node":
+            drivers.append(entry)
+    assert drivers, "no Node driver among this process's children"
+    env = dict(kv.split(b"=", 1) for kv in (drivers[0] / "environ").read_bytes().split(b"\0") if b"=" in kv)
+    options = env[b"NODE_OPTIONS"].decode().split()
+    assert "--max-semi-space-size=1" in options
+    assert ("--jitless" in options) == (not os.environ.get("PLAYWRIGHT_NODEJS_PATH")), options
+
+
 def test_site_serves_only_its_files(tmp_path):
     (tmp_path / "a.txt").write_text("x")
     s = Site("http://apps.test.local", tmp_path)
-    assert s.file("http://apps.test.local/a.txt")[0] == b"x"
+    served = s.file("http://apps.test.local/a.txt")
+    assert served is not None and served[0] == b"x"
     assert s.file("http://apps.test.local/../../etc/passwd") is None
     assert not s.owns("http://apps.test.local.evil.com/")
     with pytest.raises(ValueError, match="loopback"):
