@@ -4,7 +4,7 @@
 # APT_LOCK_WAIT seconds (default 600). Under CI=true anything that cannot be installed is an error (exit 1);
 # elsewhere it is a warning and the tests that need it skip with the reason.
 set -u
-pkgs=(bubblewrap podman runc chromium fonts-dejavu-core fonts-liberation)
+pkgs=(bubblewrap podman runc chromium chromium-headless-shell fonts-dejavu-core fonts-liberation)
 wait_s="${APT_LOCK_WAIT:-600}"
 ci=0; case "${CI:-}" in 1|true|TRUE|True|yes) ci=1 ;; esac
 problem() {  # a warning outside CI, an error under CI=true
