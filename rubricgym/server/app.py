@@ -63,8 +63,8 @@ class ServerConfig(BaseModel):
     """Where each session's env runs: a server thread, or a process of its own (env code that computes in pure
     Python for long, which in a thread would hold the interpreter lock and slow every other session)."""
     inline_steps: bool = True
-    """Run a thread-isolated session's short sync steps on the event loop once its env has shown they are short
-    (``inline``: the thread hop costs more than such a step); off: every step on a thread."""
+    """Run a thread-isolated session's sync steps and resets on the event loop once it has shown they are short
+    (``inline``: the thread hop costs more than such a call); off: every env call on a thread."""
     workers: int = Field(default=1, ge=1)
     """Server processes sharing the port (``cluster``): sessions spread over them, each served by its owner."""
 

@@ -42,7 +42,7 @@ def serve_cmd(
         int, typer.Option(help="server processes sharing the port (WS sessions stay on theirs, HTTP ones are routed)")
     ] = 1,
     inline_steps: Annotated[
-        bool, typer.Option(help="step a session on the event loop while its env's steps are short (thread isolation)")
+        bool, typer.Option(help="step and reset a session on the event loop while those are short (thread isolation)")
     ] = True,
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")

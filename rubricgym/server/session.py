@@ -2,10 +2,10 @@
 
 Every env call (reset, step, state, the record, task sets) goes through the session's runner (``worker``): a
 worker thread of the server, or a process of its own, so one slow episode (a large generated world, a sandbox
-starting) never delays another session or ``/health``. The one exception is a step the env has shown to be short
-(``inline``): it runs on the event loop, where the hop to a thread would cost more than the step. The server's
-executor has a thread per session, so sessions never queue behind each other; a session's own calls are
-serialised (one message at a time). What a client may send and receive is ``policy``'s.
+starting) never delays another session or ``/health``. The one exception is a step or reset the session has
+shown to be short (``inline``): it runs on the event loop, where the hop to a thread would cost more than the
+call. The server's executor has a thread per session, so sessions never queue behind each other; a session's own
+calls are serialised (one message at a time). What a client may send and receive is ``policy``'s.
 """
 
 from __future__ import annotations

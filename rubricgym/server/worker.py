@@ -4,9 +4,10 @@
 A session talks to its env only through the operations below, which take and return plain picklable values, so
 both runners serve the same protocol. Threads are cheap and share the server's memory; they keep the event loop
 free while an env blocks (a sandbox, a subprocess, I/O), but env code that computes in pure Python holds the
-interpreter lock and slows every other session's turn. A thread runner's short steps run on the event loop
-itself once its env has shown they are short (``inline``). A worker process (forked from a ``forkserver`` that has
-the env's modules imported, so it starts in milliseconds) runs such code beside the server instead of inside it.
+interpreter lock and slows every other session's turn. A thread runner's steps and resets run on the event
+loop itself once its session has shown they are short (``inline``). A worker process (forked from a
+``forkserver`` that has the env's modules imported, so it starts in milliseconds) runs such code beside the server
+instead of inside it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Action, Message, Observation, State, Task
-from rubricgym.server.inline import InlineSteps, timed
+from rubricgym.server.inline import InlineSteps, SessionSteps, timed
 from rubricgym.server.policy import check_client_task, public_trajectory
 from rubricgym.server.threads import EnvThreads
 
@@ -103,29 +104,33 @@ def is_async(env_cls: type[RubricEnv]) -> bool:
 
 class ThreadRunner:
     """The env in the server's process; its calls run on the server's executor (async steps on the loop, and
-    short sync steps too under ``inline``'s rule)."""
+    a sync env's short steps and resets too, under ``inline``'s rule)."""
 
     def __init__(self, env: RubricEnv, executor: Executor | None, inline: InlineSteps | None = None):
         self.env, self.executor = env, executor
         self._async = is_async(type(env))
-        self.steps = inline.session() if inline is not None and not self._async else None
+        self.steps: SessionSteps | None = None
+        self.resets: SessionSteps | None = None
+        if inline is not None and not self._async:
+            self.steps, self.resets = inline.session(), inline.session()
 
     async def call(self, op: str, *args: Any) -> Any:
-        if op != "step":
+        if op == "step":
+            if self._async:
+                return _stepped(self.env, await self.env.astep_typed(args[0]))
+            placement = self.steps
+        else:
+            placement = self.resets if op == "reset" else None
+        if placement is None:
             return await off_loop(self.executor, OPS[op], self.env, *args)
-        if self._async:
-            return _stepped(self.env, await self.env.astep_typed(args[0]))
-        steps = self.steps
-        if steps is None:
-            return await off_loop(self.executor, op_step, self.env, args[0])
-        if steps.on_loop():
-            return steps.run_inline(op_step, self.env, args[0])
+        if placement.on_loop():
+            return placement.run_inline(OPS[op], self.env, *args)
         try:
-            result, wall_s = await off_loop(self.executor, timed, op_step, self.env, args[0])
+            result, wall_s = await off_loop(self.executor, timed, OPS[op], self.env, *args)
         except BaseException:
-            steps.ran_on_thread(float("inf"))
+            placement.ran_on_thread(float("inf"))
             raise
-        steps.ran_on_thread(wall_s)
+        placement.ran_on_thread(wall_s)
         return result
 
     async def close(self) -> None:

@@ -1,5 +1,5 @@
-"""Inline steps (``rubricgym.server.inline``): a session whose env steps are short steps on the event loop, a slow
-env never does, and an inline step that overruns sends its session back to threads.
+"""Inline steps (``rubricgym.server.inline``): a session whose env steps (or resets) are short runs them on the
+event loop, a slow env never does, and an inline step that overruns sends its session back to threads.
 
 Whether a step held the loop is read from what another session could do meanwhile, never from a clock: a step
 that waits for another session's step to open a gate is released only if the loop was free to serve that step.
@@ -78,6 +78,20 @@ def test_a_short_step_session_moves_onto_the_loop_with_the_same_replies(serve):
     assert replies[0] == replies[1]
     assert inline.app.state.server.inline.inline_steps > 0
     assert threaded.app.state.server.inline is None
+
+
+def test_short_resets_move_onto_the_loop_with_the_same_observations(serve):
+    inline, threaded = serve(), serve(inline_steps=False)
+    replies = []
+    for server in (inline, threaded):
+        with open_ws(server) as ws:
+            out = [call(ws, "reset", {"seed": seed})["data"] for seed in range(40)]
+            for r in out:
+                r["observation"]["info"].pop("episode_id")
+            replies.append(out)
+            resets = next(iter(server.app.state.server.sessions.values())).runner.resets
+            assert (resets is not None and resets.on_loop()) == (server is inline)
+    assert replies[0] == replies[1]
 
 
 def test_a_slow_env_never_steps_on_the_loop(serve):
