@@ -15,6 +15,10 @@ the two agree.
 
 ``--profile N`` then prints the N entries with the most own time in a cProfile of one more rubricgym round (a
 deterministic profiler: it inflates the cost of small Python calls, so read it for where time goes, not how much).
+
+``--instructions`` instead counts each side's instructions per step under valgrind's callgrind, which machine load
+does not change: one process per side, instrumented only after imports and a warm-up round, counting 3 rounds.
+Slow (about half a minute per side at 100 episodes); try ``--episodes 100``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,11 @@ import os
 import pstats
 import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import gymnasium
 from gymnasium import spaces
@@ -99,12 +107,20 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300, help="episodes per round and side")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per side (at least 1)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print a cProfile's top N entries")
+    parser.add_argument("--instructions", action="store_true", help="count instructions per step (callgrind)")
+    parser.add_argument("--count-side", choices=SIDES, help=argparse.SUPPRESS)  # one side under callgrind
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
+    if args.instructions:
+        _instructions(args.episodes)
+        return
     tasks = rubricgym.TaskSet.generate("toy-calculator-v0", args.episodes, seed=0)
     episodes = [(t, oracle_actions(t)) for t in tasks]
     envs = {"rubricgym.make": rubricgym.make("toy-calculator-v0"), "bare gymnasium.Env": BareCalculator()}
+    if args.count_side:
+        _count(envs[args.count_side], episodes)
+        return
     for env in envs.values():
         measure(env, episodes[:20])  # warm-up
     wall: dict[str, list[float]] = {name: [] for name in SIDES}
@@ -143,6 +159,50 @@ def _profile(env, episodes, top: int) -> str:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     return out.getvalue()
+
+
+COUNTED_ROUNDS = 3
+
+
+def _count(env, episodes) -> None:
+    """Under callgrind (``--instr-atstart=no``): instrument after a warm-up, count ``COUNTED_ROUNDS`` rounds, dump."""
+
+    def control(*what: str) -> None:
+        subprocess.run(["callgrind_control", *what, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+    measure(env, episodes[:20])
+    control("-i", "on")
+    measure(env, episodes)  # a warm round with instrumentation on, not counted
+    control("-z")
+    for _ in range(COUNTED_ROUNDS):
+        measure(env, episodes)
+    control("-d", "counted")
+    print(f"steps {sum(len(a) for _, a in episodes)}")
+
+
+def _instructions(n_episodes: int) -> None:
+    """Instructions per step of each side, each in its own process under callgrind."""
+    per_step = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in SIDES:
+            out = Path(tmp, side.split()[0].replace(".", "_"))
+            run = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p"]
+                + [sys.executable, __file__, "--count-side", side, "--episodes", str(n_episodes)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts every run
+            )
+            steps = int(run.stdout.split("steps ")[-1])
+            for dump in Path(tmp).glob(f"{out.name}.*"):
+                text = dump.read_text(errors="replace")
+                if "trigger: dump counted" in text.lower():
+                    total = int(text.split("\nsummary: ")[1].split()[0])
+                    per_step[side] = total / (COUNTED_ROUNDS * steps)
+    for side in SIDES:
+        print(f"{side:<20}  {per_step[side]:>9,.0f} instructions per step")
+    print(f"ratio (rubricgym/bare): {per_step[SIDES[1]] / per_step[SIDES[0]]:.2f}x ({n_episodes} episodes a round)")
 
 
 def _spread(rates: list[float]) -> str:

@@ -137,7 +137,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         return f"{self._system}\n\n{task.prompt}", {"stage": self._stage, "step": 0, "task_id": self._task_id}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        rec = self._advance(action)
+        rec = self._finish_step(self._act(action))  # _advance's body: the Gymnasium step is the hot path
         out = rec.out
         info = {
             "stage": rec.stage,
@@ -182,15 +182,17 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
             task = Task.model_validate(task)
         elif not isinstance(task, Task):
             raise TypeError(f"options['task'] must be a Task or a dict, got {type(task).__name__}")
-        if self.env_id and task.env_id != self.env_id:
-            raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {self.env_id!r}")
+        env_id = self.env_id  # class attributes read through the instance are slow lookups: once each
+        if env_id and task.env_id != env_id:
+            raise ValueError(f"task {task.id!r} is for env {task.env_id!r}, not {env_id!r}")
         self._task = task
         self._task_id = task.id
         self._episodes += 1
         self._records = []
         self._done = False
         self._outcome = None
-        self._stage = self.stages[0] if self.stages else None
+        stages = self.stages
+        self._stage = stages[0] if stages else None
         self.begin(task)
         tooling = self._tooling
         if tooling is None or not tooling.fixed or tooling.prompt is None:
@@ -237,7 +239,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         """``step_typed`` that awaits an ``async def`` tool on the env's loop instead of blocking on it."""
         if type(self).step_typed is not RubricEnv.step_typed:  # an env's own step_typed is the step
             return self.step_typed(action)
-        pending = self._prepare_step(**_action_fields(action))
+        pending = self._act(**_action_fields(action), run=False)
         call = pending[3]
         if call is None:
             return self._finish_step(pending, None).materialise()[0].observation
@@ -275,21 +277,7 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> StepRecord:
         """The one code path of a synchronous step: parse, validate, run the tool, label, truncate, record."""
-        pending = self._prepare_step(text, call, parse_error, structured)
-        call = pending[3]
-        if call is None:
-            return self._finish_step(pending, None)
-        method = pending[1].direct.get(call.name)
-        try:
-            if method is None:
-                out = self.call_tool(call)
-            else:  # what the base call_tool does for this tool, less its lookups
-                out = getattr(self, method)(**call.arguments)
-                if type(out) is not ToolOutput:
-                    out = self._output(call, out)
-        except ToolError as e:
-            out = _tool_error(call, e)
-        return self._finish_step(pending, out)
+        return self._finish_step(self._act(text, call, parse_error, structured))
 
     def _run_tool(self, call: ToolCall, run: Callable[[ToolCall], ToolOutput]) -> ToolOutput:
         try:
@@ -297,18 +285,65 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         except ToolError as e:
             return _tool_error(call, e)
 
-    def _prepare_step(
-        self, text: Any, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    def _act(
+        self,
+        text: Any,
+        call: ToolCall | None = None,
+        parse_error: str | None = None,
+        structured: bool = False,
+        run: bool = True,
     ) -> _Pending:
-        """Parse and validate an action; the result's call to run (``[3]``) is ``None`` for a malformed one."""
-        if self._task is None:
-            raise RuntimeError("call reset() before step()")
-        if self._done:
-            raise RuntimeError("the episode is over (terminated or truncated): call reset() to start another")
+        """Parse and validate an action and, with ``run``, make its tool call (``astep_typed`` makes its own)."""
+        if self._task is None or self._done:
+            raise RuntimeError(
+                "call reset() before step()"
+                if self._task is None
+                else "the episode is over (terminated or truncated): call reset() to start another"
+            )
         t0 = perf_counter()
         tooling = self._tooling
         if tooling is None or not tooling.fixed:
             tooling = self._tools_now()
+        if type(text) is not str or call is not None or not text.isascii() or len(text) > self.max_action_chars:
+            text, call, parse_error = self._normalise(text, call, parse_error)
+        if call is None and parse_error is None:
+            parsed = parse_tool_call(text)
+            if isinstance(parsed, str):
+                parse_error = parsed
+            else:
+                call = parsed
+        if call is None or parse_error is not None:
+            return t0, tooling, text, None, call, parse_error, structured, None
+        name, arguments = call.name, call.arguments  # read once: a pydantic attribute costs a short call
+        rules = tooling.rules.get(name)
+        usual = rules.usual if rules is not None else None
+        valid = False
+        if usual is not None and arguments.keys() == usual.keys():  # every argument given: check each one's type
+            for key, value in arguments.items():
+                if type(value) not in usual[key]:
+                    break
+            else:
+                valid = True  # what call_error says of this call, without calling it
+        if not valid and (parse_error := call_error(name, arguments, tooling.tools, tooling.rules)) is not None:
+            return t0, tooling, text, None, call, parse_error, structured, None
+        if not run:
+            return t0, tooling, text, call, call, None, structured, None
+        method = tooling.direct.get(name)
+        try:
+            if method is None:
+                out = self.call_tool(call)
+            else:  # what the base call_tool does for this tool, less its lookups
+                out = getattr(self, method)(**arguments)
+                out = out if type(out) is ToolOutput else self._output(call, out)
+        except ToolError as e:
+            out = _tool_error(call, e)
+        return t0, tooling, text, call, call, None, structured, out
+
+    def _normalise(
+        self, text: Any, call: ToolCall | None, parse_error: str | None
+    ) -> tuple[str, ToolCall | None, str | None]:
+        """An action as a step records it: text (``str``, lone surrogates replaced, at most ``max_action_chars``), the
+        given call with lone surrogates replaced, and the parse error a non-text output is."""
         if not isinstance(text, str):
             text, parse_error = str(text), f"agent output must be text, got {type(text).__name__}"
         if not text.isascii():  # no lone surrogates past here (ASCII text has none)
@@ -317,22 +352,15 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
             call = clean_call(call)
         if len(text) > self.max_action_chars:
             text = truncate(text, self.max_action_chars)
-        if call is None and parse_error is None:
-            parsed = parse_tool_call(text)
-            if isinstance(parsed, str):
-                parse_error = parsed
-            else:
-                call = parsed
-        if call is not None and parse_error is None:
-            parse_error = call_error(call.name, call.arguments, tooling.tools, tooling.rules)
-        return t0, tooling, text, call if parse_error is None else None, call, parse_error, structured
+        return text, call, parse_error
 
-    def _finish_step(self, pending: _Pending, out: ToolOutput | None) -> StepRecord:
-        """Label, truncate and record a step whose tool call (if valid) gave ``out``."""
-        t0, tooling, text, call, given, parse_error, structured = pending
+    def _finish_step(self, pending: _Pending, out: ToolOutput | None = None) -> StepRecord:
+        """Label, truncate and record a step whose tool call (if valid) gave ``out`` (by default, what ``_act``
+        ran)."""
+        t0, tooling, text, call, given, parse_error, structured, ran = pending
         tools = tooling.tools
         if out is None:
-            out = ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
+            out = ran or ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
         stage = self._stage = self.stage_of(call)
         index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
@@ -419,10 +447,10 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
         return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
 
 
-_Pending = tuple[float, _Tooling, str, ToolCall | None, ToolCall | None, str | None, bool]
-"""A parsed action waiting for its tool's output: (start time, the step's tools, text, the valid call to run or
-``None``, the call the agent sent (recorded even when invalid), parse error, structured). A plain tuple: one is built
-per step, and a tuple costs a tenth of a dataclass instance."""
+_Pending = tuple[float, _Tooling, str, ToolCall | None, ToolCall | None, str | None, bool, ToolOutput | None]
+"""A parsed action (``_act``): (start time, the step's tools, text, the valid call or ``None``, the call the agent
+sent (recorded even when invalid), parse error, structured, the call's output when ``_act`` ran it). A plain tuple:
+one is built per step, and a tuple costs a tenth of a dataclass instance."""
 
 
 def _action_fields(action: Action | str | Message) -> dict[str, Any]:

@@ -119,20 +119,30 @@ def _tool_call_body(text: str) -> str | None:
     return text[start : end if end != -1 else len(text)].strip()
 
 
+_CALL_FROM_JSON = ToolCall.__pydantic_validator__.validate_json
+"""``ToolCall.model_validate_json`` less its Python wrapper, looked up once (pydantic's metaclass makes each
+lookup of a class attribute cost about as much as a short function call)."""
+
+
 def parse_tool_call(text: str) -> ToolCall | str:
     """``parse_call`` as a ``ToolCall`` (the step path's form). A ``<tool_call>`` block that is exactly
     ``{"name": ..., "arguments": {...}}`` is validated by pydantic straight from its JSON, one pass where decoding
     and then validating is two; any other text (other shapes, escapes that may decode to a lone surrogate, text
     around the object, an id) takes ``parse_call``, so both give the same call."""
-    body = _tool_call_body(text)
-    if body and _decodes_clean(body):
-        try:
-            call = ToolCall.__pydantic_validator__.validate_json(body)  # model_validate_json less its Python wrapper
-        except ValueError:
-            pass
-        else:
-            if call.id is None:  # an id in model text is ignored as parse_call ignores it
-                return call
+    start = text.find("<tool_call>")
+    if start != -1:  # _tool_call_body and _decodes_clean, written out: this runs on every step
+        start += 11  # len("<tool_call>")
+        end = text.find("</tool_call>", start)
+        body = text[start : end if end != -1 else len(text)].strip()
+        if body and "\\u" not in body and (body.isascii() or _SURROGATE.search(body) is None):
+            try:
+                call = _CALL_FROM_JSON(body)
+            except ValueError:
+                pass
+            else:
+                # an id in model text is ignored as parse_call ignores it; with no \u escape, a key "id" is in the text
+                if '"id"' not in body or call.id is None:
+                    return call
     parsed = parse_call(text)
     return parsed if isinstance(parsed, str) else ToolCall(name=parsed[0], arguments=parsed[1])
 
@@ -228,6 +238,10 @@ class ArgumentRules:
     types: dict[str, tuple[str, ...]]
     exact: dict[str, frozenset[type]]
     """Per typed argument, the Python types that pass its ``types`` at once (``type(value) in exact``)."""
+    usual: dict[str, frozenset[type]] | None = None
+    """``exact`` when every property is typed and every required name declared: then a call whose keys are exactly
+    ``usual``'s, each value of one of its types, is valid with nothing else to check (``call_error`` would return
+    ``None``), which the step path checks without calling it. ``None`` otherwise."""
 
 
 def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
@@ -237,13 +251,16 @@ def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
         props = t.parameters.get("properties", {})
         types = {k: tuple(json_type(v)) for k, v in props.items() if isinstance(v, dict) and "type" in v}
         required = tuple(t.parameters.get("required", ()))
+        exact = {k: frozenset(c for kind in kinds for c in _JSON_TYPES.get(kind, ())) for k, kinds in types.items()}
+        declared = set(required) <= set(props)
         out[t.name] = ArgumentRules(
             properties=frozenset(props),
             required=required,
             closed=t.parameters.get("additionalProperties") is False,
-            required_declared=set(required) <= set(props),
+            required_declared=declared,
             types=types,
-            exact={k: frozenset(c for kind in kinds for c in _JSON_TYPES.get(kind, ())) for k, kinds in types.items()},
+            exact=exact,
+            usual=exact if declared and exact.keys() == props.keys() else None,
         )
     return out
 

@@ -23,7 +23,7 @@ held to its tool's record otherwise (a browser action that failed still reports 
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 from annotated_types import BaseMetadata
@@ -77,6 +77,20 @@ def _fields_validator(cls: type[BaseModel]) -> SchemaValidator | None:
         return None
 
 
+def _writer(cls: type[ToolRecord]) -> Callable[..., dict[str, Any]]:
+    """``cls.info_of`` as a function, with what it reads of the class bound in (``ToolRecord.writer``)."""
+    validator = cls._fields
+    if validator is None:
+        return lambda **fields: cls(**fields).info()
+    validate = validator.validate_python
+
+    def info_of(**fields: Any) -> dict[str, Any]:
+        values, _, given = validate(fields)
+        return values if len(given) == len(values) else {k: v for k, v in values.items() if k in given}
+
+    return info_of
+
+
 def _is_scalar(hint: Any) -> bool:
     if hint in _SCALARS:
         return True
@@ -105,7 +119,8 @@ class ToolRecord(BaseModel):
 
     @classmethod
     def info_of(cls, **fields: Any) -> dict[str, Any]:
-        """``cls(**fields).info()``, cheaper where a tool writes a record every step.
+        """``cls(**fields).info()``, cheaper where a tool writes a record every step (a tool that does can keep
+        ``writer()`` instead, which skips even this method's class lookups).
 
         A record of scalar fields (see ``info``) is validated by its model's own fields validator, the same
         checks, coercions and ``ValidationError`` as building it, straight to the values that are its info,
@@ -115,6 +130,13 @@ class ToolRecord(BaseModel):
             return cls(**fields).info()
         values, _, given = validator.validate_python(fields)
         return values if len(given) == len(values) else {k: v for k, v in values.items() if k in given}
+
+    @classmethod
+    def writer(cls) -> Callable[..., dict[str, Any]]:
+        """``info_of`` of this record as a plain function (``calc_info = Calculation.writer()`` at import, then
+        ``calc_info(value=3)`` per step): the same info and the same ``ValidationError``, without the class
+        attribute lookups that pydantic's metaclass makes slow (~1k instructions each)."""
+        return _writer(cls)
 
     def info(self) -> dict[str, Any]:
         """The ``ToolOutput.info`` this record is: every field the tool set (an optional field left unset is no

@@ -152,7 +152,7 @@ def test_direct_tool_calls_give_what_call_tool_gives():
     assert set(env._tooling.direct) == {"echo"}  # the Literal tool goes through call_tool's enum check
     for a in actions:
         got = env.step(a)
-        rec = ref._prepare_step(a)  # the same action through the base call_tool
+        rec = ref._act(a, run=False)  # the same action through the base call_tool
         c = rec[3]
         want = ref._finish_step(rec, None if c is None else ref._run_tool(c, ref.call_tool))
         assert (

@@ -155,6 +155,8 @@ def test_argument_types_follow_json_schema(arguments, error):
         '<tool_call>{"name": "a"}</tool_call>',  # no arguments
         '<tool_call>{"name": "a", "arguments": null}</tool_call>',
         '<tool_call>{"name": "a", "arguments": {}, "id": "call_7"}</tool_call>',  # model text gives no id
+        '<tool_call>{"id": null, "name": "a", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "a", "arguments": {"q": "\\"id\\": 1"}}</tool_call>',  # "id" in a value, not a key
         '<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>',  # OpenAI's string arguments
         '<tool_call>{"function": {"name": "a", "arguments": {"x": 1}}}</tool_call>',
         '<tool_call>{"name": "a", "arguments": {"x": 1}}} trailing</tool_call>',

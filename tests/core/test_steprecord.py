@@ -224,40 +224,41 @@ class Strict(ToolRecord):
     x: float
 
 
-@pytest.mark.parametrize(
-    ("kind", "fields"),
-    [
-        (Lookup, {"item": "a", "hits": 1}),
-        (Lookup, {"item": "a", "hits": 1, "note": None}),
-        (Lookup, {"item": "a", "hits": 1, "note": "n"}),
-        (Lookup, {"item": "a", "hits": True}),  # a bool is not an int to pass as it is
-        (Lookup, {"item": "a", "hits": "3"}),  # coerced by validation
-        (Lookup, {"item": "a", "hits": 1.0}),
-        (Lookup, {"item": "a"}),  # missing
-        (Lookup, {"item": "a", "hits": 1, "hitz": 2}),  # unknown
-        (Lookup, {"item": 3, "hits": 1}),
-        (Measured, {"x": 1}),  # an int for a float field becomes 1.0
-        (Measured, {"x": 1.5, "n": None}),
-        (Measured, {"x": 1.5, "n": 2}),
-        (Measured, {"x": False}),
-        (Kinds, {"choice": "a"}),
-        (Kinds, {"choice": "c"}),  # not one of the Literal's values
-        (Kinds, {"choice": "b", "maybe": 2, "flag": True}),
-        (Kinds, {"choice": "b", "maybe": 2.5}),
-        (Checked, {"x": 2}),  # a validator changes the value
-        (Checked, {"x": 3}),
-        (Bounded, {"x": 1}),
-        (Bounded, {"x": -1}),  # a constraint refuses it
-        (Aliased, {"ex": 1}),
-        (Aliased, {"x": 1}),
-        (Stripped, {"s": "  padded "}),  # a config option changes the value
-        (Whole, {"low": 1, "high": 2}),  # a model validator: the record is built
-        (Whole, {"low": 3, "high": 2}),
-        (Strict, {"x": 1}),
-        (Strict, {"x": 1.0}),
-        (Write, {"tool": "write", "changed_files": ["a.py"]}),
-    ],
-)
+INFO_OF_CASES: list[tuple[type[ToolRecord], dict[str, Any]]] = [
+    (Lookup, {"item": "a", "hits": 1}),
+    (Lookup, {"item": "a", "hits": 1, "note": None}),
+    (Lookup, {"item": "a", "hits": 1, "note": "n"}),
+    (Lookup, {"item": "a", "hits": True}),  # a bool is not an int to pass as it is
+    (Lookup, {"item": "a", "hits": "3"}),  # coerced by validation
+    (Lookup, {"item": "a", "hits": 1.0}),
+    (Lookup, {"item": "a"}),  # missing
+    (Lookup, {"item": "a", "hits": 1, "hitz": 2}),  # unknown
+    (Lookup, {"item": 3, "hits": 1}),
+    (Measured, {"x": 1}),  # an int for a float field becomes 1.0
+    (Measured, {"x": 1.5, "n": None}),
+    (Measured, {"x": 1.5, "n": 2}),
+    (Measured, {"x": False}),
+    (Kinds, {"choice": "a"}),
+    (Kinds, {"choice": "c"}),  # not one of the Literal's values
+    (Kinds, {"choice": "b", "maybe": 2, "flag": True}),
+    (Kinds, {"choice": "b", "maybe": 2.5}),
+    (Checked, {"x": 2}),  # a validator changes the value
+    (Checked, {"x": 3}),
+    (Bounded, {"x": 1}),
+    (Bounded, {"x": -1}),  # a constraint refuses it
+    (Aliased, {"ex": 1}),
+    (Aliased, {"x": 1}),
+    (Stripped, {"s": "  padded "}),  # a config option changes the value
+    (Whole, {"low": 1, "high": 2}),  # a model validator: the record is built
+    (Whole, {"low": 3, "high": 2}),
+    (Strict, {"x": 1}),
+    (Strict, {"x": 1.0}),
+    (Write, {"tool": "write", "changed_files": ["a.py"]}),
+]
+"""Records with the info a tool might write: ``info_of`` and ``writer()`` must give what building the record gives."""
+
+
+@pytest.mark.parametrize(("kind", "fields"), INFO_OF_CASES)
 def test_info_of_is_the_record_built_and_dumped(kind: type[ToolRecord], fields: dict[str, Any]):
     # info_of skips building the record where validation could change nothing; it must give what building it gives,
     # the same info or the same validation error
@@ -273,11 +274,30 @@ def test_info_of_is_the_record_built_and_dumped(kind: type[ToolRecord], fields: 
         assert [type(v) for v in info.values()] == [type(v) for v in expected.values()]
 
 
+@pytest.mark.parametrize(("kind", "fields"), INFO_OF_CASES)
+def test_a_records_writer_is_its_info_of(kind: type[ToolRecord], fields: dict[str, Any]):
+    # writer() binds what info_of reads of the class once (a tool keeps it at import): the same info, the same error
+    try:
+        expected = kind.info_of(**fields)
+    except ValidationError as e:
+        with pytest.raises(ValidationError) as got:
+            kind.writer()(**fields)
+        assert got.value.errors(include_context=False) == e.errors(include_context=False)
+    else:
+        info = kind.writer()(**fields)
+        assert info == expected
+        assert [(k, type(v)) for k, v in info.items()] == [(k, type(v)) for k, v in expected.items()]
+
+
 def test_info_of_returns_a_fresh_dict():
     given = {"item": "a", "hits": 1}
     info = Lookup.info_of(**given)
     info["hits"] = 2
     assert given == {"item": "a", "hits": 1}
+    write = Lookup.writer()
+    first = write(**given)
+    first["hits"] = 3
+    assert given == {"item": "a", "hits": 1} and write(**given) == given
 
 
 def test_records_are_read_fresh_and_leave_the_wire_type_alone():

@@ -21,6 +21,9 @@ from rubricgym.envs.toy.guidance import LEVELS as GUIDANCE_LEVELS
 from rubricgym.envs.toy.guidance import hint
 from rubricgym.envs.toy.records import RECORDS, Answer, Calculation
 
+_calculation = Calculation.writer()  # the records' info_of, bound once: each tool writes one every step
+_answer = Answer.writer()
+
 
 def parse_number(value: Any) -> float:
     """The number in an answer value (a JSON number or a numeric string such as '1,024')."""
@@ -112,7 +115,7 @@ class CalculatorEnv(RubricEnv):
             value = evaluate(expression)
         except CalculatorError as e:
             raise ToolError(str(e)) from None
-        return ToolOutput(text=format_number(value), info=Calculation.info_of(value=value))
+        return ToolOutput(text=format_number(value), info=_calculation(value=value))
 
     @tool(examples={"value": 387})
     def answer(self, value: float | str) -> ToolOutput:
@@ -130,7 +133,7 @@ class CalculatorEnv(RubricEnv):
             done=True,
             answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
-            info=Answer.info_of(value=number, correct=correct),
+            info=_answer(value=number, correct=correct),
         )
 
     def stage_of(self, call: ToolCall | None) -> str:
