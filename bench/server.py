@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -113,8 +114,16 @@ class Server:
             command += ["--no-inline-steps"] if side == THREADS else []
         else:
             command = [__file__, "--serve", side]
+        # OpenEnv's server logs a traceback for every client that closes its WebSocket at the end of a run: keep its
+        # log out of the bench's output, and show its end only when the server does not start
+        self.log = tempfile.TemporaryFile(mode="w+") if not side.startswith("ours") else None  # noqa: SIM115 (lives as long as the server; closed in stop)
         self.proc = subprocess.Popen(
-            [sys.executable, *command], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+            [sys.executable, *command],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+            start_new_session=True,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
@@ -122,7 +131,11 @@ class Server:
         self.url = line.split(" at ")[1].split(" ")[0] if line.startswith("serving ") else line
         if not self.url.startswith("ws://"):
             stop(self.proc)
-            raise RuntimeError(f"the {side} server did not start: {line!r}")
+            said = ""
+            if self.log is not None:
+                self.log.seek(0)
+                said = "; its log ends: " + self.log.read()[-2000:]
+            raise RuntimeError(f"the {side} server did not start: {line!r}{said}")
         pids = line.rsplit("pids ", 1)[1].rstrip(")").split(", ") if "pids " in line else []
         self.pids = [self.proc.pid, *map(int, pids)]
 
@@ -131,6 +144,8 @@ class Server:
 
     def stop(self) -> None:
         stop(self.proc)
+        if self.log is not None:
+            self.log.close()
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
