@@ -108,6 +108,7 @@ def _time_ours(ph: Phases, policy: Any, opt: Any) -> None:
     import torch
 
     import rubricgym.agents.decode as decode
+    import rubricgym.agents.lean as lean
     import rubricgym.trainers.update as update
     from rubricgym.agents.packed import PackedLinears
 
@@ -121,8 +122,13 @@ def _time_ours(ph: Phases, policy: Any, opt: Any) -> None:
             return "gen: prefill (body)"  # counted with the body it runs in
         return "gen: linear GEMMs (packed)" if ph.inside("gen: decode (body)") else "gen: LM head (packed)"
 
+    def lean_phase(lean: Any, cache: Any, *args: Any, **kwargs: Any) -> str:
+        return body_phase(*args, **kwargs)
+
     body = getattr(policy.lm, policy.lm.base_model_prefix)
     ph.wrap(body, "forward", body_phase)
+    ph.wrap(lean.LeanLlama, "hidden", lean_phase)  # the sampler's lean forward (agents/lean.py) runs the body
+    ph.wrap(lean, "_linear", linear_phase)
     ph.wrap(PackedLinears, "linear", linear_phase)
     ph.wrap(PackedLinears, "pack", "gen: weight packing (oneDNN reorder)")
     ph.wrap(decode, "_process", "gen: sampler (temperature, log-softmax)")
@@ -166,6 +172,7 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool, phases: 
     from rubricgym.core.types import Message, Task
     from rubricgym.trainers.advantages import grpo_advantages
     from rubricgym.trainers.config import OptimConfig
+    from rubricgym.trainers.optim import make_optimizer
     from rubricgym.trainers.policy import TrainingPolicy
     from rubricgym.trainers.samples import assign_advantages, build_samples
     from rubricgym.trainers.update import UpdateSettings, policy_update
@@ -175,7 +182,7 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool, phases: 
     model, tok = policy.lm, policy.tokenizer
     if checkpointing:
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    opt = make_optimizer(model.parameters(), OptimConfig(lr=1e-6))  # the trainer's own (fused) AdamW
     settings = UpdateSettings(optim=OptimConfig(micro_batch=8), temperature=1.0, bf16_autocast=bf16)
     ph = Phases()
     if phases:
