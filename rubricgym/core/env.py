@@ -7,7 +7,8 @@ and the episode record that becomes a ``Trajectory``.
 Tools may be ``async def`` (I/O: sandboxes, browsers, LLMs). ``astep_typed`` awaits them and the synchronous
 ``step``/``step_typed`` run them to completion, both on the env's loop. How a tool call runs is ``ToolDispatch``
 (``core.dispatch``); what an env declares for rewards, agents and the leak audit is ``EnvDeclarations``
-(``core.declarations``): both are bases of ``RubricEnv``.
+(``core.declarations``); the read-only views of the episode (``outcome``, ``steps``, ``messages``, ``state``,
+``trajectory``) are ``EpisodeViews`` (``core.episode``): all three are bases of ``RubricEnv``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 
 from rubricgym.core.declarations import EnvDeclarations
 from rubricgym.core.dispatch import ToolDispatch, _direct_methods, _Tooling
+from rubricgym.core.episode import EpisodeViews
 from rubricgym.core.parsing import (
     argument_rules,
     call_error,
@@ -41,18 +43,15 @@ from rubricgym.core.types import (
     Message,
     Observation,
     Outcome,
-    State,
-    Step,
     Task,
     ToolCall,
-    Trajectory,
 )
 
 # ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
 __all__ = ["RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
 
 
-class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclass=ABCMeta):
+class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclass=ABCMeta):
     """Base class of every rubricgym env.
 
     Subclasses set ``env_id`` and ``stages``, declare their tools as ``@tool`` methods, implement
@@ -378,73 +377,9 @@ class RubricEnv(ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclas
             self._outcome = None  # built on first use: summary() may be costly and Gymnasium users never read it
         return rec
 
-    @property
-    def outcome(self) -> Outcome:
-        """How the episode ended (an empty ``Outcome`` while it runs)."""
-        if self._outcome is not None:
-            return self._outcome
-        if not self._done:  # built here, not per reset: most episodes are never asked before they end
-            self._outcome = Outcome()
-            return self._outcome
-        last = self._records[-1]
-        self._outcome = Outcome(
-            answer=last.out.answer,
-            reward=last.out.reward,
-            terminated=last.out.done,
-            truncated=last.truncated,
-            summary=self.summary(),
-        )
-        return self._outcome
-
     async def aclose(self) -> None:
         """Async ``close`` (rollouts close the envs they make with it); envs holding async resources override it."""
         await asyncio.to_thread(self.close)
-
-    @property
-    def steps(self) -> list[Step]:
-        """The steps of the current episode so far."""
-        return [r.materialise()[0] for r in self._records]
-
-    def last_step(self) -> tuple[Step, list[Message]]:
-        """The episode's latest step and its two messages (the assistant's and the reply), without building the
-        whole history as ``steps`` and ``messages`` do (a server reads this after every step)."""
-        if not self._records:
-            raise ValueError("last_step() needs a step: call step() after reset()")
-        step, assistant, reply = self._records[-1].materialise()
-        return step, [assistant, reply]
-
-    @property
-    def messages(self) -> list[Message]:
-        """The whole chat of the current episode: system, task, then assistant/reply pairs."""
-        out = self._head()
-        for r in self._records:
-            out += r.materialise()[1:]
-        return out
-
-    def state(self) -> State:
-        """Where the episode stands; ``extras`` holds ``summary()`` once the episode is over, never before (a
-        running summary such as goal progress would tell the agent which guess is right)."""
-        return State(
-            episode_id=f"{self._env_key}-{self._episodes}" if self._episodes else None,
-            env_id=self.env_id,
-            task_id=self._task.id if self._task else None,
-            step_count=len(self._records),
-            stage=self._stage,
-            done=self._done,
-            max_steps=self.max_steps,
-            extras=self.summary() if self._task and self._done else {},
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """Env-specific final-state summary recorded in ``Outcome.summary`` (JSON-serialisable)."""
-        return {}
-
-    def trajectory(self, **fields: Any) -> Trajectory:
-        """The episode so far as a ``Trajectory`` (``fields`` set agent, model, seed, versions...)."""
-        if self._task is None:
-            raise RuntimeError("no episode: call reset() first")
-        fields.setdefault("seed", self._seed)
-        return Trajectory(task=self._task, messages=self.messages, steps=self.steps, outcome=self.outcome, **fields)
 
 
 _Pending = tuple[float, _Tooling, str, ToolCall | None, ToolCall | None, str | None, bool, ToolOutput | None]
