@@ -130,7 +130,7 @@ def _time_ours(ph: Phases, policy: Any, opt: Any) -> None:
     ph.wrap(lean.LeanLlama, "hidden", lean_phase)  # the sampler's lean forward (agents/lean.py) runs the body
     ph.wrap(lean, "_linear", linear_phase)
     ph.wrap(PackedLinears, "linear", linear_phase)
-    ph.wrap(PackedLinears, "pack", "gen: weight packing (oneDNN reorder)")
+    ph.wrap(PackedLinears, "pack_fused", "gen: weight packing (oneDNN reorder)")  # pack() and the lean fused packs
     ph.wrap(decode, "_process", "gen: sampler (temperature, log-softmax)")
     ph.wrap(decode, "draw", "gen: sampler (draw)")
     ph.wrap(policy.tokenizer, "decode", "gen: detokenize (stop strings, text)")

@@ -113,7 +113,7 @@ def sample(
     (``agents/kvreuse.py``); a batch for which that would prefill no fewer positions than prefilling the common
     prefix once is prefilled as without a store.
     """
-    from rubricgym.agents.kvcache import PreallocatedLayer, preallocated_cache
+    from rubricgym.agents.kvcache import preallocated_cache
 
     head = lm.get_output_embeddings()
     routed = packed.applied(lm, skip=(head,)) if packed is not None else contextlib.nullcontext()
@@ -125,9 +125,7 @@ def sample(
         row_of = torch.tensor([uniq.index(k) for k in keys] if share_prefix else list(range(n)), device=device)
         prefix = common_prefix_len(uniq) if share_prefix else 0
         prefix = min(prefix, min(len(u) for u in uniq) - 1)  # every row keeps >= 1 suffix token to predict from
-        if kv_store is not None and not all(
-            isinstance(layer, PreallocatedLayer) for layer in preallocated_cache(lm.config, 1).layers
-        ):
+        if kv_store is not None and not check_cache(preallocated_cache(lm.config, 1)):
             kv_store = None  # sliding-window or linear-attention layers: nothing to store or reuse
         hits = _reuse_plan(kv_store, lm, uniq, prefix)
         span = max((used for _, used in hits), default=prefix)  # positions before the suffixes

@@ -91,15 +91,7 @@ class PackedLinears:
 
     def pack(self, w: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """The oneDNN pack of ``w`` in ``dtype``, built if missing or stale."""
-        dtype = dtype or w.dtype
-        key = (w.data_ptr(), dtype)
-        with self._lock:
-            hit = self._packs.get(key)
-            if hit is None or hit[0] != w._version:
-                with torch.no_grad():
-                    hit = (w._version, torch.ops.mkldnn._reorder_linear_weight(w.detach().to(dtype).contiguous(), 8))
-                self._packs[key] = hit
-            return hit[1]
+        return self.pack_fused([w], dtype)
 
     def pack_fused(self, ws: list[torch.Tensor], dtype: torch.dtype | None = None) -> torch.Tensor:
         """One pack of ``ws`` stacked along their output rows (``torch.cat(ws)``: a layer's query, key and value
@@ -111,7 +103,8 @@ class PackedLinears:
             hit = self._packs.get(key)
             if hit is None or hit[0] != versions:
                 with torch.no_grad():
-                    fused = torch.cat([w.detach().to(dtype) for w in ws]).contiguous()
+                    parts = [w.detach().to(dtype) for w in ws]
+                    fused = (parts[0] if len(parts) == 1 else torch.cat(parts)).contiguous()
                     hit = (versions, torch.ops.mkldnn._reorder_linear_weight(fused, 8))
                 self._packs[key] = hit
             return hit[1]
