@@ -64,14 +64,31 @@ def fingerprint(groups: list[Any]) -> list[list[tuple[Any, ...]]]:
     ]
 
 
+class _KillAfterSubmit:
+    """Stands in for rollout worker 0's handle for one call: submits its ``rollout`` call, puts the real handle back
+    in the pool and kills the actor, so the kill always lands while that call is in flight (a fixed sleep before
+    the kill raced a fast machine: the call had returned, there was nothing to replace, and the test failed with
+    DID NOT WARN)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool, self._handle = pool, pool.workers[0]
+        self.rollout = self
+
+    def remote(self, *args: Any) -> Any:
+        import ray
+
+        ref = self._handle.rollout.remote(*args)
+        self._pool.workers[0] = self._handle
+        ray.kill(self._handle)
+        return ref
+
+
 async def collect_killing_worker_0(pool: Any, tasks: list[Any], seeds: list[int]) -> list[Any]:
-    """``pool.collect`` (groups of 2, greedy anchor) with rollout worker 0 killed while it generates."""
-    import asyncio
-
-    import ray
-
+    """``pool.collect`` (groups of 2, greedy anchor) with rollout worker 0 killed while its call is in flight."""
     victim = pool.workers[0]
-    collecting = asyncio.create_task(pool.collect(tasks, seeds, 2, anchor_greedy=True))
-    await asyncio.sleep(0.3)  # its calls are submitted and worker 0 is generating
-    ray.kill(victim)
-    return await collecting
+    pool.workers[0] = _KillAfterSubmit(pool)
+    try:
+        return await pool.collect(tasks, seeds, 2, anchor_greedy=True)
+    finally:
+        if isinstance(pool.workers[0], _KillAfterSubmit):  # never called: put the real handle back for close()
+            pool.workers[0] = victim
