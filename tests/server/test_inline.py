@@ -7,9 +7,11 @@ that waits for another session's step to open a gate is released only if the loo
 
 from __future__ import annotations
 
-import gc
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ from rubricgym.core.types import Action, Message, Observation
 from rubricgym.envs.toy.calculator import CalculatorEnv
 from rubricgym.server.inline import InlineSteps
 from tests.server.conftest import call, open_ws
+
+REPO = Path(__file__).parents[2]
 
 CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>'
 
@@ -193,16 +197,28 @@ def test_no_step_runs_on_the_loop_while_an_env_call_runs_on_a_thread():
     assert steps.on_loop()
 
 
+GC_IS_NOT_THE_STEPS_COST = """
+import gc, time
+from rubricgym.server.inline import InlineSteps
+
+rule = InlineSteps(budget_s=0.001, warmup=1)
+steps = rule.session()
+steps.ran_on_thread(0.0)
+garbage = [[i] for i in range(300_000)]  # a full collection walks every one of them
+cpu_s = time.thread_time()
+gc.collect()
+assert time.thread_time() - cpu_s > rule.budget_s, "the test needs a collection longer than the budget"
+steps.run_inline(gc.collect)
+assert rule.trips == 0 and steps.on_loop(), rule.trips
+steps.run_inline(sum, range(3_000_000))  # as long, without a collection: an overrun
+assert rule.trips == 1, rule.trips
+"""
+
+
 def test_garbage_collection_during_an_inline_step_is_not_the_steps_cost():
-    rule = InlineSteps(budget_s=0.001, warmup=1)
-    steps = rule.session()
-    steps.ran_on_thread(0.0)
-    garbage = [[i] for i in range(300_000)]  # a full collection walks every one of them
-    cpu_s = time.thread_time()
-    gc.collect()
-    assert time.thread_time() - cpu_s > rule.budget_s, "the test needs a collection longer than the budget"
-    steps.run_inline(gc.collect)
-    assert rule.trips == 0 and steps.on_loop()
-    steps.run_inline(sum, range(3_000_000))  # as long, without a collection: an overrun
-    assert rule.trips == 1
-    del garbage
+    # in a fresh interpreter: a thread an earlier test left behind that wakes for the interpreter lock during the
+    # collection makes the step wait, rightly a trip, but not what this test is about (a CI failure in the full run)
+    done = subprocess.run(
+        [sys.executable, "-c", GC_IS_NOT_THE_STEPS_COST], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
