@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
+from rubricgym.trainers.batching import lockstep_batches
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
 from rubricgym.trainers.corrections import corrections
-from rubricgym.trainers.distributed import any_rank, max_over_ranks
+from rubricgym.trainers.distributed import any_rank
 from rubricgym.trainers.lora import reference
 from rubricgym.trainers.loss import ppo_clip_loss, selected_logprobs
-from rubricgym.trainers.samples import Batch, Sample, collate
+from rubricgym.trainers.samples import Sample
 from rubricgym.trainers.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded
 
 
@@ -133,11 +134,6 @@ def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, los
     return max(int(same.long().cumprod(0).sum()) - 1, 0)
 
 
-def micro_batches(samples: Sequence[Sample], size: int) -> list[list[Sample]]:
-    ordered = sorted(samples, key=len)  # similar lengths together: less padding
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
-
-
 LogProbs = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 
 
@@ -148,36 +144,6 @@ def logprobs_of(model: torch.nn.Module) -> LogProbs:
     if method is not None:
         return method
     return lambda *args, **kwargs: generated_logprobs(model, *args, **kwargs)
-
-
-def lockstep_batches(
-    model: torch.nn.Module, samples: Sequence[Sample], size: int, pad_id: int
-) -> Iterator[tuple[list[Sample], Batch, bool]]:
-    """The micro-batches of ``samples`` on ``model``'s device as ``(samples, batch, filler)``. Unsharded, those with a
-    generated token. Sharded (every forward and backward a collective), every micro-batch, then ``filler`` ones
-    (a two-token batch training its last token) until this rank has run as many as the rank with the most: the
-    caller multiplies a filler's loss by zero."""
-    device = next(model.parameters()).device
-    chunks = micro_batches(samples, size)
-    if not is_sharded(model):
-        chunks = [c for c in chunks if any(s.n_generated for s in c)]
-        for chunk in chunks:
-            yield chunk, collate(chunk, pad_id).to(device), False
-        return
-    total = max_over_ranks(len(chunks))  # every micro-batch is a collective: all ranks run as many
-    for chunk in chunks:
-        yield chunk, collate(chunk, pad_id).to(device), not any(s.n_generated for s in chunk)
-    for _ in range(total - len(chunks)):
-        filler = [_filler(pad_id)]
-        yield filler, collate(filler, pad_id).to(device), True
-
-
-def _filler(pad_id: int) -> Sample:
-    s = Sample(rollout=-1)
-    s.input_ids = [pad_id, pad_id]
-    s.loss_mask, s.step_ids, s.stage_ids = [0, 1], [-1, 0], [-1, 0]
-    s.sampled_logprobs, s.advantages = [0.0, 0.0], [0.0, 0.0]
-    return s
 
 
 def _all_reduce(value: float) -> float:
