@@ -264,6 +264,8 @@ class OptimConfig(_Strict):
     betas: tuple[float, float] = (0.9, 0.99)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     micro_batch: int = Field(8, ge=1)
+    """At most this many samples per forward and backward; unsharded, the update cuts fewer where padding costs
+    more than another micro-batch (``trainers/batching.py``)."""
     max_seq_len: int = Field(1024, ge=16, le=MAX_SEQ_LEN)
 
 
