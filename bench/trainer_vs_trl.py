@@ -217,7 +217,7 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool, phases: 
         if step > 0:  # the first step warms up
             busy += time.perf_counter() - t0
             tokens += sum(len(s) for s in samples)
-    out = {"tokens_per_s": tokens / busy, "peak_rss_mb": peak_rss_mb()}
+    out: dict[str, Any] = {"tokens_per_s": tokens / busy, "peak_rss_mb": peak_rss_mb()}
     if phases:
         out["phases"] = {k: [x / (steps - 1) for x in v] for k, v in ph.sec.items()}
         out["tokens_per_step"] = tokens / (steps - 1)
@@ -304,7 +304,7 @@ def run_trl(steps: int, threads: int, bf16: bool, checkpointing: bool, phases: b
         for i in range(steps)
     ]
     tokens = [c + 8 * prompt_len[i] for i, c in enumerate(counted)]
-    out = {"tokens_per_s": sum(tokens[1:]) / sum(times[1:]), "peak_rss_mb": peak_rss_mb()}
+    out: dict[str, Any] = {"tokens_per_s": sum(tokens[1:]) / sum(times[1:]), "peak_rss_mb": peak_rss_mb()}
     if phases:
         out["phases"] = {k: [x / (steps - 1) for x in v] for k, v in ph.sec.items()}
         out["tokens_per_step"] = sum(tokens[1:]) / (steps - 1)
