@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import statistics
 import time
+from typing import Any, NoReturn
 
 import torch
 
@@ -173,6 +174,10 @@ def main() -> None:
         vllm_bench(a.vllm, policy, model, prompts[:group], new)
 
 
+def _no_env(task: Any) -> NoReturn:
+    raise RuntimeError(f"vllm_bench requests completions only; it plays no episode (asked for task {task.id!r})")
+
+
 def vllm_bench(url: str, policy, model, prompts: list[list[int]], new: int) -> None:
     """Generation tokens/s through a vLLM server (server mode) and the time of one weight push."""
     import httpx
@@ -180,7 +185,9 @@ def vllm_bench(url: str, policy, model, prompts: list[list[int]], new: int) -> N
     from rubricgym.trainers.vllm_backend import VLLMBackend
 
     served = httpx.get(url.rstrip("/") + "/models", timeout=30).json()["data"][0]["id"]
-    backend = VLLMBackend(url, served, policy.tokenizer, temperature=1.0, top_p=1.0, max_new_tokens=new)
+    backend = VLLMBackend(
+        url, served, policy.tokenizer, _no_env, temperature=1.0, top_p=1.0, max_new_tokens=new
+    )  # completions only: no episode is played
 
     async def run():
         return await asyncio.gather(*(backend.complete(p, 1.0, i) for i, p in enumerate(prompts)))
