@@ -40,7 +40,7 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff format --check rubricgym tests bench rubricgym_verifiers.py
 	$(VENV)/bin/ruff check rubricgym tests bench rubricgym_verifiers.py
-	$(VENV)/bin/mypy rubricgym
+	$(VENV)/bin/mypy rubricgym bench
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -27,7 +27,7 @@ TOPOLOGIES = ("round_robin", "anchor", "single_elimination", "swiss", "double_el
 
 
 async def trial(topology: str, n: int, sigma: float, rng: np.random.Generator) -> tuple[float, ...]:
-    beta = rng.normal(size=n)
+    beta = [float(x) for x in rng.normal(size=n)]
     games: list[Game] = []
 
     def judge(i: int, j: int) -> tuple[float, float]:
@@ -35,9 +35,9 @@ async def trial(topology: str, n: int, sigma: float, rng: np.random.Generator) -
         games.append(Game(i, j, 1.0 if si > sj else 0.0 if sj > si else 0.5))
         return si, sj
 
-    result = await run_tournament(topology, n, judge)  # type: ignore[arg-type]
+    result = await run_tournament(topology, n, judge)
     tau_topology = kendall_tau([-r for r in result.ranks], beta)
-    tau_bt = kendall_tau(bradley_terry(n, games), beta)
+    tau_bt = kendall_tau([float(x) for x in bradley_terry(n, games)], beta)
     tau_score = kendall_tau([result.mean_score(i) for i in range(n)], beta)
     return result.comparisons, tau_topology, tau_bt, tau_score
 

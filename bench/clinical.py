@@ -19,6 +19,7 @@ import time
 import rubricgym
 from rubricgym.core.types import Message
 from rubricgym.envs.clinical.case import generate_case
+from rubricgym.envs.clinical.env import ClinicalEnv
 
 TARGET_EPISODES_PER_S = 1000.0
 
@@ -33,7 +34,7 @@ def _act(agent, messages, tools) -> str:
     raise RuntimeError("the agent awaited something; this harness only drives scripted agents")
 
 
-def episodes_per_s(env_id: str, n: int) -> tuple[float, float]:
+def episodes_per_s(env_id: str, n: int) -> tuple[float, float, float]:
     env = rubricgym.make(env_id)
     tasks = env.task_set(n, seed=1)
     oracle = type(env).agents()["oracle"]()
@@ -57,6 +58,7 @@ def episodes_per_s(env_id: str, n: int) -> tuple[float, float]:
 
 def cases_per_s(n: int) -> float:
     env = rubricgym.make("clinical-v0")
+    assert isinstance(env, ClinicalEnv)
     t0 = time.process_time()
     for seed in range(n):
         env.task_for(generate_case(env.kb, seed))

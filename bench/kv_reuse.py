@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import statistics
 import time
+from typing import Any
 
 import rubricgym
 from rubricgym.agents.local import LocalAgent
@@ -62,7 +63,13 @@ def main() -> None:
     env = rubricgym.make("clinical-v0", **kwargs)
     tasks = env.task_set(args.tasks, seed=0, split="test")
     env.close()
-    common = {"temperature": 0.0, "max_new_tokens": 64, "max_batch": 16, "threads": 2, "response_prefix": PREFIX}
+    common: dict[str, Any] = {
+        "temperature": 0.0,
+        "max_new_tokens": 64,
+        "max_batch": 16,
+        "threads": 2,
+        "response_prefix": PREFIX,
+    }
     sides = {"reuse": LocalAgent(kv_reuse_tokens=65_536, **common).load(), "none": LocalAgent(**common).load()}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
     actions: dict[str, list[list[str]]] = {}

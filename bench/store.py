@@ -53,7 +53,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = TrajectoryStore(Path(tmp) / "store")
         plain = Path(tmp) / "plain.jsonl"
-        t_store = timed(lambda: [store.append(t) for t in trajs])
+
+        def append_each() -> None:
+            for t in trajs:
+                store.append(t)
+
+        t_store = timed(append_each)
         t_plain = timed(lambda: plain_append(plain, records))
         t_batch = timed(lambda: TrajectoryStore(Path(tmp) / "batch").extend(trajs))
         t_store_load = timed(lambda: store.load())
