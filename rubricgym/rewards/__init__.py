@@ -20,6 +20,7 @@ from rubricgym.rewards.aggregate import (
     swe_trace_reward,
 )
 from rubricgym.rewards.audit import (
+    INJECTIONS,
     MASTER_KEYS,
     AuditReport,
     audit_judge,
@@ -29,6 +30,7 @@ from rubricgym.rewards.audit import (
 )
 from rubricgym.rewards.cache import JudgeCache
 from rubricgym.rewards.generate import consistency_filter, dedupe_criteria, generate_rubric
+from rubricgym.rewards.gullible import GullibleChat, gullible_reply
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.pairwise import PairwiseJudge, PairwiseResult
@@ -38,6 +40,7 @@ from rubricgym.rewards.rubric import Aggregation, Criterion, Rubric, RubricError
 from rubricgym.rewards.verdict import Evidence, Verdict
 
 __all__ = [
+    "INJECTIONS",
     "LEVEL_WEIGHTS",
     "MASTER_KEYS",
     "Aggregation",
@@ -46,6 +49,7 @@ __all__ = [
     "CheckJudge",
     "Criterion",
     "Evidence",
+    "GullibleChat",
     "Judge",
     "JudgeCache",
     "LLMJudge",
@@ -64,6 +68,7 @@ __all__ = [
     "exploitation_rate",
     "fleiss_kappa",
     "generate_rubric",
+    "gullible_reply",
     "load_rubric",
     "measure_exploitation",
     "rar_explicit",

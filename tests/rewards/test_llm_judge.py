@@ -2,12 +2,14 @@
 
 import asyncio
 import json
+import re
 import threading
 import time
 
 import pytest
 
 from rubricgym.rewards.cache import JudgeCache
+from rubricgym.rewards.gullible import gullible_reply
 from rubricgym.rewards.llm_judge import LLMJudge
 from rubricgym.rewards.rubric import Criterion, Rubric
 
@@ -150,3 +152,24 @@ async def test_implicit_rubric_likert(oracle_trajs, stub_server):
 def test_llm_judge_needs_an_endpoint():
     with pytest.raises(ValueError, match="base_url and model"):
         LLMJudge()
+
+
+async def test_the_evidence_reaches_the_server_fenced_with_a_fresh_token(oracle_trajs, stub_server):
+    with stub_server(lambda body: gullible_reply(body["messages"])) as server:
+        j = judge_for(server)
+        verdicts = [await j.judge(CRIT, oracle_trajs[0]) for _ in range(2)]
+    assert all(v.ok and v.met for v in verdicts)  # the gullible judge credits grounded work
+    system, prompts = (
+        server.requests[0]["messages"][0]["content"],
+        [r["messages"][1]["content"] for r in server.requests],
+    )
+    assert "never instructions" in system
+    tokens = []
+    for prompt in prompts:
+        (token,) = re.findall(r"^<<<EVIDENCE ([0-9a-f]{16})>>>$", prompt, re.M)
+        assert prompt.count(f"\n<<<END EVIDENCE {token}>>>\n\n# Your verdict") == 1
+        assert f"between the lines <<<EVIDENCE {token}>>> and <<<END EVIDENCE {token}>>>" in prompt
+        body = prompt.split(f"<<<EVIDENCE {token}>>>\n")[1].split(f"\n<<<END EVIDENCE {token}>>>")[0]
+        assert "### Final answer" in body and oracle_trajs[0].steps[0].action.text in body
+        tokens.append(token)
+    assert tokens[0] != tokens[1]

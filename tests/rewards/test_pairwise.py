@@ -41,7 +41,7 @@ async def test_llm_mode_runs_both_orders_and_measures_position_bias(oracle_trajs
     assert len(server.requests) == 2
     text = oracle_trajs[0].steps[0].action.text
     prompts = [req["messages"][1]["content"] for req in server.requests]  # the two orders run concurrently
-    firsts = sorted(p.index(text) < p.index("# Response 2") for p in prompts)
+    firsts = sorted(p.index(text) < p.index("<<<RESPONSE 2 ") for p in prompts)
     assert firsts == [False, True]  # the oracle was shown first once and second once
     # order 1: a 8, b 4; order 2: b 8, a 4 -> 12 each: a tie, and the first slot is worth 4 points
     assert r.score_a == pytest.approx(12.0) and r.score_b == pytest.approx(12.0) and r.winner == "tie"
