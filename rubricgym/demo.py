@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubricgym.agents.local import LocalAgent
-from rubricgym.core.fmt import fmt_number
+from rubricgym.core.fmt import disagreement, fmt_number
 from rubricgym.core.registry import spec
 from rubricgym.core.rollout import rollout_many
 from rubricgym.core.store import TrajectoryStore
@@ -125,7 +125,8 @@ def run_demo(
     trainer = make_trainer(cfg, console=console)
     summary = trainer.run(resume=resume)  # its live display shows base and trained
     if toy:
-        console.print(summary["lines"][-1])  # the paired gain with its CI
+        for line in summary["gain_lines"]:  # the paired gains with their CIs, and a warning if they disagree
+            console.print(line, highlight=False)
     else:
         lines = solve_table(trainer, summary)
         for line in lines:
@@ -145,16 +146,21 @@ def solved(result: EvalResult) -> EvalResult:
     return EvalResult.of(result.tag, result.step, result.task_ids, flags, flags)
 
 
-def comparison_lines(name: str, base: EvalResult, trained: EvalResult) -> list[str]:
-    """Base vs trained rubric reward and solve rate, each with its 95% bootstrap CI, and the paired gains."""
+def comparison_lines(name: str, base: EvalResult, trained: EvalResult, env: str | None = None) -> list[str]:
+    """Base vs trained rubric reward and solve rate, each with its 95% bootstrap CI, and the paired gains; then a
+    warning when the two gains point in opposite directions (``env``: what ``rubricgym check`` should look at)."""
     out = [f"{name} ({len(base.task_ids)} held-out tasks)"]
+    gains = []
     for what, b, t in (("rubric reward", base, trained), ("solve rate", solved(base), solved(trained))):
         gain, ci = paired_difference(t, b)
+        gains.append((gain, b.mean, t.mean))
         out.append(
             f"  {what:<13} base {b.mean:.3f} [{b.ci[0]:.3f}, {b.ci[1]:.3f}]  trained {t.mean:.3f} "
             f"[{t.ci[0]:.3f}, {t.ci[1]:.3f}]  gain {gain:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}]"
         )
-    return out
+    (rubric_gain, _, _), (_, solved_base, solved_trained) = gains
+    warning = disagreement(rubric_gain, solved_base, solved_trained, env=env)
+    return out + ([f"  {warning}"] if warning else [])
 
 
 def solve_table(trainer: Any, summary: dict[str, Any]) -> list[str]:
@@ -163,14 +169,14 @@ def solve_table(trainer: Any, summary: dict[str, Any]) -> list[str]:
     lines = [
         f"base vs trained after {summary['steps']} steps (solved: env outcome reward >= {SOLVED_AT}; "
         "95% bootstrap CIs over tasks, gains paired per task)",
-        *comparison_lines("overall", base, trained),
+        *comparison_lines("overall", base, trained, trainer.checked_envs()),
     ]
     from rubricgym.trainers.suite_trainer import SuiteTrainer
 
     if isinstance(trainer, SuiteTrainer):
         per_base, per_trained = trainer.per_entry(base), trainer.per_entry(trained)
         for name in per_base:
-            lines += comparison_lines(name, per_base[name], per_trained[name])
+            lines += comparison_lines(name, per_base[name], per_trained[name], trainer.entry_specs[name].env)
     return lines
 
 

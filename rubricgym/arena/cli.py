@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rubricgym.core.fmt import fmt_number
+
 console = Console()
 err = Console(stderr=True)
 
@@ -31,6 +33,23 @@ def _suite(name: str):  # noqa: ANN202
 
 def _ci(ci, fmt: str = ".3f") -> str:  # noqa: ANN001
     return "–" if not ci else f"[{format(ci[0], fmt)}, {format(ci[1], fmt)}]"
+
+
+def with_solve_rates(rep: dict[str, Any], suite: Any, out: Path) -> list[str]:
+    """Put each agent's solve rate (from the trajectories the arena stored) beside its rating in ``rep`` and in
+    the arena's JSON and HTML; returns the warnings where a clearly higher-rated agent solves fewer tasks."""
+    from rubricgym.arena.arena import ARENA_HTML, ARENA_JSON
+    from rubricgym.arena.evaluate import stored_solve_rate
+    from rubricgym.arena.report import arena_html, rank_warnings
+    from rubricgym.core.safeio import atomic_write
+
+    for a in rep["agents"]:
+        solved, ci = stored_solve_rate(suite, out / "trajectories" / a["name"])
+        a["solved"], a["solved_ci"] = solved, list(ci) if ci is not None else None
+    rep["outcome_warnings"] = rank_warnings(rep["agents"], " / ".join(dict.fromkeys(e.env for e in suite.entries)))
+    atomic_write(out / ARENA_JSON, json.dumps(rep, indent=2))
+    atomic_write(out / ARENA_HTML, arena_html(rep))
+    return rep["outcome_warnings"]
 
 
 def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command functions)
@@ -121,26 +140,26 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
             print(json.dumps(report.model_dump(mode="json", exclude={"rows"}), indent=2))
         else:
             table = Table(title=f"{agent} on suite {s.name} v{s.version}")
-            for col in ("entry", "scored", "rubric reward", "95% CI", "solved", "95% CI", "steps", "judge errors"):
+            for col in ("entry", "scored", "solved", "95% CI", "rubric reward", "95% CI", "steps", "judge errors"):
                 table.add_column(col, justify="left" if col == "entry" else "right")
             for row in report.entries:
                 table.add_row(
                     row.entry,
                     f"{row.scored}/{row.tasks}",
-                    f"{row.reward:.3f}" if row.reward is not None else "–",
-                    _ci(row.reward_ci),
-                    f"{row.success:.1%}" if row.success is not None else "–",
+                    fmt_number(row.success, ".1%", "–"),
                     _ci(row.success_ci, ".1%"),
-                    f"{row.steps:.1f}" if row.steps is not None else "–",
+                    fmt_number(row.reward, ".3f", "–"),
+                    _ci(row.reward_ci),
+                    fmt_number(row.steps, ".1f", "–"),
                     str(row.judge_errors),
                 )
             table.add_row(
                 "overall",
                 "",
-                f"{report.reward:.3f}" if report.reward is not None else "–",
-                _ci(report.reward_ci),
-                f"{report.success:.1%}" if report.success is not None else "–",
+                fmt_number(report.success, ".1%", "–"),
                 _ci(report.success_ci, ".1%"),
+                fmt_number(report.reward, ".3f", "–"),
+                _ci(report.reward_ci),
                 "",
                 str(report.judge_errors),
                 style="bold",
@@ -192,20 +211,25 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
             )
         except (AgentsFileError, ValueError, OSError) as e:  # OSError: a run file that is a link (UnsafePathError)
             _fail(str(e))
+        warnings = with_solve_rates(rep, s, out)
         table = Table(title=f"arena: suite {s.name} · {topology} · {rep['games']} games")
-        for col in ("#", "agent", "kind", "Bradley-Terry", "95% CI", "Elo", "W-T-L"):
+        for col in ("#", "agent", "kind", "solved", "95% CI", "Bradley-Terry", "95% CI", "Elo", "W-T-L"):
             table.add_column(col, justify="left" if col in ("agent", "kind") else "right")
         for k, a in enumerate(rep["agents"]):
             table.add_row(
                 str(k + 1),
                 a["name"],
                 a["kind"],
+                fmt_number(a["solved"], ".1%", "–"),
+                _ci(a["solved_ci"], ".1%"),
                 f"{a['rating']:.0f}",
                 f"[{a['ci'][0]:.0f}, {a['ci'][1]:.0f}]",
                 f"{a['elo']:.0f}",
                 f"{a['wins']}-{a['ties']}-{a['losses']}",
             )
         console.print(table)
+        for w in warnings:
+            console.print(f"[yellow]{w}", highlight=False)
         bias = rep["position_bias"]
         console.print(
             f"judge calls {rep['judge_calls']} (cached {rep['cached_verdicts']}), position bias "

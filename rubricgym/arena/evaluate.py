@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.arena.agents import AgentFactory
+from rubricgym.core.fmt import SOLVED_AT
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
@@ -27,8 +28,8 @@ from rubricgym.suites.suite import Suite, SuiteEntry
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
-SUCCESS = 1.0 - 1e-9
-"""A task counts as solved when the env's outcome reward reaches 1."""
+SUCCESS = SOLVED_AT
+"""A task counts as solved when the env's outcome reward reaches 1 (``core.fmt.SOLVED_AT``)."""
 
 
 class EntryReport(BaseModel):
@@ -120,6 +121,22 @@ async def play_entry(
     for t in store.iter():
         by_task.setdefault(t.task.id, t)
     return [by_task[t.id] for t in tasks if t.id in by_task], [tid for tid, _ in report.failures]
+
+
+def stored_solve_rate(suite: Suite, agent_dir: Path) -> tuple[float | None, tuple[float, float] | None]:
+    """An agent's solve rate on ``suite`` read from the trajectories it left in ``agent_dir/<entry>/`` (an arena's
+    ``trajectories/<agent>``), weighted and bootstrapped per entry as ``evaluate_suite``'s; ``None`` for none."""
+    success_by: dict[str, list[float]] = {}
+    for entry in suite.entries:
+        if not (agent_dir / entry.name).is_dir():
+            continue
+        ids = {t.id for t in suite.tasks(entry.name)}
+        by_task: dict[str, Trajectory] = {}
+        for t in TrajectoryStore(agent_dir / entry.name).iter():
+            if t.task.id in ids:
+                by_task.setdefault(t.task.id, t)
+        success_by[entry.name] = [float(t.outcome.reward >= SUCCESS) for t in by_task.values()]
+    return weighted_bootstrap(success_by, suite.weights)
 
 
 def rubric_judges(

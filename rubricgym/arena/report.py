@@ -31,24 +31,41 @@ def _ci(ci: Any, fmt: str = ".3f") -> str:
     return "–" if not ci else f"[{format(ci[0], fmt)}, {format(ci[1], fmt)}]"
 
 
+def rank_warnings(agents: list[dict[str, Any]], envs: str) -> list[str]:
+    """Where the leaderboard and the outcome disagree: an agent rated above another (their rating CIs apart, so
+    not by chance) that solves fewer tasks. ``agents`` in rating order, with ``solved`` where it is known."""
+    out = []
+    for k, a in enumerate(agents):
+        for b in agents[k + 1 :]:
+            if a.get("solved") is None or b.get("solved") is None:
+                continue
+            if a["ci"][0] > b["ci"][1] and a["solved"] < b["solved"]:
+                out.append(
+                    f"warning: {a['name']} is rated above {b['name']} ({a['rating']:.0f} vs {b['rating']:.0f}) but "
+                    f"solves fewer tasks ({a['solved']:.1%} vs {b['solved']:.1%}): the judge may pay for activity; "
+                    f"see rubricgym check {envs}"
+                )
+    return out
+
+
 def eval_html(report: Any) -> str:
-    """One agent on one suite: the overall score and a row per entry, each with its 95% bootstrap CI."""
+    """One agent on one suite: the overall score and a row per entry, the outcome first, each with its 95%
+    bootstrap CI."""
     rows = "".join(
         f"<tr><td class=l>{escape(e.entry)}</td><td class=l>{escape(e.env)}</td><td>{e.weight:.2f}</td>"
-        f"<td>{e.scored}/{e.tasks}</td><td>{_f(e.reward)}</td><td>{_ci(e.reward_ci)}</td>"
-        f"<td>{_f(e.success, '.1%')}</td>"
-        f"<td>{_ci(e.success_ci, '.1%')}</td><td>{_f(e.steps, '.1f')}</td>"
+        f"<td>{e.scored}/{e.tasks}</td><td>{_f(e.success, '.1%')}</td><td>{_ci(e.success_ci, '.1%')}</td>"
+        f"<td>{_f(e.reward)}</td><td>{_ci(e.reward_ci)}</td><td>{_f(e.steps, '.1f')}</td>"
         f"<td class='{'bad' if e.judge_errors else ''}'>{e.judge_errors}</td><td>{len(e.failed_tasks)}</td></tr>"
         for e in report.entries
     )
     overall = (
-        f"<tr><th class=l>overall (weighted)</th><th></th><th>1.00</th><th></th><th>{_f(report.reward)}</th>"
-        f"<th>{_ci(report.reward_ci)}</th><th>{_f(report.success, '.1%')}</th>"
-        f"<th>{_ci(report.success_ci, '.1%')}</th><th></th><th>{report.judge_errors}</th><th></th></tr>"
+        f"<tr><th class=l>overall (weighted)</th><th></th><th>1.00</th><th></th><th>{_f(report.success, '.1%')}</th>"
+        f"<th>{_ci(report.success_ci, '.1%')}</th><th>{_f(report.reward)}</th>"
+        f"<th>{_ci(report.reward_ci)}</th><th></th><th>{report.judge_errors}</th><th></th></tr>"
     )
     head = (
-        "<tr><th class=l>entry</th><th class=l>env</th><th>weight</th><th>scored</th><th>rubric reward</th>"
-        "<th>95% CI</th><th>solved</th><th>95% CI</th><th>steps</th><th>judge errors</th><th>failed</th></tr>"
+        "<tr><th class=l>entry</th><th class=l>env</th><th>weight</th><th>scored</th><th>solved</th><th>95% CI</th>"
+        "<th>rubric reward</th><th>95% CI</th><th>steps</th><th>judge errors</th><th>failed</th></tr>"
     )
     body = (
         f"<p>agent <b>{escape(report.agent)}</b> on suite <b>{escape(report.suite)}</b> v{escape(report.version)}."
@@ -148,13 +165,17 @@ def arena_html(rep: dict[str, Any]) -> str:
     agents, names, order = rep["agents"], rep["names"], rep["order"]
     board = "".join(
         f"<tr><td>{k + 1}</td><td class=l>{escape(a['name'])}</td><td class=l>{escape(a['kind'])}</td>"
+        f"<td>{_f(a.get('solved'), '.1%')}</td><td>{_ci(a.get('solved_ci'), '.1%')}</td>"
         f"<td>{a['rating']:.0f}</td><td>[{a['ci'][0]:.0f}, {a['ci'][1]:.0f}]</td><td>{a['elo']:.0f}</td>"
         f"<td>{a['games']}</td><td>{a['wins']}-{a['ties']}-{a['losses']}</td></tr>"
         for k, a in enumerate(agents)
     )
     board = (
-        "<table id='leaderboard'><tr><th>#</th><th class=l>agent</th><th class=l>kind</th><th>Bradley-Terry</th>"
-        "<th>95% CI</th><th>Elo (online)</th><th>games</th><th>W-T-L</th></tr>" + board + "</table>"
+        "<table id='leaderboard'><tr><th>#</th><th class=l>agent</th><th class=l>kind</th><th>solved</th>"
+        "<th>95% CI</th><th>Bradley-Terry</th><th>95% CI</th><th>Elo (online)</th><th>games</th><th>W-T-L</th></tr>"
+        + board
+        + "</table>"
+        + "".join(f"<p class=bad>{escape(w)}</p>" for w in rep.get("outcome_warnings", []))
     )
     idx = {n: k for k, n in enumerate(names)}
     heat = "".join(

@@ -11,7 +11,12 @@ Every ``every`` steps ``HackingMonitor.observe`` turns the step's scored rollout
 - ``exploitation``: among trajectory-scope criteria the training judge credited on a sample of rollouts, the
   weight-averaged share that every judge of a reference panel rejects (only when a panel is configured);
 - ``internalisation_gap``: Δ = mean[ℓ_prompt(o) - ℓ_cond(o)] of the policy's samples scored without and with
-  the rubric in context (only when the trainer provides a scorer).
+  the rubric in context (only when the trainer provides a scorer);
+- outcome against rubric: the step's mean rubric total (``rubric_mean``, valid breakdowns) and solve rate
+  (``solve_rate``: the share of rollouts whose env outcome reward reaches 1), and over the last ``window``
+  observations ``rubric_up_outcome_down`` = min(Δ rubric, -Δ solve), Δ being the mean of the window's last half
+  minus the mean of its first half: positive only when the rubric reward rose while the solve rate fell, the
+  signature of a rubric that pays for something other than solving the task.
 
 Credit, exploitation and the gap read only the rollouts the monitored rubric scored (``Breakdown.rubric_hash``):
 a task that brings its own rubric is judged by other criteria.
@@ -28,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubricgym.core.fmt import solve_rate
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Trajectory
 from rubricgym.rewards.audit import MASTER_KEYS, exploitation_rate
@@ -69,11 +75,15 @@ class MonitorConfig(_Strict):
     """Rollouts per observation sent to the reference panel and to the internalisation-gap scorer."""
     internalisation_gap: bool = True
     """Measure the self-internalisation gap (two forward passes of the policy over ``samples`` rollouts)."""
+    window: int = Field(3, ge=2)
+    """Observations over which ``rubric_up_outcome_down`` compares the rubric reward's and the solve rate's
+    change (the last half's mean minus the first half's)."""
     alarms: list[Alarm] = Field(
         default_factory=lambda: [
             Alarm(metric="master_key_share", above=0.5),
             Alarm(metric="exploitation", above=0.3),
             Alarm(metric="credit_drift", above=0.5),
+            Alarm(metric="rubric_up_outcome_down", above=0.05),
         ]
     )
 
@@ -132,6 +142,27 @@ def total_variation(p: dict[str, float], q: dict[str, float]) -> float:
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
 
 
+def half_change(values: Sequence[float]) -> float:
+    """Mean of the last half of ``values`` minus the mean of the first half (the middle value of an odd count
+    belongs to neither): how far a noisy per-step series moved over its window."""
+    if len(values) < 2:
+        raise ValueError(f"a change needs at least 2 values, got {len(values)}")
+    h = len(values) // 2
+    return sum(values[-h:]) / h - sum(values[:h]) / h
+
+
+def rubric_up_outcome_down(rubric: Sequence[float], solved: Sequence[float]) -> float:
+    """min(Δ rubric, -Δ solve) over one window (``half_change``): above a bound δ > 0 exactly when the rubric
+    reward rose by more than δ while the solve rate fell by more than δ."""
+    return min(half_change(rubric), -half_change(solved))
+
+
+_MEANING = {
+    "rubric_up_outcome_down": " (the rubric reward rose while the solve rate fell: the rubric may pay for activity)"
+}
+"""What an alarm on a signal means, where its name alone does not say."""
+
+
 class HackingMonitor:
     """Signals and alarms over a training run (see the module docstring)."""
 
@@ -151,6 +182,8 @@ class HackingMonitor:
         self.streak: dict[int, int] = {}
         self.alarms: list[str] = []
         self.stop_reason: str | None = None
+        self.history: list[tuple[float, float]] = []
+        """(mean rubric total, solve rate) of the last ``window`` observations that had both."""
 
     @property
     def rubric(self) -> Rubric:
@@ -204,6 +237,7 @@ class HackingMonitor:
             "monitor/masked_share": sum(not s.breakdown.valid for s in scored) / n,
         }
         out.update({f"monitor/credit/{k}": v for k, v in shares.items()})
+        out.update(self._outcome_signals(scored))
         sample = mine[: self.config.samples]
         if self.reference and sample:
             out["monitor/exploitation"] = await self.exploitation(sample)
@@ -213,6 +247,21 @@ class HackingMonitor:
         fired = self._check_alarms(step, out)
         if fired:
             out["monitor/alarm"] = "; ".join(fired)
+        return out
+
+    def _outcome_signals(self, scored: Sequence[ScoredTrajectory]) -> dict[str, float | str | None]:
+        """This step's mean rubric total and solve rate, and ``rubric_up_outcome_down`` once the window is full.
+        Every rollout counts for the solve rate; the rubric mean leaves masked rollouts out (no valid total)."""
+        totals = [float(s.breakdown.total) for s in scored if s.breakdown.valid and s.breakdown.total is not None]
+        solved = solve_rate([s.trajectory.outcome.reward for s in scored])
+        rubric = sum(totals) / len(totals) if totals else None
+        out: dict[str, float | str | None] = {"monitor/rubric_mean": rubric, "monitor/solve_rate": solved}
+        if rubric is None or solved is None:
+            return out
+        self.history = [*self.history, (rubric, solved)][-self.config.window :]
+        if len(self.history) == self.config.window:
+            r, s = zip(*self.history, strict=True)
+            out["monitor/rubric_up_outcome_down"] = rubric_up_outcome_down(r, s)
         return out
 
     def _check_alarms(self, step: int, values: dict[str, float | str | None]) -> list[str]:
@@ -225,7 +274,7 @@ class HackingMonitor:
             self.streak[i] = self.streak.get(i, 0) + 1 if hit else 0
             if hit and self.streak[i] >= a.patience:
                 bound = f"> {a.above:g}" if above else f"< {a.below:g}"
-                msg = f"step {step}: {a.action} {a.metric} = {v:.3f} {bound}"
+                msg = f"step {step}: {a.action} {a.metric} = {v:.3f} {bound}" + _MEANING.get(a.metric, "")
                 fired.append(msg)
                 self.alarms.append(msg)
                 if a.action == "stop" and self.stop_reason is None:
@@ -244,6 +293,7 @@ class HackingMonitor:
             "streak": {str(i): n for i, n in self.streak.items()},
             "alarms": list(self.alarms),
             "stop_reason": self.stop_reason,
+            "history": [list(h) for h in self.history],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -251,6 +301,7 @@ class HackingMonitor:
         self.streak = {int(i): int(n) for i, n in state["streak"].items()}
         self.alarms = list(state["alarms"])
         self.stop_reason = state["stop_reason"]
+        self.history = [(float(r), float(s)) for r, s in state.get("history", [])]  # none before this signal
 
     async def aclose(self) -> None:
         for r in self.reference:

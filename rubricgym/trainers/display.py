@@ -14,8 +14,8 @@ from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.evaluation import EvalResult
 
 SHOWN = (
+    ("success_mean", "solved"),  # the outcome first: a rubric reward that rises while it falls is hacked
     ("reward_mean", "reward"),
-    ("success_mean", "solved"),
     ("kl", "KL"),
     ("entropy", "entropy"),
     ("loss", "loss"),

@@ -162,7 +162,7 @@ def _finite(record: dict[str, Any]) -> dict[str, Any]:
 
 
 PLOTS = (
-    ("reward", "Rubric reward", ["reward_mean"], "eval_mean"),
+    ("reward", "Solve rate and rubric reward", ["success_mean", "reward_mean"], "eval_mean"),
     ("stages", "Per-stage reward", None, None),
     ("kl", "KL to reference (k3)", ["kl"], None),
     ("entropy", "Entropy (nats/token)", ["entropy"], None),
@@ -170,7 +170,13 @@ PLOTS = (
     (
         "hacking",
         "Hacking monitors",
-        ["monitor/master_key_share", "monitor/exploitation", "monitor/internalisation_gap", "monitor/credit_drift"],
+        [
+            "monitor/master_key_share",
+            "monitor/exploitation",
+            "monitor/internalisation_gap",
+            "monitor/credit_drift",
+            "monitor/rubric_up_outcome_down",
+        ],
         None,
     ),
     ("credit", "Share of credited rubric weight per criterion", "monitor/credit/", None),
@@ -211,6 +217,9 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
                     capsize=3,
                     label="held-out (95% CI)",
                 )
+            solved = [(r["step"], r["eval_success"]) for r in evals if r.get("eval_success") is not None]
+            if solved:
+                ax.plot(*zip(*solved, strict=True), "s--", label="held-out solved")
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -233,8 +242,11 @@ def write_html(
 ) -> Path:
     """``summary.html``: the headline (base vs trained), the plots, the last steps' metrics and the config."""
     steps = [r for r in records if r.get("kind") == "train"]
-    keys = ["step", "reward_mean", "success_mean", "kl", "entropy", "loss", "response_tokens", "masked", "step_s"]
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(r.get(k))}</td>" for k in keys) + "</tr>" for r in steps[-30:])
+    keys = ["step", "success_mean", "reward_mean", "kl", "entropy", "loss", "response_tokens", "masked", "step_s"]
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_cell(r.get(k))}</td>" for k in keys) + f"<td>{html.escape(_alarms(r))}</td></tr>"
+        for r in steps[-30:]
+    )
     imgs = "".join(f'<img src="{p.relative_to(run_dir)}" alt="{p.stem}">' for p in plots)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>rubricgym run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}}img{{width:48%;margin:.5%}}
@@ -243,12 +255,17 @@ pre{{background:#f6f6f6;padding:1em}}</style></head><body>
 <h1>rubricgym training run: {html.escape(run_dir.name)}</h1>
 <pre>{html.escape(chr(10).join(summary_lines))}</pre>
 {imgs}
-<h2>Last steps</h2><table><tr>{"".join(f"<th>{k}</th>" for k in keys)}</tr>{rows}</table>
+<h2>Last steps</h2><table><tr>{"".join(f"<th>{k}</th>" for k in [*keys, "monitor alarm"])}</tr>{rows}</table>
 <h2>Config</h2><pre>{html.escape(json.dumps(config, indent=2, default=str))}</pre>
 </body></html>"""
     path = run_dir / "summary.html"
     atomic_write(path, page)
     return path
+
+
+def _alarms(record: dict[str, Any]) -> str:
+    """The hacking-monitor alarms a step raised (``monitor/alarm``, or ``monitor/<entry>/alarm`` in a suite)."""
+    return "; ".join(str(v) for k, v in record.items() if k.startswith("monitor/") and k.endswith("/alarm") and v)
 
 
 def _cell(v: Any) -> str:

@@ -36,7 +36,7 @@ from rubricgym.trainers.backends import LocalBackend, tool_limits
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.estimate import reward_of
-from rubricgym.trainers.evaluation import EvalResult, paired_difference
+from rubricgym.trainers.evaluation import EvalResult, gain_lines, paired_difference, paired_outcome_difference
 from rubricgym.trainers.report import write_html
 from rubricgym.trainers.rollouts import Group
 from rubricgym.trainers.step import unique_tasks
@@ -166,6 +166,10 @@ class SuiteTrainer(Trainer):
             self.sampler.load_state_dict(at[-1])
         return True
 
+    def checked_envs(self) -> str:
+        """The suite's envs, each once (``rubricgym check`` takes one at a time)."""
+        return " / ".join(dict.fromkeys(e.env for e in self.suite.entries))
+
     # ---- evaluation per entry -----------------------------------------------------------------------------------
 
     def per_entry(self, result: EvalResult) -> dict[str, EvalResult]:
@@ -206,18 +210,22 @@ class SuiteTrainer(Trainer):
         lines, per_env = list(summary["lines"]), {}
         for name in self.entries:
             if name in base and name in trained:
-                diff, ci = paired_difference(trained[name], base[name])
+                b, t = base[name], trained[name]
+                diff, ci = paired_difference(t, b)
+                odiff, oci = paired_outcome_difference(t, b)
                 per_env[name] = {
-                    "base": base[name].mean,
-                    "trained": trained[name].mean,
+                    "base": b.mean,
+                    "trained": t.mean,
                     "gain": diff,
                     "gain_ci": list(ci),
+                    "success_base": b.success_mean,
+                    "success_trained": t.success_mean,
+                    "success_gain": odiff,
+                    "success_gain_ci": list(oci),
                     "weight": self.suite.weights[name],
                 }
-                lines.append(
-                    f"  {name}: {base[name].mean:.3f} -> {trained[name].mean:.3f} "
-                    f"(gain {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}])"
-                )
+                gains = gain_lines(t, b, env=self.entry_specs[name].env, prefix="", levels=True)
+                lines += [f"  {name}: {x}" for x in gains]
         records = self.metrics.read()
         plots = sorted((self.run_dir / "plots").glob("*.png")) if self.cfg.plots else []
         if self.cfg.plots:

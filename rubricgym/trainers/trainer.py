@@ -23,7 +23,7 @@ from rubricgym.trainers.config import dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, is_main
 from rubricgym.trainers.estimate import reward_of
-from rubricgym.trainers.evaluation import EvalResult, paired_difference
+from rubricgym.trainers.evaluation import EvalResult, gain_lines, paired_difference, paired_outcome_difference
 from rubricgym.trainers.pipeline import Pipeline
 from rubricgym.trainers.report import write_html, write_plots
 from rubricgym.trainers.rollouts import flatten
@@ -197,14 +197,19 @@ class Trainer(StepTrainer):
             return True
         return False
 
+    def checked_envs(self) -> str:
+        """The env a summary's warning sends to ``rubricgym check`` when rubric reward and outcome moved apart."""
+        return self.cfg.env.id
+
     def finish(self, final: EvalResult) -> dict[str, Any]:
         assert self.base_eval is not None
         diff, ci = paired_difference(final, self.base_eval)
+        gains = gain_lines(final, self.base_eval, env=self.checked_envs())
         lines = [
             self.base_eval.line(),
             final.line(),
-            f"    gain: {diff:+.3f} [95% CI {ci[0]:+.3f}, {ci[1]:+.3f}] (paired over tasks) after "
-            f"{self.state.step} steps of {self.cfg.advantage.estimator}",
+            f"    {gains[0]} (paired over tasks) after {self.state.step} steps of {self.cfg.advantage.estimator}",
+            *(f"    {w}" for w in gains[1:]),
         ]
         for name, entry in self.entries.items():
             if entry.monitor is not None:
@@ -213,11 +218,15 @@ class Trainer(StepTrainer):
         records = self.metrics.read()
         plots = write_plots(records, self.run_dir / "plots") if self.cfg.plots else []
         html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, plots, lines)
+        odiff, oci = paired_outcome_difference(final, self.base_eval)
         summary = {
             "base": self.base_eval.model_dump(mode="json"),
             "trained": final.model_dump(mode="json"),
             "gain": diff,
             "gain_ci": list(ci),
+            "success_gain": odiff,
+            "success_gain_ci": list(oci),
+            "gain_lines": lines[2 : 2 + len(gains)],
             "steps": self.state.step,
             "lines": lines,
             "html": str(html),

@@ -12,7 +12,9 @@ from rubricgym.rewards.monitor import (
     HackingMonitor,
     MonitorConfig,
     credit_shares,
+    half_change,
     master_key_like,
+    rubric_up_outcome_down,
     total_variation,
 )
 from rubricgym.rewards.prm import ProcessRewardModel, ScoredTrajectory
@@ -98,3 +100,72 @@ async def test_monitor_reads_breakdowns_masked_rollouts_and_other_rubrics_add_no
         credit_shares(oracles[:1], rubric)
     )
     assert clean == credit_shares(oracles[:1], rubric)  # two oracles credit alike
+
+
+async def steps_of(rubric, trajs, series) -> list[list[ScoredTrajectory]]:
+    """One observed step per (rubric totals, outcome rewards) pair: real scored rollouts with those values set."""
+    base = (await score(rubric, trajs[:1]))[0]
+    return [
+        [
+            ScoredTrajectory(
+                base.trajectory.model_copy(
+                    update={"outcome": base.trajectory.outcome.model_copy(update={"reward": outcome})}
+                ),
+                base.breakdown.model_copy(update={"total": total}),
+            )
+            for total, outcome in zip(totals, outcomes, strict=True)
+        ]
+        for totals, outcomes in series
+    ]
+
+
+def test_half_change_and_the_signal_worked_examples():
+    assert half_change([1.0, 2.0, 3.0, 4.0]) == pytest.approx(2.0)  # (3 + 4) / 2 - (1 + 2) / 2
+    assert half_change([1.0, 5.0, 3.0]) == pytest.approx(2.0)  # the middle value belongs to neither half
+    assert rubric_up_outcome_down([0.2, 0.4, 0.6], [0.5, 0.25, 0.0]) == pytest.approx(0.4)  # min(0.4, 0.5)
+    assert rubric_up_outcome_down([0.2, 0.4, 0.6], [0.0, 0.25, 0.5]) == pytest.approx(-0.5)  # both rose
+    with pytest.raises(ValueError, match="at least 2"):
+        half_change([1.0])
+
+
+async def test_rubric_up_while_solves_go_down_raises_the_alarm_and_both_up_stays_quiet(oracle_trajs, toy_rubric):
+    rubric = Rubric.from_dict(toy_rubric)
+    # four rollouts a step: the rubric total climbs 0.2 -> 0.4 -> 0.6 while solved rollouts go 2 -> 1 -> 0
+    hacked = await steps_of(
+        rubric,
+        oracle_trajs,
+        [([0.2] * 4, [1, 1, 0, 0]), ([0.4] * 4, [1, 0, 0, 0]), ([0.6] * 4, [0, 0, 0, 0])],
+    )
+    mon = HackingMonitor(MonitorConfig(), rubric, reference=[])  # the default alarms
+    first, second, third = [await mon.observe(k + 1, s) for k, s in enumerate(hacked)]
+    assert first["monitor/rubric_mean"] == pytest.approx(0.2) and first["monitor/solve_rate"] == 0.5
+    assert "monitor/rubric_up_outcome_down" not in first and "monitor/alarm" not in second  # window of 3 not full
+    assert third["monitor/rubric_up_outcome_down"] == pytest.approx(0.4)  # min(0.6 - 0.2, 0.5 - 0.0)
+    assert "warn rubric_up_outcome_down = 0.400 > 0.05" in third["monitor/alarm"]
+    assert "solve rate fell" in third["monitor/alarm"] and not mon.stop_reason
+    # a resumed run continues the window where it was
+    again = HackingMonitor(MonitorConfig(), rubric, reference=[])
+    again.load_state_dict(mon.state_dict())
+    assert again.history == mon.history
+    # rubric and solves rising together: no alarm, the signal is negative
+    learning = await steps_of(
+        rubric,
+        oracle_trajs,
+        [([0.2] * 4, [0, 0, 0, 0]), ([0.4] * 4, [1, 0, 0, 0]), ([0.6] * 4, [1, 1, 0, 0])],
+    )
+    quiet = HackingMonitor(MonitorConfig(), rubric, reference=[])
+    outs = [await quiet.observe(k + 1, s) for k, s in enumerate(learning)]
+    assert outs[-1]["monitor/rubric_up_outcome_down"] == pytest.approx(-0.5)
+    assert not any("monitor/alarm" in o for o in outs) and not quiet.alarms
+
+
+async def test_the_outcome_alarm_can_stop_a_run_over_a_longer_window(oracle_trajs, toy_rubric):
+    rubric = Rubric.from_dict(toy_rubric)
+    cfg = MonitorConfig(window=4, alarms=[Alarm(metric="rubric_up_outcome_down", above=0.1, action="stop")])
+    series = [([0.3] * 2, [1, 1]), ([0.3] * 2, [1, 1]), ([0.5] * 2, [1, 0]), ([0.5] * 2, [1, 0])]
+    mon = HackingMonitor(cfg, rubric, reference=[])
+    outs = [await mon.observe(k + 1, s) for k, s in enumerate(await steps_of(rubric, oracle_trajs, series))]
+    assert outs[-1]["monitor/rubric_up_outcome_down"] == pytest.approx(0.2)  # min(0.5 - 0.3, 1 - 0.5)
+    assert mon.stop_reason and "step 4: stop rubric_up_outcome_down" in mon.stop_reason
+    with pytest.raises(ValueError):
+        MonitorConfig(window=1)
