@@ -19,7 +19,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubricgym.arena.agents import AgentFactory
-from rubricgym.core.fmt import SOLVED_AT
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
@@ -28,8 +27,6 @@ from rubricgym.suites.suite import Suite, SuiteEntry
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
-SUCCESS = SOLVED_AT
-"""A task counts as solved when the env's outcome reward reaches 1 (``core.fmt.SOLVED_AT``)."""
 
 
 class EntryReport(BaseModel):
@@ -135,7 +132,7 @@ def stored_solve_rate(suite: Suite, agent_dir: Path) -> tuple[float | None, tupl
         for t in TrajectoryStore(agent_dir / entry.name).iter():
             if t.task.id in ids:
                 by_task.setdefault(t.task.id, t)
-        success_by[entry.name] = [float(t.outcome.reward >= SUCCESS) for t in by_task.values()]
+        success_by[entry.name] = [float(t.outcome.succeeded) for t in by_task.values()]
     return weighted_bootstrap(success_by, suite.weights)
 
 
@@ -191,7 +188,7 @@ async def evaluate_suite(
                 }
             )
         rewards = _finite([b.total if b.valid else None for b in breakdowns])
-        success = [float(t.outcome.reward >= SUCCESS) for t in trajs]
+        success = [float(t.outcome.succeeded) for t in trajs]
         rewards_by[entry.name], success_by[entry.name] = rewards, success
         entries.append(
             EntryReport(

@@ -43,6 +43,7 @@ class EpisodeViews:
             terminated=last.out.done,
             truncated=last.truncated,
             summary=self.summary(),
+            solved=last.out.solved,
         )
         return self._outcome
 

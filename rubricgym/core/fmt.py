@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-SOLVED_AT = 1.0 - 1e-9
-"""An episode is solved when the env's outcome reward (``Trajectory.outcome.reward``) reaches 1."""
+from rubricgym.core.types import SOLVED_AT, Outcome
+
+__all__ = ["SOLVED_AT", "disagreement", "fmt_ci", "fmt_number", "solve_rate"]
 
 
 def fmt_number(x: float | None, spec: str = ".3f", missing: str = "-") -> str:
@@ -20,9 +21,10 @@ def fmt_ci(ci: Sequence[float] | None, spec: str = ".3f", missing: str = "-") ->
     return missing if not ci else f"[95% CI {format(ci[0], spec)}, {format(ci[1], spec)}]"
 
 
-def solve_rate(outcomes: Sequence[float]) -> float | None:
-    """The share of episodes solved (outcome reward >= ``SOLVED_AT``); ``None`` when there is no episode."""
-    return sum(float(x) >= SOLVED_AT for x in outcomes) / len(outcomes) if outcomes else None
+def solve_rate(outcomes: Sequence[Outcome]) -> float | None:
+    """The share of episodes that solved their task (``Outcome.succeeded``: the env's verdict, else an outcome
+    reward of 1); ``None`` when there is no episode."""
+    return sum(o.succeeded for o in outcomes) / len(outcomes) if outcomes else None
 
 
 def disagreement(

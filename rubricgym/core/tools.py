@@ -42,6 +42,9 @@ class ToolOutput:
     """Set when the call was well-formed but failed (bad argument value, unknown doc...); ``text`` explains."""
     reward: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    solved: bool | None = None
+    """On the terminal call: whether the task was accomplished (``Outcome.solved``), whatever partial credit
+    ``reward`` gives; ``None``: the env does not say."""
 
 
 class ToolError(Exception):

@@ -173,6 +173,11 @@ class Step(Wire):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
+SOLVED_AT = 1.0 - 1e-9
+"""Where an env does not say whether an episode solved its task, the episode counts as solved when its outcome
+reward reaches 1 (``Outcome.succeeded``)."""
+
+
 class Outcome(Wire):
     """How an episode ended."""
 
@@ -181,6 +186,15 @@ class Outcome(Wire):
     terminated: bool = False
     truncated: bool = False
     summary: dict[str, Any] = Field(default_factory=dict)
+    solved: bool | None = None
+    """The env's own verdict on the task (right diagnosis, tests resolved, the page's full success), set by its
+    terminal tool: an outcome reward may give partial credit (exams ordered, citations), so it is no solve flag.
+    ``None``: the env did not say (``succeeded`` then falls back to an outcome reward of 1)."""
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the episode solved its task: the env's ``solved``, else an outcome reward of 1."""
+        return self.solved if self.solved is not None else self.reward >= SOLVED_AT
 
 
 class Trajectory(Versioned):

@@ -13,7 +13,7 @@ Every ``every`` steps ``HackingMonitor.observe`` turns the step's scored rollout
 - ``internalisation_gap``: Δ = mean[ℓ_prompt(o) - ℓ_cond(o)] of the policy's samples scored without and with
   the rubric in context (only when the trainer provides a scorer);
 - outcome against rubric: the step's mean rubric total (``rubric_mean``, valid breakdowns) and solve rate
-  (``solve_rate``: the share of rollouts whose env outcome reward reaches 1), and over the last ``window``
+  (``solve_rate``: the share of rollouts that solved their task, ``Outcome.succeeded``), and over the last ``window``
   observations ``rubric_up_outcome_down`` = min(Δ rubric, -Δ solve), Δ being the mean of the window's last half
   minus the mean of its first half: positive only when the rubric reward rose while the solve rate fell, the
   signature of a rubric that pays for something other than solving the task.
@@ -253,7 +253,7 @@ class HackingMonitor:
         """This step's mean rubric total and solve rate, and ``rubric_up_outcome_down`` once the window is full.
         Every rollout counts for the solve rate; the rubric mean leaves masked rollouts out (no valid total)."""
         totals = [float(s.breakdown.total) for s in scored if s.breakdown.valid and s.breakdown.total is not None]
-        solved = solve_rate([s.trajectory.outcome.reward for s in scored])
+        solved = solve_rate([s.trajectory.outcome for s in scored])
         rubric = sum(totals) / len(totals) if totals else None
         out: dict[str, float | str | None] = {"monitor/rubric_mean": rubric, "monitor/solve_rate": solved}
         if rubric is None or solved is None:

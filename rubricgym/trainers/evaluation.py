@@ -25,7 +25,8 @@ class EvalResult(BaseModel):
     rewards: list[float]
     """The rubric total per task (``nan`` where verdicts failed)."""
     success: list[float] = Field(default_factory=list)
-    """The env's outcome reward per task (1 = solved)."""
+    """Per task 1 when the episode solved it (``Outcome.succeeded``: the env's verdict, else an outcome reward of 1),
+    else 0; summaries written before the flag existed hold the outcome reward (partial credit) instead."""
     mean: float
     ci: tuple[float, float]
     success_mean: float

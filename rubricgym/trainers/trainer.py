@@ -51,7 +51,7 @@ class Trainer(StepTrainer):
             step,
             [r.trajectory.task.id for r in rollouts],
             [reward_of(r.breakdown) for r in rollouts],
-            [float(r.trajectory.outcome.reward) for r in rollouts],
+            [float(r.trajectory.outcome.succeeded) for r in rollouts],
         )
 
     def _log_eval(self, result: EvalResult) -> None:

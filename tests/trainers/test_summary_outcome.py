@@ -59,8 +59,13 @@ def test_partial_credit_outcomes_are_compared_as_the_outcome_reward():
     assert "while the outcome reward fell (0.500 -> 0.300)" in warning
 
 
-def test_solve_rate_counts_outcomes_that_reach_one():
-    assert solve_rate([1.0, 0.999, 1 - 1e-12, 0.0]) == 0.5 and solve_rate([]) is None
+def test_solve_rate_takes_the_envs_verdict_else_an_outcome_reward_of_one():
+    from rubricgym.core.types import Outcome
+
+    by_reward = [Outcome(reward=r) for r in (1.0, 0.999, 1 - 1e-12, 0.0)]
+    assert solve_rate(by_reward) == 0.5 and solve_rate([]) is None
+    # a partial-credit env says so: a right diagnosis with few exams (0.69) is solved, a full 1.0 without it is not
+    assert solve_rate([Outcome(reward=0.69, solved=True), Outcome(reward=1.0, solved=False)]) == 0.5
 
 
 def test_the_demo_comparison_warns_on_disagreement():
