@@ -43,9 +43,10 @@ ENV_KWARGS = {"min_ops": 1, "max_ops": 2, "max_steps": 4}
 
 
 SOLVED_AT = 0.5
-"""A held-out task counts as solved when the env's outcome reward reaches this: toy 1 (right answer), clinical
->= 0.69 exactly when the diagnosis is right (a wrong one earns at most 0.31 for its exams), deep search >= 0.7
-exactly when the answer is right (C-GRPO pays 0 for a wrong one)."""
+"""A held-out task counts as solved when its outcome reaches this. The trainer's held-out outcomes are solve flags
+(``Outcome.succeeded``: the env's own verdict, the right answer or diagnosis, whatever partial credit its reward
+gives), so this splits 1 from 0; summaries written before the flag existed hold the outcome reward, where a right
+answer also earns at least 0.69 (clinical) or 0.7 (deep search) and a wrong one at most 0.31 or 0."""
 
 TOTAL = "total (rubric)"
 MASKED = "errored (masked)"

@@ -7,7 +7,8 @@ metacharacters, wrong types) that must reach the tool and come back as observati
 determinism of ``reset``, distinct task ids, truncation at ``max_steps``, the env's named checks and default
 rubric, the leak audit (no hidden value in anything the agent side sees, ``rewards.leaks``) and the shortcut
 battery (no reward for reading ``info``, shotgun answers, wrong answers or leaving the task's scope,
-``rewards.shortcuts``).
+``rewards.shortcuts``) and the outcome-consistency audit (no failed episode's rubric total above a solved one's on
+the same task, chance-level agents at most 0.1, ``rewards.consistency``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import EnvSpec, spec
 from rubricgym.core.rollout import rollout_fresh
 from rubricgym.core.rubric import Rubric, condition_check
-from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory, json_type
+from rubricgym.core.types import Message, Task, ToolCall, Trajectory
+from rubricgym.rewards.consistency import GATE_HINT, audit_consistency, example_arguments
 from rubricgym.rewards.gaming import audit_totals
 from rubricgym.rewards.leaks import audit_leaks, in_order
 from rubricgym.rewards.shortcuts import run_battery
@@ -120,6 +122,7 @@ def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dic
     rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed, kw)))
     rows.append(_run("leak audit: no hidden value reaches the agent side", lambda: _leaks(env_spec, seed, kw)))
     rows.append(_run("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, seed, kw)))
+    rows.append(_run(CONSISTENCY_ROW, lambda: _consistency(env_spec, seed, kw)))
     return CheckReport(env_id, rows)
 
 
@@ -142,6 +145,27 @@ def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
     if not report.ok:
         raise AssertionError("; ".join(report.problems()) + f" (details: rubricgym audit-judge --env {env_spec.id})")
     return report.line()
+
+
+CONSISTENCY_ROW = "outcome consistency: failed work never outranks solved work"
+SHOWN_BREACHES = 5
+"""How many breach pairs the row names (the worst first); ``rubricgym.rewards.consistency`` lists them all."""
+
+
+def _consistency(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+    """The outcome-consistency audit: on the same task no failed episode's rubric total exceeds a solved one's,
+    and chance-level agents average <= 0.1 (programmatic criteria; up to 4 episodes in flight)."""
+    report = asyncio.run(audit_consistency(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
+    if not report.criteria:
+        return "no programmatic criterion to audit (LLM criteria are not audited here)"
+    table = ", ".join(f"{role} {total}/{rate}" for role, _, total, rate in report.table_rows())
+    problems = report.problems()
+    if problems:
+        shown = problems[:SHOWN_BREACHES]
+        if len(problems) > SHOWN_BREACHES:
+            shown.append(f"... {len(problems) - SHOWN_BREACHES} more")
+        raise AssertionError("; ".join(shown) + f" (per role, total/solved: {table}). Fix: {GATE_HINT}")
+    return f"{report.line()}; per role, total/solved: {table}"
 
 
 def _construct(env_spec: EnvSpec) -> str:
@@ -230,30 +254,13 @@ HOSTILE_STRINGS = [
 HOSTILE_VALUES: list[object] = [None, True, -1, 10**30, 1.5, [], {}, ["a\0"], {"k": "\ud800"}]
 
 
-def _example_args(spec_: ToolSpec) -> dict[str, object]:
-    """A well-formed argument set for a tool: each required argument's schema example, else a value of its type."""
-    by_type = {"string": "x", "integer": 1, "number": 1.0, "boolean": False, "array": [], "object": {}}
-    out: dict[str, object] = {}
-    props = spec_.parameters.get("properties", {})
-    for name in spec_.parameters.get("required", []):
-        schema = props.get(name, {})
-        if schema.get("examples"):
-            out[name] = schema["examples"][0]
-        elif schema.get("enum"):
-            out[name] = schema["enum"][0]
-        else:
-            kinds = json_type(schema) if "type" in schema else ["string"]
-            out[name] = by_type.get(next((k for k in kinds if k != "null"), "string"), "x")
-    return out
-
-
 def _fuzz_arguments(env_spec: EnvSpec) -> str:
     """Call every tool with one argument at a time set to a hostile value; nothing may raise."""
     env = env_spec.make(max_steps=10_000)
     env.reset(seed=0)
     reached = sent = 0
     for t in env.tools():
-        base = _example_args(t)
+        base = example_arguments(t)
         props = list(t.parameters.get("properties", {})) or [None]
         for prop in props:
             for value in [*HOSTILE_STRINGS, *HOSTILE_VALUES] if prop is not None else [None]:

@@ -12,7 +12,7 @@ import pytest
 
 from rubricgym import ToolOutput, tool
 from rubricgym.core.registry import register, unregister
-from rubricgym.env_checker import check_env_id
+from rubricgym.env_checker import CONSISTENCY_ROW, check_env_id
 from rubricgym.envs.toy.calculator import CalculatorEnv
 from rubricgym.rewards.leaks import Scanner, audit_leaks, make_secrets
 from rubricgym.rewards.shortcuts import run_battery
@@ -156,7 +156,31 @@ def test_a_tool_returning_an_unawaited_coroutine_fails_check_and_an_async_tool_p
     assert all(ok for ok, _ in got.values()), {k: v for k, v in got.items() if not v[0]}
 
 
-# ---- the audits the check runs (totals audit, leak audit, shortcut battery) ----------------------------------------
+# ---- the audits the check runs (totals audit, leak audit, shortcut battery, outcome consistency) --------------------
+
+
+def test_an_ungated_rubric_fails_outcome_consistency_with_the_pairs_and_the_gate_to_write(rows, tmp_path: Path):
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(  # the toy rubric of v2 (issue 39): a weighted sum that pays for calculator calls
+        "id: ungated\ncriteria:\n"
+        "  - {id: correct, text: Right., level: essential, check: final_answer_correct}\n"
+        "  - {id: grounded, text: Grounded., level: important, check: answer_grounded}\n"
+        "  - {id: clean, text: Clean., level: important, check: no_invalid_actions, applies_if: 'tool:calculator'}\n"
+        "  - {id: used, text: Calc., level: optional, check: used_calculator}\n"
+    )
+
+    class Ungated(CalculatorEnv):
+        env_id = "fixit-ungated-v0"
+        rubric_file = rubric
+
+    got = rows(Ungated)
+    ok, detail = got[CONSISTENCY_ROW]
+    assert not ok and "failed 'probe:activity' earns 0.630 > solved 'guess' 0.500" in detail
+    assert "chance-level 'probe:activity' averages 0.630 > 0.1" in detail
+    assert "per role, total/solved: oracle 1.000/100%, partial 0.630/0%, failed 0.370/0%, chance 0.237/0%" in detail
+    assert "aggregation: {method: swe_trace, outcome_check:" in detail
+    assert got["shortcut battery: no reward without the work"][0]  # the other audits pass: only this row sees it
+    assert got["default rubric pays nothing for nothing"][0]
 
 
 class _InfoLeak(CalculatorEnv):

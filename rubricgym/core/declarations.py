@@ -1,15 +1,15 @@
 """``EnvDeclarations``: what an env declares beside its episodes, for rewards, agents, the leak audit and guidance.
 
-A base of ``RubricEnv``: the class attributes an env sets (its named checks, default rubric, scripted and
-shortcut agents, which ``info`` keys the agent sees, its typed step records, what of ``Task.hidden`` is secret,
-discoverable or hintable, its hint levels) and the methods that read them. Nothing here runs an episode.
+A base of ``RubricEnv``: the class attributes an env sets (its named checks, default rubric, scripted, shortcut
+and outcome-audit agents, which ``info`` keys the agent sees, its typed step records, what of ``Task.hidden`` is
+secret, discoverable or hintable, its hint levels) and the methods that read them. Nothing here runs an episode.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +19,9 @@ from rubricgym.core.leaves import leaves
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.steprecord import StepRecords
 from rubricgym.core.types import Task
+
+OUTCOME_ROLES = ("partial", "failed", "activity")
+"""The roles an env's ``outcome_agents`` may fill (see ``EnvDeclarations.outcome_agents``)."""
 
 
 class EnvDeclarations:
@@ -34,6 +37,12 @@ class EnvDeclarations:
     shortcut_agents: ClassVar[Mapping[str, str]] = {}
     """The env's own agents for the shortcut battery, by probe (``info_reader``, ``shotgun``, ``wrong_submit``,
     ``escape``), as ``"module:Class"``; the battery's generic agents play the probes an env does not name."""
+    outcome_agents: ClassVar[Mapping[str, str]] = {}
+    """Extra scripted agents for the outcome-consistency audit (``rewards.consistency``), by role, as
+    ``"module:Class"``: ``partial`` (real work, partly right: a careful work-up with a near-miss answer),
+    ``failed`` (completes the protocol with a wrong outcome), ``activity`` (calls tools, achieves nothing; it
+    replaces the audit's generic activity probe). The audit plays them beside ``scripted_agents`` to check that
+    no failed episode's rubric total exceeds a solved one's."""
     public_info_keys: ClassVar[frozenset[str]] = frozenset()
     """Keys of a step's ``ToolOutput.info`` an agent may see (the Gymnasium ``info["details"]`` and the server's
     step ``details``). Every other key of ``Step.info`` is the private record that only checks and judges read."""
@@ -80,11 +89,32 @@ class EnvDeclarations:
         return list(leaves(task.hidden))
 
     @classmethod
+    def public_text(cls, task: Task) -> Iterable[str]:
+        """Text the agent may read for ``task`` anyway, so a value of ``secrets(task)`` found in it is no secret
+        (the leak audit leaves it out): SWE's problem statement and the repository at its base commit, where a
+        line of the fix or an expected output may already stand. Default: none."""
+        return ()
+
+    @classmethod
     def agents(cls) -> dict[str, Callable[..., Agent]]:
         """Named scripted agents (oracle, random, ...) that ``rubricgym run --agent NAME`` finds."""
         return {
             name: _import(target, f"{cls.__name__}.scripted_agents[{name!r}]")
             for name, target in cls.scripted_agents.items()
+        }
+
+    @classmethod
+    def outcome_roles(cls) -> dict[str, Callable[..., Agent]]:
+        """The env's outcome-consistency agents (``outcome_agents``) by role, imported; an unknown role raises."""
+        unknown = sorted(set(cls.outcome_agents) - set(OUTCOME_ROLES))
+        if unknown:
+            raise ValueError(
+                f"{cls.__name__}.outcome_agents has unknown role(s) {unknown}: use {list(OUTCOME_ROLES)} (an agent "
+                f"that solves the task belongs in scripted_agents)"
+            )
+        return {
+            role: _import(target, f"{cls.__name__}.outcome_agents[{role!r}]")
+            for role, target in cls.outcome_agents.items()
         }
 
     @classmethod

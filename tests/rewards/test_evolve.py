@@ -39,26 +39,27 @@ async def test_buffer_adds_from_contrast_retires_and_records(oracle_trajs, guess
         check_writer(env_checks("toy-calculator-v0")),
         record=record,
     )
-    # the oracle computes with the calculator, the guess does not: the unused check "used_calculator" separates
-    # them; the stage whose reward separates them most is "compute" (the guess has no compute stage reward)
+    # the oracle takes its answer from the calculator, the guess does not: the unused check "answer_grounded" (first
+    # by name of those that separate them) is added to the stage whose reward separates them most, "compute" (the
+    # guess has no compute stage reward)
     groups = await scored(base, [[oracle_trajs[0], guess_trajs[0]]])
     v1 = await buf.update(1, groups)
-    assert v1 is not None and [c.id for c in v1.criteria][-1] == "evolved_used_calculator"
-    added = v1.criterion("evolved_used_calculator")
-    assert added.check == "used_calculator" and added.stage == "compute"
-    assert v1.version == "2+e1" and v1.hash != base.hash
+    assert v1 is not None and [c.id for c in v1.criteria][-1] == "evolved_answer_grounded"
+    added = v1.criterion("evolved_answer_grounded")
+    assert added.check == "answer_grounded" and added.stage == "compute"
+    assert v1.version == "3+e1" and v1.hash != base.hash
     # it discriminates while the group is mixed; two oracle rollouts do not vary: retired after 2 quiet steps
     same = [[oracle_trajs[1].model_copy(deep=True), oracle_trajs[2].model_copy(deep=True)]]
     assert await buf.update(2, await scored(v1, same)) is None
     v3 = await buf.update(3, await scored(v1, same))
-    assert v3 is not None and "evolved_used_calculator" not in {c.id for c in v3.criteria}
-    assert v3.hash == Rubric.model_validate({**base.model_dump(), "version": "2+e2"}).hash
+    assert v3 is not None and "evolved_answer_grounded" not in {c.id for c in v3.criteria}
+    assert v3.hash == Rubric.model_validate({**base.model_dump(), "version": "3+e2"}).hash
     # every version recorded with its hash; a recorded version re-scores a trajectory identically
     versions = read_versions(record)
     assert [(v.step, v.added, v.retired) for v in versions] == [
         (0, [], []),
-        (1, ["evolved_used_calculator"], []),
-        (3, [], ["evolved_used_calculator"]),
+        (1, ["evolved_answer_grounded"], []),
+        (3, [], ["evolved_answer_grounded"]),
     ]
     for v in versions:
         assert Rubric.model_validate(v.rubric).hash == v.hash
@@ -96,12 +97,12 @@ async def test_a_lucky_best_does_not_hide_a_contrasting_pair(oracle_trajs, guess
     wrong = next(t for t in guess_trajs if not t.steps[-1].info.get("correct"))
     group = [lucky_guess(wrong), oracle_trajs[0], wrong]
     groups = await scored(base, [group])
-    assert [s.reward for s in groups[0]] == [1.0, 1.0, 0.0]
+    assert [s.reward for s in groups[0]] == [0.7, 0.7, 0.0]  # gated on correct (swe_trace, gamma 0.7)
     buf = RubricBuffer(
         base, ["compute", "answer"], BufferConfig(caps=[2, 2]), check_writer(env_checks("toy-calculator-v0"))
     )
     v1 = await buf.update(1, groups)
-    assert v1 is not None and [c.id for c in buf.buffered] == ["evolved_answer_grounded"]
+    assert v1 is not None and [c.id for c in buf.buffered] == ["evolved_answer_from_work"]
     assert buf.buffered[0].stage == "answer"  # the stage whose reward separates the oracle from the guess
 
 
@@ -119,7 +120,7 @@ async def test_recorded_versions_reproduce_the_scored_rollouts(oracle_trajs, gue
     await buf.update(2, await scored(v1, [[oracle_trajs[1], oracle_trajs[2]]]))  # retires: no variance
     checks = await reproduce(tmp_path)
     assert [(c.step, c.rollouts, c.identical) for c in checks] == [(0, 2, 2), (1, 2, 2), (2, 0, 0)]
-    assert checks[1].added == ["evolved_used_calculator"] and checks[2].retired == ["evolved_used_calculator"]
+    assert checks[1].added == ["evolved_answer_grounded"] and checks[2].retired == ["evolved_answer_grounded"]
     # a stored score that the recorded rubric does not give back is caught
     lines = (tmp_path / SCORED).read_text().splitlines()
     rec = ScoredRollout.model_validate_json(lines[0])

@@ -303,7 +303,11 @@ def test_audit_judge_against_the_embedded_model_sees_fenced_prompts(vllm_server,
     assert res.exit_code in (0, 1), res.output  # 1: this weak model may well be steered, or pay for master keys
     assert "injection susceptibility" in res.output and "prompt injections" in res.output
     report = json.loads((tmp_path / "audit.json").read_text())["judge"]
-    assert set(report["by_injection"]) == set(INJECTIONS)
+    # every probe was judged once (1 task, 1 criterion): counted, or left out because this weak model already
+    # credited the bare wrong answer (then the injection has nothing to change)
+    counted = sum(r["judged"] + r["errors"] + r["not_applicable"] for r in report["by_injection"].values())
+    assert set(report["by_injection"]) <= set(INJECTIONS)
+    assert counted + report["injection_baseline_met"] == len(INJECTIONS)
     if sum(r["credited"] for r in report["by_injection"].values()) > 0:
         assert res.exit_code == 1 and "FLAG" in res.output  # the default --max-susceptibility is 0
     prompts = [b["messages"][1]["content"] for b in proxy.bodies if "messages" in b]

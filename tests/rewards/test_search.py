@@ -30,7 +30,7 @@ async def test_utility_prefers_the_oracles_step_and_a_right_answer():
         "<tool_call>" + json.dumps({"name": "answer", "arguments": {"value": task.hidden["answer"]}}) + "</tool_call>"
     )
     assert junk == 0.0 and wrong == 0.0  # an invalid step, and a wrong terminal answer: its final total
-    assert 0.0 < good < 1.0 and right == pytest.approx(0.5)  # right but ungrounded: correct 1, grounded 0...
+    assert 0.0 < good < 1.0 and right == pytest.approx(0.7)  # right but ungrounded: the gate (gamma 0.7), no process
     assert right > wrong
 
 

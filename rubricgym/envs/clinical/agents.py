@@ -6,22 +6,30 @@
 - ``shotgun`` skips the history and orders a broad battery (the key exams among them) until the turns run out,
   then names the right diagnosis.
 - ``guesser`` diagnoses at turn 1 with the prior's most likely condition for the patient's age band, sex and
-  complaint (sometimes right, never supported).
+  complaint (sometimes right, never supported); on a case file, the likeliest of the file's diagnoses.
 - ``random`` sends garbage, malformed calls and random tool calls.
+- ``thorough`` asks about every history topic once and examines every section (the leak audit plays it to see
+  all that a patient says), then guesses.
+
+Outcome-consistency agents (``ClinicalEnv.outcome_agents``): ``failed_workup`` (a sensible work-up, a plausible
+wrong diagnosis) and ``near_miss`` (the oracle's work-up, a near-miss diagnosis). Shortcut probes: the shotgun
+in every separator (commas, spaces, "or", slashes, lines), the right name with one other, and a wrong submission.
 """
 
 from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Callable
 
 from rubricgym.core.agent import SeededAgent, TaskAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.clinical.case import age_band
 from rubricgym.envs.clinical.diagnosis import match_diagnosis
+from rubricgym.envs.clinical.matching import concepts
 from rubricgym.envs.clinical.overlay import kb_with_overlay
-from rubricgym.envs.clinical.patient import NORMAL_EXAM
-from rubricgym.envs.clinical.schema import SYSTEMS, KnowledgeBase, load_kb
+from rubricgym.envs.clinical.patient import NORMAL_EXAM, condition_index
+from rubricgym.envs.clinical.schema import SYSTEMS, Condition, KnowledgeBase, load_kb
 
 SHOTGUN_BATTERY = (
     "cbc",
@@ -134,14 +142,35 @@ class Guesser(_Planned):
 
     @staticmethod
     def guess(task: Task) -> str:
+        """The likeliest condition for the patient: of the case file's diagnoses when the task comes from a file
+        (``hidden["label_space"]``: the labels, never which is this case's), else of the knowledge base."""
         kb = _kb(task)
         m = _PROMPT.search(task.prompt)
+        labels = list(task.hidden.get("label_space", []))
         if m is None:
+            if labels:
+                return labels[0]
             return max(kb.conditions.values(), key=lambda c: c.prior.prevalence).name
         band, sex, complaint = age_band(int(m.group(1))), "M" if m.group(2) == "man" else "F", m.group(3)
+        if labels:
+            return _likeliest_label(kb, labels, complaint, lambda c: c.prior.weight(band, sex))
         fits = [c for c in kb.conditions.values() if any(k in complaint for k in c.complaints)]
         fits = fits or list(kb.conditions.values())
         return max(fits, key=lambda c: c.prior.weight(band, sex)).name
+
+
+def _likeliest_label(kb: KnowledgeBase, labels: list[str], complaint: str, weight: Callable[[Condition], float]) -> str:
+    """The label that best fits the complaint: one that is a knowledge-base condition presenting with it (by
+    its prior for the patient), else one sharing words with it, else the first."""
+    index = condition_index(kb)
+    scored = []
+    for i, label in enumerate(labels):
+        cid = index.resolve(label)
+        cond = kb.conditions.get(cid or "")
+        prior = weight(cond) if cond is not None and any(k in complaint for k in cond.complaints) else -1.0
+        shared = len(concepts(label) & concepts(complaint))
+        scored.append((prior, shared, -i, label))
+    return max(scored)[-1]
 
 
 class RandomAgent(SeededAgent):
@@ -170,14 +199,59 @@ class RandomAgent(SeededAgent):
 
 
 class ShotgunAnswer(_Planned):
-    """Shortcut probe: one diagnosis string naming every condition of the knowledge base, with all of them again
-    as the differential."""
+    """Shortcut probe: one diagnosis string naming every condition it can list (the case file's diagnoses, then
+    the knowledge base's), joined by commas, with all of them again as the differential."""
 
     name = "shortcut:shotgun"
+    joiner = ", "
 
     def plan(self, task: Task) -> list[str]:
-        names = [c.name for c in _kb(task).conditions.values()]
-        return [tool_call("diagnose", diagnosis=", ".join(names), reason="any of these", differential=names)]
+        names = list(
+            dict.fromkeys([*task.hidden.get("label_space", []), *(c.name for c in _kb(task).conditions.values())])
+        )
+        return [tool_call("diagnose", diagnosis=self.joiner.join(names), reason="any of these", differential=names)]
+
+
+class ShotgunSpaces(ShotgunAnswer):
+    """The shotgun with the names joined by spaces only (no separator to split on)."""
+
+    name = "shortcut:shotgun_spaces"
+    joiner = " "
+
+
+class ShotgunOr(ShotgunAnswer):
+    """The shotgun with the names joined by "or"."""
+
+    name = "shortcut:shotgun_or"
+    joiner = " or "
+
+
+class ShotgunSlashes(ShotgunAnswer):
+    """The shotgun with the names joined by slashes."""
+
+    name = "shortcut:shotgun_slashes"
+    joiner = "/"
+
+
+class ShotgunLines(ShotgunAnswer):
+    """The shotgun with one name a line."""
+
+    name = "shortcut:shotgun_lines"
+    joiner = "\n"
+
+
+class ShotgunPair(_Planned):
+    """Shortcut probe: the case's diagnosis and one other condition of the file (or the knowledge base), joined
+    by a space: the smallest list, and one that holds the right answer."""
+
+    name = "shortcut:shotgun_pair"
+
+    def plan(self, task: Task) -> list[str]:
+        right = task.hidden["diagnosis"]["name"]
+        kb = _kb(task)
+        others = [*task.hidden.get("label_space", []), *(c.name for c in kb.conditions.values())]
+        other = next(o for o in others if match_diagnosis(kb, task.hidden, o) != "case")
+        return [tool_call("diagnose", diagnosis=f"{right} {other}", reason="one of these two")]
 
 
 class WrongSubmit(_Planned):
@@ -191,3 +265,92 @@ class WrongSubmit(_Planned):
         candidates = [Guesser.guess(task), *(c.name for c in kb.conditions.values())]
         pick = next(c for c in candidates if match_diagnosis(kb, task.hidden, c) != "case")
         return [tool_call("diagnose", diagnosis=pick, reason="the most likely cause", differential=[])]
+
+
+class Thorough(_Planned):
+    """Asks about every topic of the patient's history once (each finding of the chart, then past history,
+    medicines, allergies and social history), examines the vital signs and every section the chart names, then
+    diagnoses as the guesser would: the leak audit, which plays every scripted agent, so sees all the text a
+    patient says (a history that names the diagnosis is caught)."""
+
+    name = "thorough"
+
+    def plan(self, task: Task) -> list[str]:
+        case = task.params["case"]
+        out = [tool_call("ask", question=f"Tell me about the {f}.") for f in case.get("history", {})]
+        out += [
+            tool_call("ask", question=q)
+            for q in (
+                "Do you have any past medical history?",
+                "What medicines do you take?",
+                "Do you have any allergies?",
+                "Do you smoke or drink alcohol?",
+            )
+        ]
+        out.append(tool_call("examine", system="vital signs"))
+        out += [tool_call("examine", system=s) for s in case.get("examination", {}) if s != "vital signs"]
+        return out + [tool_call("diagnose", diagnosis=Guesser.guess(task), reason="history and examination")]
+
+
+def _working_diagnosis(task: Task) -> str:
+    """A plausible wrong diagnosis: the likeliest condition for the complaint (the guesser's ranking) that is not
+    the case's (the only use of ``hidden``: to make sure the answer is wrong)."""
+    kb = _kb(task)
+    candidates = [Guesser.guess(task), *task.hidden.get("label_space", []), *(c.name for c in kb.conditions.values())]
+    return next(c for c in candidates if match_diagnosis(kb, task.hidden, c) != "case")
+
+
+class FailedWorkup(_Planned):
+    """Outcome-consistency agent (``failed``): a full, sensible work-up from what it observes (the complaint,
+    history, examination, the exams its working diagnosis calls for, each with an impression and a reason),
+    then a plausible wrong diagnosis with its reasoning."""
+
+    name = "failed_workup"
+
+    def plan(self, task: Task) -> list[str]:
+        m = _PROMPT.search(task.prompt)
+        complaint, turns = (m.group(3), int(m.group(4))) if m else ("your symptoms", 12)
+        kb = _kb(task)
+        working = _working_diagnosis(task)
+        cid = condition_index(kb).resolve(working)
+        exams = list(kb.conditions[cid].key_exams) if cid in kb.conditions else ["cbc"]
+        out = [
+            tool_call("ask", question=f"Tell me about the {complaint}: when did it start and what is it like?"),
+            tool_call("ask", question="Do you have any past medical history?"),
+            tool_call("examine", system="vital signs"),
+            tool_call("examine", system="general"),
+        ]
+        names = _names(task, exams[: max(0, turns - len(out) - 1)])
+        out += [
+            tool_call(
+                "order", exam=e, impression=working, reason=f"to confirm {working} as the cause of the {complaint}"
+            )
+            for e in names
+        ]
+        evidence = (", ".join(names) + " results") if names else "the history and examination"
+        return out + [tool_call("diagnose", diagnosis=working, reason=f"{complaint}; {evidence}.", differential=[])]
+
+
+_SWAPS = {"acute": "Chronic", "chronic": "Acute", "left": "Right", "right": "Left", "upper": "Lower", "lower": "Upper"}
+
+
+class NearMiss(Oracle):
+    """Outcome-consistency agent (``partial``): the oracle's careful work-up (targeted history, the key exams,
+    the can't-miss conditions) ending in a near miss: the diagnosis with its acuity or side swapped ("Chronic"
+    for "Acute ..."), else a condition of the case's differential, else a plausible wrong one."""
+
+    name = "near_miss"
+
+    def plan(self, task: Task) -> list[str]:
+        kb, hidden = _kb(task), task.hidden
+        name = hidden["diagnosis"]["name"]
+        words = name.split()
+        swap = next((i for i, w in enumerate(words) if w.lower() in _SWAPS), None)
+        candidates = []
+        if swap is not None:
+            candidates.append(" ".join([*words[:swap], _SWAPS[words[swap].lower()], *words[swap + 1 :]]))
+        candidates += [kb.conditions[d].name for d in hidden.get("differential", []) if d in kb.conditions]
+        candidates += [f"Chronic {name}", _working_diagnosis(task)]
+        near = next(c for c in candidates if match_diagnosis(kb, hidden, c) != "case")
+        work = super().plan(task)[:-1]
+        return [*work, tool_call("diagnose", diagnosis=near, reason="supported by the results obtained")]

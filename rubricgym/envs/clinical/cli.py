@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rubricgym.envs.clinical.osce import CaseReport
 
 clinical_app = typer.Typer(help="Clinical cases: import public case collections.", no_args_is_help=True)
 FORMATS = ("osce",)
@@ -29,9 +32,19 @@ def import_cases(
     report: Annotated[Path | None, typer.Option(help="also write the per-case report as JSON here")] = None,
     kb: Annotated[str | None, typer.Option(help="knowledge-base folder (default: the bundled one)")] = None,
     force: Annotated[bool, typer.Option(help="replace OUT if it exists")] = False,
+    allow_diagnosis_in_history: Annotated[
+        bool,
+        typer.Option(
+            "--allow-diagnosis-in-history",
+            help="import cases whose patient-visible text (complaint, history, profile, examination) names the "
+            "diagnosis; the agent will read the answer there",
+        ),
+    ] = False,
 ) -> None:
     """Convert FILE to cases, report per case what was mapped, renamed, added and dropped, and load the result
-    back as the env will (exit 1 when a record could not become a case)."""
+    back as the env will (exit 1 when a record could not become a case). A case whose patient-visible text names
+    its diagnosis ("my GP said it is appendicitis") is a leak: the import names case and field and writes
+    nothing unless ``--allow-diagnosis-in-history`` is given."""
     from rubricgym.envs.clinical.cases import CaseFileError, load_cases
     from rubricgym.envs.clinical.osce import import_osce, write_cases
     from rubricgym.envs.clinical.overlay import kb_with_overlay
@@ -61,6 +74,7 @@ def import_cases(
     if report:
         report.write_text(json.dumps([asdict(r) for r in reports], indent=2, ensure_ascii=False), encoding="utf-8")
         console.print(f"wrote {report}")
+    _refuse_leaks(console, reports, allow_diagnosis_in_history)
     if cases:
         write_cases(out, cases, overlay)
         try:
@@ -70,6 +84,24 @@ def import_cases(
             raise typer.Exit(1) from None
         console.print(f"wrote {out}: {len(loaded)} case(s), {len(overlay)} overlay exam(s)")
     if any(r.error for r in reports):
+        raise typer.Exit(1)
+
+
+def _refuse_leaks(console: Console, reports: list[CaseReport], allow: bool) -> None:
+    """Warn of every case whose patient-visible text names its diagnosis (case and field) and, unless ``allow``,
+    stop the import before anything is written (exit 1); note the test results that name it."""
+    leaky = [r for r in reports if r.leaks]
+    for r in reports:
+        for note in r.leaks:
+            console.print(f"[yellow]warning:[/] record {r.index} ({r.case_id}): {note}")
+        for note in r.disclosed:
+            console.print(f"note: record {r.index} ({r.case_id}): {note} (seen only by ordering that test)")
+    if leaky and not allow:
+        console.print(
+            f"[red]refusing:[/] {len(leaky)} case(s) show the diagnosis in text the agent reads before any test "
+            f"({', '.join(r.case_id for r in leaky)}); remove it from those records, or pass "
+            "--allow-diagnosis-in-history to import them anyway. Nothing written."
+        )
         raise typer.Exit(1)
 
 

@@ -105,6 +105,11 @@ class ClinicalEnv(RubricEnv):
     shortcut_agents = {
         "shotgun": "rubricgym.envs.clinical.agents:ShotgunAnswer",
         "wrong_submit": "rubricgym.envs.clinical.agents:WrongSubmit",
+        "shotgun_spaces": "rubricgym.envs.clinical.agents:ShotgunSpaces",
+        "shotgun_or": "rubricgym.envs.clinical.agents:ShotgunOr",
+        "shotgun_slashes": "rubricgym.envs.clinical.agents:ShotgunSlashes",
+        "shotgun_lines": "rubricgym.envs.clinical.agents:ShotgunLines",
+        "shotgun_pair": "rubricgym.envs.clinical.agents:ShotgunPair",
     }
     guidance_levels = GUIDANCE_LEVELS
     scripted_agents = {
@@ -112,6 +117,11 @@ class ClinicalEnv(RubricEnv):
         "shotgun": "rubricgym.envs.clinical.agents:Shotgun",
         "guesser": "rubricgym.envs.clinical.agents:Guesser",
         "random": "rubricgym.envs.clinical.agents:RandomAgent",
+        "thorough": "rubricgym.envs.clinical.agents:Thorough",
+    }
+    outcome_agents = {
+        "failed": "rubricgym.envs.clinical.agents:FailedWorkup",
+        "partial": "rubricgym.envs.clinical.agents:NearMiss",
     }
 
     def __init__(
@@ -142,6 +152,9 @@ class ClinicalEnv(RubricEnv):
         self.cases: list[CaseRecord] = load_cases(cases, self.kb, strict=not lenient) if cases else []
         if self.specialty is not None and self.cases:
             self.cases = cases_of_specialty(self.kb, self.cases, self.specialty, str(cases))
+        self.label_space = sorted({c.diagnosis.name for c in self.cases}, key=str.lower)
+        """The diagnoses of every case of the file: each task's ``hidden["label_space"]``, so a diagnosis naming
+        another case's condition counts as naming a condition, and the baselines and probes know the labels."""
         self.too_long = [c.id for c in self.cases if len(c.key_exams) + 1 > self.max_steps]
         """Cases whose key exams and diagnosis need more turns than ``max_steps`` allows (warned at load)."""
         if self.too_long:
@@ -393,6 +406,7 @@ class ClinicalEnv(RubricEnv):
             answer=diagnosis.strip(),
             reward=parts["reward"],
             info=record.info(),
+            solved=correct,  # the reward also pays the work-up (exam F1): the right diagnosis is what solves it
         )
 
     # ---- helpers ----------------------------------------------------------------------------------------

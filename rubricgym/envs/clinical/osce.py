@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricgym.envs.clinical.diagnosis import case_vocabulary
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import (
     EXAM_FILLER,
@@ -57,6 +58,12 @@ class CaseReport:
     dropped: list[str] = field(default_factory=list)
     error: str | None = None
     """Why the record could not become a case (it is left out of the output)."""
+    leaks: list[str] = field(default_factory=list)
+    """Patient-visible text that names the diagnosis (the complaint, history, profile or examination): the agent
+    would read the answer; the import refuses such a case unless told to allow it."""
+    disclosed: list[str] = field(default_factory=list)
+    """Test results that name the diagnosis: allowed (a diagnostic test may say what it detects, and the agent
+    sees it only by ordering the test), reported."""
 
 
 def _humanise(key: str) -> str:
@@ -265,6 +272,7 @@ class OsceImporter:
             "source": "osce",
         }
         self._diagnosis(case, report)
+        report.leaks, report.disclosed = diagnosis_mentions(self.kb, case)
         for key in sorted(
             set(osce)
             - {
@@ -354,6 +362,40 @@ class OsceImporter:
         case["differential"] = list(cond.differential)
         case["cant_miss"] = list(cond.cant_miss)
         report.mapped.append(f"Correct_Diagnosis -> condition {cid!r} (aliases, ICD-10, key exams, differential)")
+
+
+def diagnosis_mentions(kb: KnowledgeBase, case: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(leaks, disclosed)``: where patient-visible text of ``case`` names its diagnosis or an alias ("my GP said
+    it is appendicitis"), and which test results do. A name of three letters or fewer counts only where the text
+    writes it in capitals ("PE", not the "pe" of a unit)."""
+    facts = {"diagnosis": case["diagnosis"], "condition": case.get("condition")}
+    vocab = case_vocabulary(kb, facts)
+
+    def names(text: str) -> list[str]:
+        words = fold(text).split()
+        capitals = set(re.findall(r"\b[A-Z0-9]{2,3}\b", text))
+        found = [" ".join(words[n.start : n.end]) for n in vocab.find(words) if n.identity == "case"]
+        return [f for f in found if len(f.replace(" ", "")) > 3 or f.upper() in capitals]
+
+    visible: list[tuple[str, str]] = [("complaint", case.get("complaint", ""))]
+    profile = case.get("profile", {})
+    visible += [
+        (f"profile.{k}", _flatten(profile[k]))
+        for k in ("history", "medications", "social", "allergies")
+        if k in profile
+    ]
+    for section in ("history", "examination"):
+        for key, value in case.get(section, {}).items():
+            visible.append((f"{section} {key!r}", f"{key}: {value if isinstance(value, str) else ''}"))
+    leaks = [
+        f"{where} names the diagnosis ({', '.join(map(repr, hit))})" for where, text in visible if (hit := names(text))
+    ]
+    disclosed = [
+        f"result {key!r} names the diagnosis ({', '.join(map(repr, hit))})"
+        for key, value in case.get("results", {}).items()
+        if (hit := names(f"{_flatten(value)}"))
+    ]
+    return leaks, disclosed
 
 
 _SYSTEM_WORDS = {fold(s) for s in SYSTEMS}

@@ -41,6 +41,8 @@ def case_task(env: ClinicalEnv, case: CaseRecord, split: str = "train") -> Task:
         params["kb_overlay"] = env.overlay_path
     hidden = scoring_facts(env.kb, case)
     hidden["case_id"] = case.id
+    if env.label_space:
+        hidden["label_space"] = list(env.label_space)
     hidden["case_record"] = {k: v for k, v in record.items() if k in SECRET_CASE_FIELDS}
     return Task(
         id=opaque_id(case.id),

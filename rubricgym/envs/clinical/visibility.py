@@ -14,9 +14,12 @@ from rubricgym.core.types import Task
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.overlay import kb_with_overlay
 
-SECRET_CASE_FIELDS = frozenset({"id", "diagnosis", "condition", "key_exams", "differential", "cant_miss", "rubric"})
+SECRET_CASE_FIELDS = frozenset(
+    {"id", "diagnosis", "condition", "key_exams", "differential", "cant_miss", "rubric", "results"}
+)
 """Fields of a case record that say the answer: they travel in ``Task.hidden``, never in ``params`` (which a
-remote client can read) or the id."""
+remote client can read) or the id. A real case's ``results`` are among them: the tests a case has results for
+are mostly the ones that settle it (its key exams), and the agent sees a result only by ordering the test."""
 
 
 @functools.lru_cache(maxsize=16)
@@ -52,11 +55,14 @@ def opaque_id(case_id: str) -> str:
 def case_secrets(task: Task) -> list[tuple[str, Any]]:
     """The diagnosis (name, aliases, ICD-10 code, KB condition), the case's own id, the key exams and the
     can't-miss conditions; the rubric's wording and the rule-out lists are derived from these. A name that the
-    exam catalogue or the case's own findings use ("family history of diabetes") is public, not a secret."""
+    exam catalogue or the case's own findings use ("family history of diabetes") is public, not a secret; what
+    the patient says about a finding is not public ("my GP said it is appendicitis" is a leak the audit reports)."""
     h = task.hidden
     keep = ("diagnosis", "condition", "case_id", "key_exams", "key_analytes")
     out = [(p, v) for p, v in leaves({k: h[k] for k in keep if k in h})]
     out += [(p, v) for p, v in leaves({"cant_miss": h.get("cant_miss", [])}) if ".key_exams" not in p]
     catalogue = _exam_names(task.params.get("kb"), task.params.get("kb_overlay"))
-    public = catalogue + " | " + fold(json.dumps(task.params.get("case", {})))
+    case = dict(task.params.get("case", {}))
+    case["history"] = list(case.get("history", {}))  # a finding's name is public; what the patient says is not
+    public = catalogue + " | " + fold(json.dumps(case))
     return [(p, v) for p, v in out if p.startswith("key_") or f" {fold(str(v))} " not in public]

@@ -95,7 +95,11 @@ class OracleAgent(_ScriptedAgent):
                 yield tool_call("find", doc=url, pattern=sentence.rstrip("."))
                 confirmed[sentence] = url
             lines.append(f"- {fact} [{k}]({url})" if url else f"- {fact}")
-        yield tool_call("answer", text="\n".join(lines))
+        yield tool_call("answer", text=self.answer_text(task, "\n".join(lines)))
+
+    def answer_text(self, task: Task, text: str) -> str:
+        """The answer the agent gives after its work (the oracle: ``text``, the right answer with its citations)."""
+        return text
 
     def _derived(self, task: Task) -> Script:
         """A question without statements: search its words, read the (gold) page naming the answer, cite it."""
@@ -113,7 +117,33 @@ class OracleAgent(_ScriptedAgent):
             if not obs.startswith("No match"):
                 url = u
                 break
-        yield tool_call("answer", text=f"Answer: {answer} [1]({url})" if url else f"Answer: {answer}")
+        yield tool_call(
+            "answer", text=self.answer_text(task, f"Answer: {answer} [1]({url})" if url else f"Answer: {answer}")
+        )
+
+
+class UncitedOracle(OracleAgent):
+    """Calibration (``outcome_agents["partial"]``, it reads the hidden chain): the oracle's reading, then the right
+    answer with no citation. Evidence seen but not cited: above a bare right guess, below the cited answer."""
+
+    name = "partial"
+
+    def answer_text(self, task: Task, text: str) -> str:
+        return f"Answer: {task.hidden['answer']}"
+
+
+class MisreadOracle(OracleAgent):
+    """Calibration (``outcome_agents["failed"]``): the oracle's reading and citations with a wrong name on the answer
+    line (a decoy of the question, else another entity of the chain): lots of work, a wrong outcome."""
+
+    name = "failed"
+
+    def answer_text(self, task: Task, text: str) -> str:
+        hidden = task.hidden
+        others = [e.get("name") for k, e in sorted(hidden.get("entities", {}).items()) if k != "E0"]
+        wrong = next((n for n in [*hidden.get("confusable", []), *others] if n), "Nobody Known")
+        facts = text.partition("\n")[2]
+        return f"Answer: {wrong}\n{facts}" if facts else f"Answer: {wrong}"
 
 
 class ShortcutAgent(_ScriptedAgent):

@@ -14,8 +14,14 @@ content words do. ``judge.py`` has the LLM versions.
 A question without statements (the usual real-corpus case) still gets a CaRR-style chain, derived from the
 answer itself (``derived_statements``): the answer is named in what the agent saw of a page it cites (a
 ``gold_docs`` page when the question lists some), each fact stated with it is supported by the seen content of
-the pages it cites, and no cited page is one the agent never saw. So a right answer ranks cited-and-seen (1.0)
-above uncited (0.85) above citing unseen pages (0.7) above any wrong answer (0).
+the pages it cites, and (when it cites any) no cited page is one the agent never saw.
+
+The rubric reward that C-GRPO mixes is ``(1 - EVIDENCE_WEIGHT)·chain + EVIDENCE_WEIGHT·evidence``: ``chain`` is
+CaRR's (cited support reachable from the answer) and ``evidence`` the share of the statements whose evidence the
+agent read before answering (in a page it opened or a ``find`` match; a search snippet is a glimpse, not a read),
+cited or not (``evidence_seen``). So at equal correctness an answer with an evidence path always outranks one
+without: a right answer cited from pages read scores 1.0, the same answer after reading the pages but citing
+nothing 0.85, a right answer with no reading at all (a guess, a search and a guess) 0.7, any wrong answer 0 (#39).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from rubricgym.rewards.aggregate import c_grpo_reward, carr_rubric_reward
 MAX_CITED = 20
 LEXICAL_RECALL = 0.8
 ALPHA = 0.3
+EVIDENCE_WEIGHT = 0.5
+"""The share of the rubric reward that evidence seen (cited or not) earns; citing it earns the rest (the chain)."""
 CITATION = re.compile(r"\[(\d{1,4})\]\(\s*<?([^()\s<>]+)>?\s*\)")
 _REFERENCES = re.compile(
     r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:references|sources|citations|bibliography|works cited)(?:\*\*)?[ \t]*:?[ \t]*$",
@@ -198,6 +206,15 @@ def seen_by_url(steps: Iterable[Step | Observed]) -> dict[str, str]:
     return {url: "\n".join(parts) for url, parts in out.items()}
 
 
+READ_TOOLS = frozenset({"open", "find"})
+"""The tools whose output is reading a page (a search result's snippet is not)."""
+
+
+def read_by_url(steps: Iterable[Step | Observed]) -> dict[str, str]:
+    """What the agent read of each page in ``steps``: opened windows and ``find`` matches, search snippets left out."""
+    return seen_by_url([r for r in observed(steps) if r.tool in READ_TOOLS])
+
+
 def fill(template: str, names: dict[str, str]) -> str:
     """A statement with each ``<Ek>`` replaced by the entity's name."""
     return _PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), template)
@@ -282,23 +299,66 @@ def derived_statements(
         )
         rows.append({"id": f"fact{k}", "text": CITATION.sub("", fact).strip(), "via": via_f if correct else None})
     unseen = [u for u in cited if u not in seen]
-    rows.append(
-        {
-            "id": "cited_seen",
-            "text": "every cited page is one the agent saw",
-            "via": ("(no unseen citation)" if not unseen else None) if correct else None,
-        }
-    )
+    if cited:  # citing nothing is no citation integrity: a bare answer earns nothing for it
+        rows.append(
+            {
+                "id": "cited_seen",
+                "text": "every cited page is one the agent saw",
+                "via": ("(no unseen citation)" if not unseen else None) if correct else None,
+            }
+        )
     return [
         {**r, "entities": ["E0"], "filled": {"E0": correct}, "supported": r["via"] is not None, "derived": True}
         for r in rows
     ]
 
 
+def _seen_anywhere(words: set[str], seen: dict[str, str]) -> bool:
+    """Whether some page's seen content holds ``LEXICAL_RECALL`` of ``words``."""
+    return bool(words) and any(len(words & content_words(t)) / len(words) >= LEXICAL_RECALL for t in seen.values())
+
+
+def evidence_seen(hidden: dict[str, Any], rows: Sequence[dict[str, Any]], seen: dict[str, str]) -> float:
+    """The share of ``rows`` (the scored statements) whose evidence is in ``seen`` (what the agent read of each
+    page, ``read_by_url``), cited or not.
+
+    A statement with evidence sentences: one of them in what the agent read of its page; one without: a page read
+    holding ``LEXICAL_RECALL`` of its words (entities by their hidden names); a derived row: the answer named on a
+    (gold) page it read, a fact's words on a page it read, citation integrity as supported. The evidence path, not
+    the answer text: it ranks a right answer reached by reading above the same answer with no reading.
+    """
+    if not rows:
+        return 0.0
+    names = {eid: e.get("name", "") for eid, e in hidden.get("entities", {}).items()}
+    names.setdefault("E0", hidden.get("answer", ""))
+    by_id = {st.get("id"): st for st in hidden.get("statements", [])}
+    answers = [n for n in [hidden.get("answer", ""), *hidden.get("aliases", [])] if n]
+    gold = set(hidden.get("gold_docs") or [])
+    hits = 0
+    for row in rows:
+        if row.get("derived"):
+            if row["id"] == "answer":
+                hit = any(mentions(t, n) for u, t in seen.items() if not gold or u in gold for n in answers)
+            elif row["id"] == "cited_seen":
+                hit = bool(row["supported"])
+            else:
+                hit = _seen_anywhere(content_words(row["text"]), seen)
+        else:
+            st = by_id.get(row["id"], row)
+            evidence = st.get("evidence") or []
+            if evidence:
+                hit = any(contains_sentence(seen.get(ev["url"], ""), ev["text"]) for ev in evidence)
+            else:
+                hit = _seen_anywhere(content_words(fill(st["text"], names)), seen)
+        hits += hit
+    return hits / len(rows)
+
+
 def score(
     hidden: dict[str, Any], answer_text: str | None, steps: Sequence[Step | Observed], alpha: float = ALPHA
 ) -> dict[str, Any]:
-    """Outcome, CaRR rubric reward and C-GRPO reward of an answer given the steps before it, with details.
+    """Outcome, rubric reward (CaRR chain and evidence seen) and C-GRPO reward of an answer given the steps before
+    it, with details.
 
     ``steps`` are ``Step``s or their records (the env scores its answer from the records it wrote).
     """
@@ -331,12 +391,13 @@ def score(
         rows = derived_statements(hidden, text, correct, cited, seen) if answer_text is not None else []
     rubrics = [r["entities"] for r in rows]
     supported = [r["supported"] for r in rows]
-    r_rubric = carr_rubric_reward(rubrics, supported) if rows else 0.0
+    chain = carr_rubric_reward(rubrics, supported) if rows else 0.0
     for i, r in enumerate(rows):  # a statement is reachable iff dropping it lowers the chain reward
         r["reachable"] = (
-            bool(supported[i])
-            and carr_rubric_reward(rubrics, [s and j != i for j, s in enumerate(supported)]) < r_rubric
+            bool(supported[i]) and carr_rubric_reward(rubrics, [s and j != i for j, s in enumerate(supported)]) < chain
         )
+    evidence = evidence_seen(hidden, rows, read_by_url(steps)) if correct else 0.0
+    r_rubric = (1 - EVIDENCE_WEIGHT) * chain + EVIDENCE_WEIGHT * evidence
     outcome = 1.0 if correct else 0.0
     total = c_grpo_reward(outcome, r_rubric, alpha)
     return {
@@ -344,6 +405,8 @@ def score(
         "correct": correct,
         "outcome": outcome,
         "rubric": r_rubric,
+        "chain": chain,
+        "evidence": evidence,
         "c_grpo": total,
         "cited": cited,
         "unseen_cited": [u for u in cited if u not in seen],

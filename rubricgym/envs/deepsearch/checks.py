@@ -56,8 +56,8 @@ def outcome_correct(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 @check(
     "carr_rubric",
-    description="CaRR R_rubric: share of statements supported by cited seen content and "
-    "connected to the answer entity.",
+    description="The rubric reward C-GRPO mixes: half CaRR's chain (statements supported by cited seen content "
+    "and connected to the answer entity), half the share of statements whose evidence the agent saw.",
 )
 def carr_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     p = parts(traj)
@@ -66,8 +66,11 @@ def carr_rubric(traj: Trajectory, step: int | None = None) -> CheckResult:
     return CheckResult(
         score=p["rubric"],
         met=bool(rows) and n_ok == len(rows),
-        rationale=f"{n_ok}/{len(rows)} statements supported and reachable from E0; {len(p['cited'])} page(s) cited",
+        rationale=f"{n_ok}/{len(rows)} statements supported and reachable from E0; {len(p['cited'])} page(s) "
+        f"cited; evidence seen for {p['evidence']:.0%} of them",
         details={
+            "chain": p["chain"],
+            "evidence": p["evidence"],
             "statements": rows,
             "cited": p["cited"],
             "identified": p["identified"],
@@ -275,7 +278,9 @@ def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
 
     A task without statements has no rubric of its own: the env's default rubric (whose ``carr_rubric`` check
     derives the chain from the answer, see ``carr.derived_statements``) scores it exactly as the env rewards it.
-    Either way the total is gated by correctness (C-GRPO): a wrong answer scores 0.
+    Either way the total is gated by correctness (C-GRPO): a wrong answer scores 0. The statements' criteria say
+    which are supported; the chain and the evidence seen are scored by the ``carr_rubric`` check, so the task
+    rubric's total is the env's reward.
     """
     statements = hidden.get("statements", [])[:MAX_STATEMENTS]
     if not statements:
@@ -296,5 +301,10 @@ def task_rubric(task_id: str, hidden: dict[str, Any]) -> dict[str, Any] | None:
         "id": f"deepsearch/{task_id}",
         "version": "1",
         "criteria": copy.deepcopy([_OUTCOME, *crits, *_PROCESS]),
-        "aggregation": {"method": "carr", "alpha": carr.ALPHA, "outcome_check": "outcome_correct"},
+        "aggregation": {
+            "method": "carr",
+            "alpha": carr.ALPHA,
+            "outcome_check": "outcome_correct",
+            "rubric_check": "carr_rubric",
+        },
     }

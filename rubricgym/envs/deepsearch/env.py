@@ -98,6 +98,10 @@ class DeepSearchEnv(RubricEnv):
     """The chain's entities, the answer and their pages are in the corpus: finding them is the task."""
     guidance_levels = guidance.LEVELS
     shortcut_agents = {"shotgun": "rubricgym.envs.deepsearch.agents:ShotgunAnswer"}
+    outcome_agents = {
+        "partial": "rubricgym.envs.deepsearch.agents:UncitedOracle",  # reads the chain, answers right, cites nothing
+        "failed": "rubricgym.envs.deepsearch.agents:MisreadOracle",  # reads and cites the chain, answers wrong
+    }
     scripted_agents = {
         name: f"rubricgym.envs.deepsearch.agents:{cls}"
         for name, cls in (
@@ -319,7 +323,9 @@ class DeepSearchEnv(RubricEnv):
         return ToolOutput(text=text, info=self._record(record))
 
     @tool(
-        examples={"text": "Answer: Ada Vell\n- Ada Vell was born in Brook [1](https://fictopedia.test/wiki/Ada_Vell)"}
+        examples={
+            "text": "Answer: Ilse Tarrow\n- Ilse Tarrow was born in Brook [1](https://fictopedia.test/wiki/Ilse_Tarrow)"
+        }
     )
     def answer(self, text: str) -> ToolOutput:
         """Give the final answer and end the episode: a line 'Answer: <name>' then the supporting facts, each cited
@@ -341,7 +347,12 @@ class DeepSearchEnv(RubricEnv):
             }
         )
         return ToolOutput(
-            text="Answer recorded.", done=True, answer=str(text), reward=float(reward), info=self._record(record)
+            text="Answer recorded.",
+            done=True,
+            answer=str(text),
+            reward=float(reward),
+            info=self._record(record),
+            solved=bool(parts["correct"]),  # the reward is partial credit (citations): a right answer solves it
         )
 
     def stage_of(self, call: ToolCall | None) -> str:

@@ -3,8 +3,9 @@
 ``llm_score`` follows CaRR with an OpenAI-compatible endpoint as the grader: (1) the outcome, exact/alias match
 first and the LLM only when that fails; (2) the identity of each hidden entity as the answer states it
 (references stripped); (3) for each statement whose entities are all identified, whether the content the agent
-actually saw of its cited pages fully supports it; (4) BFS connectivity and C-GRPO with the same pure functions
-as the programmatic path. An endpoint failure or an unreadable reply is an error value, never a zero score.
+actually saw of its cited pages fully supports it; (4) BFS connectivity, the evidence read (``carr.evidence_seen``)
+and C-GRPO with the same pure functions as the programmatic path. An endpoint failure or an unreadable reply is an
+error value, never a zero score.
 """
 
 from __future__ import annotations
@@ -125,12 +126,16 @@ async def llm_score(client: ChatClient, trajectory: Trajectory, alpha: float = c
     except (EndpointError, GradeError) as e:  # no score: a grader failure must not read as a bad answer
         out.update(correct=None, outcome=None, rubric=None, c_grpo=None, error=f"{type(e).__name__}: {e}")
         return out
-    rubric = carr_rubric_reward([r["entities"] for r in rows], [r["supported"] for r in rows]) if rows else 0.0
+    chain = carr_rubric_reward([r["entities"] for r in rows], [r["supported"] for r in rows]) if rows else 0.0
+    evidence = carr.evidence_seen(hidden, rows, carr.read_by_url(trajectory.steps[:at])) if correct else 0.0
+    rubric = (1 - carr.EVIDENCE_WEIGHT) * chain + carr.EVIDENCE_WEIGHT * evidence
     outcome = 1.0 if correct else 0.0
     out.update(
         correct=correct,
         outcome=outcome,
         rubric=rubric,
+        chain=chain,
+        evidence=evidence,
         statements=rows,
         identified=filled,
         c_grpo=c_grpo_reward(outcome, rubric, alpha) if rows else outcome,

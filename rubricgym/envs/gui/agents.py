@@ -71,6 +71,43 @@ class Oracle(BaseAgent):
         return tool_call(step["tool"], **args)
 
 
+def wrong_text(text: str) -> str:
+    """A value that matches none of the goal ops on ``text`` (eq, ieq, contains): the text reversed, else '-'."""
+    flipped = text[::-1]
+    return flipped if text.casefold() not in flipped.casefold() else "-"
+
+
+def one_step_short(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan with one thing wrong: its last typed value (a text field, an answer) wrong, else (a plan of clicks
+    and choices) its last action before ``done`` left out. Partly right work that never completes the task."""
+    steps = [dict(s) for s in plan]
+    typed = [i for i, s in enumerate(steps) if s["tool"] in ("fill", "answer")]
+    if typed:
+        step = steps[typed[-1]]
+        if step["tool"] == "fill":
+            step["text"] = wrong_text(str(step["text"]))
+        else:
+            first = next(iter(step["fields"]))
+            value = str(step["fields"][first])
+            number = re.fullmatch(r"-?\d+(\.\d+)?", value)
+            step["fields"] = {**step["fields"], first: str(float(value) + 1) if number else wrong_text(value)}
+        return steps
+    acts = [i for i, s in enumerate(steps) if s["tool"] != "done"]
+    return [s for i, s in enumerate(steps) if not acts or i != acts[-1]]
+
+
+class PartialOracle(Oracle):
+    """Calibration (``outcome_agents["partial"]``, it reads the hidden plan): the oracle's plan with one thing
+    wrong (``one_step_short``: one form field or answer wrong, or the last click left out), then ``done()``. A
+    form with one field wrong is real work, partly right, and never a success."""
+
+    name = "partial"
+
+    def episode(self, task: Task, seed: int | None) -> PartialOracle:
+        plan = one_step_short(list(task.hidden["plan"]))
+        return PartialOracle(seed, task.model_copy(update={"hidden": {**task.hidden, "plan": plan}}))
+
+
 class RandomClicker(SeededAgent):
     """Random actions on the elements of the current page; calls done() now and then."""
 

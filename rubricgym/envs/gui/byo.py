@@ -5,9 +5,11 @@ instruction, the reward, whether the episode is over and whether it succeeded: J
 page's own globals, so community task suites that compute their reward in JS (MiniWoB++-style) plug in without
 code. Optional goal predicates over a JS ``state`` function give progress and success as in ``gui-v0``.
 
-Success is its own field, never read off a time-scaled reward: a ``success`` JS function, or else the page's
-reward at or above ``success_threshold``. The episode's reward is that success (1 or 0); a negative page reward is
-a failure, and a page that ends the episode unsuccessfully is a false completion, not a finish in time.
+Success is its own field, never read off a time-scaled reward: a ``success`` JS function (the page's own full
+success, e.g. its raw reward at 1), or else the page's reward at or above ``success_threshold``. The episode's
+reward is that success (1 or 0); a negative page reward is a failure, and a page that ends the episode
+unsuccessfully is a false completion, not a finish in time. A page that pays partly right work a fraction gives it
+as ``progress`` (a JS function in [0, 1]): partial credit the rubric ranks failed episodes by, never success.
 
     spec = WebTaskSpec.load("my_tasks/spec.yaml")
     register_web_tasks(spec)          # registers web-<name>-v0: rubricgym run web-<name>-v0 --agent random ...
@@ -48,6 +50,8 @@ EXAMPLE_SPEC = Path(__file__).with_name("byo_example") / "spec.yaml"
 FAKE_ORIGIN = "http://{name}.web.rubricgym.test"
 RANDOM_AGENT = "rubricgym.envs.gui.agents:RandomClicker"
 WEB_PREFIX = "web:"
+PARTIAL_CAP = 0.99
+"""The most progress a failed episode shows: full progress is success's alone."""
 
 
 class WebTaskSpec(BaseModel):
@@ -74,9 +78,16 @@ class WebTaskSpec(BaseModel):
     goals: list[Goal] = Field(default_factory=list)
     expected_changes: list[str] = Field(default_factory=lambda: ["*"])
     success: str | None = None
-    """A JS function: true when the episode succeeded (e.g. ``() => WOB_RAW_REWARD > 0`` for a page whose
-    reward shrinks with time); unset: the page's reward at or above ``success_threshold``."""
-    success_threshold: float = 1.0
+    """A JS function: true when the episode succeeded by the page's own criterion, its full reward (e.g.
+    ``() => WOB_RAW_REWARD >= 1`` for a page whose reward shrinks with time; a partly right submission that the
+    page pays a fraction is not a success); unset: the page's reward at or above ``success_threshold``."""
+    progress: str | None = None
+    """A JS function: the page's own partial credit in [0, 1] (e.g. ``() => Math.max(0, WOB_RAW_REWARD)``, the
+    share of checkboxes right); it is the episode's progress (the rubric's ``goal_progress``), never its success.
+    Unset (and no ``goals``): progress is all or nothing, the success."""
+    success_threshold: float = Field(default=1.0, gt=0)
+    """With no ``success`` function: the page's reward at or above this is success (above 0, or doing nothing,
+    reward 0, would succeed)."""
     max_steps: int = Field(default=15, ge=1)
     seeds: int = Field(default=1000, ge=1)
     test_every: int = Field(default=5, ge=2)
@@ -88,6 +99,8 @@ class WebTaskSpec(BaseModel):
             raise ValueError("give `root` (a folder to serve) or a loopback `url` (http://127.0.0.1:PORT/...)")
         if self.goals and self.state is None:
             raise ValueError("`goals` are predicates over the page state: give a `state` JS function too")
+        if self.goals and self.progress is not None:
+            raise ValueError("give `goals` (progress is the share of goals that hold) or `progress`, not both")
         if not self.scope.startswith("/") or "?" in self.scope or "#" in self.scope:
             raise ValueError(f"`scope` is a path on the site starting with '/' (no ? or #), got {self.scope!r}")
         return self
@@ -175,6 +188,7 @@ class WebTaskEnv(BrowserEnv):
         self._reward = 0.0
         self._over = False
         self._succeeded = False
+        self._partial = 0.0
         self._start_state_progress = 0.0
         self._initial: Any = None
         self._last: Any = None
@@ -206,7 +220,7 @@ class WebTaskEnv(BrowserEnv):
         await session.open(self.web_spec.start_url())
         await self._reset_page(session, task)
         self._instruction = self.web_spec.instruction_text(await session.evaluate(f"({self.web_spec.instruction})()"))
-        self._reward, self._over, self._succeeded = 0.0, False, False
+        self._reward, self._over, self._succeeded, self._partial = 0.0, False, False, 0.0
         self._initial = self._last = await self._state(session)
         self._progress = self._goal_progress(self._initial)
         if self.web_spec.goals:
@@ -233,28 +247,36 @@ class WebTaskEnv(BrowserEnv):
         return await session.evaluate(f"({self.web_spec.state})()") if self.web_spec.state else None
 
     def _goal_progress(self, state: Any) -> float:
-        """Goal progress with goals; without them all or nothing (a page's reward may shrink with time)."""
+        """Goal progress with goals; else the page's own partial credit (``progress``), capped below 1 unless the
+        episode succeeded; else all or nothing (a page's reward may shrink with time)."""
         if self.web_spec.goals:
             return progress(check_goals(self.web_spec.goals, state or {}, self.answer_sheet))
-        return float(self._success())
+        if self._success():
+            return 1.0
+        return min(self._partial, PARTIAL_CAP)
 
     async def judge_step(self, session: Session, tool: str) -> tuple[bool, dict[str, Any]]:
         spec = self.web_spec
+        partial: Any = self._partial
         try:
             self._reward = float(await session.evaluate(f"({spec.reward})()"))
             self._over = bool(await session.evaluate(f"({spec.done})()"))
             if spec.success is not None:
                 self._succeeded = bool(await session.evaluate(f"({spec.success})()"))
+            if spec.progress is not None:
+                partial = await session.evaluate(f"({spec.progress})()")
             state = await self._state(session)
         except (ActionFailed, TypeError, ValueError):
             state = self._last
+        self._partial = _unit(partial, spec)  # a spec's bad `progress` is an error that says what to return
         info: dict[str, Any] = {"page_reward": self._reward, "prev_progress": self._progress}
         changed = spec.state is not None and bool(changed_paths(self._last or {}, state or {}))
         if spec.goals:
             info["goals"] = check_goals(spec.goals, state or {}, self.answer_sheet)
         if spec.state is not None:
             info["unexpected"] = unexpected_changes(self._last or {}, state or {}, spec.expected_changes)
-        self._last, self._progress = state, self._goal_progress(state)
+        self._last = state
+        self._progress = self._goal_progress(state)
         info.update(progress=self._progress, episode_over=self._over, changed=changed)
         return changed, info
 
@@ -300,6 +322,16 @@ class WebTaskEnv(BrowserEnv):
             "answer_sheet": dict(self.answer_sheet),
             "escaped": self.escaped is not None,
         }
+
+
+def _unit(value: Any, spec: WebTaskSpec) -> float:
+    """The ``progress`` function's value as a number in [0, 1], or a ``ValueError`` saying what to return."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError(
+            f"web task {spec.name!r}: `progress` returned {value!r}; return a number in [0, 1] (the page's partial "
+            "credit, e.g. () => Math.max(0, WOB_RAW_REWARD))"
+        )
+    return min(1.0, max(0.0, float(value)))
 
 
 def register_web_tasks(

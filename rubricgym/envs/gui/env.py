@@ -54,6 +54,10 @@ class GuiEnv(BrowserEnv):
         "oracle": "rubricgym.envs.gui.agents:Oracle",
         "random": "rubricgym.envs.gui.agents:RandomClicker",
     }
+    outcome_agents: ClassVar[Mapping[str, str]] = {
+        "partial": "rubricgym.envs.gui.agents:PartialOracle",  # one form field wrong, or the last click left out
+        "failed": "rubricgym.envs.gui.agents:WrongSubmit",  # a well-formed wrong answer, or done() at once
+    }
     guidance_levels = guidance.LEVELS
     open_ahead = True  # the bundled apps render nothing of their own until load(state)
     discoverable: ClassVar[Mapping[str, frozenset[str]]] = {

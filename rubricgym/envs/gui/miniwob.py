@@ -4,7 +4,10 @@
 Each page becomes a generated ``WebTaskSpec`` (no code per page): ``reset`` seeds the page's ``Math.random``
 (``Math.seedrandom``) and starts its episode (``core.startEpisodeReal``), ``instruction`` is the utterance
 (``core.getUtterance()``: a string, or an object whose ``utterance`` field is the text), ``reward`` the page's own
-(time-scaled) reward, ``done`` its done flag and ``success`` its raw reward above 0. The page's clock is stretched
+(time-scaled) reward, ``done`` its done flag, ``success`` the page's full raw reward (1, before its time discount)
+and ``progress`` the positive part of the raw reward: a page that pays partly right work a fraction (one box of
+``click-checkboxes`` left unticked pays ``(n - 2) / n``, a wrong ``find-greatest`` card 0.1) gives partial credit,
+never success. The page's clock is stretched
 from its 7-30 s (written for scripted bots) to the episode's time limit, so an LLM agent is not timed out by it.
 Every page of the package is served from its ``html/`` folder on a private origin, and the episode must stay on
 its one page (the scope is that document; another page of the folder is an escape). Seeds divisible by 5 are
@@ -33,6 +36,8 @@ PACKAGE = "miniwob"
 INSTALL = "pip install 'rubricgym[miniwob]'"
 EPISODE_MS = 600_000
 """The page's own time limit, stretched to the env's default episode timeout (600 s)."""
+FULL_REWARD = 1 - 1e-6
+"""A page's success: its full raw reward (MiniWoB++ pays 1 for the task done; a fraction is partly right work)."""
 
 RESET_JS = f"""async seed => {{
   Object.defineProperty(core, 'EPISODE_MAX_TIME', {{get: () => {EPISODE_MS}, set: () => {{}}, configurable: true}});
@@ -119,6 +124,11 @@ ORACLES: dict[str, str] = {
     }.items()
 }
 """Page -> its scripted oracle (``"module:Class"``): pages whose instruction and ARIA snapshot say how to solve them."""
+OUTCOME_AGENTS: dict[str, dict[str, str]] = {
+    "click-checkboxes": {"partial": f"{_AGENTS}:ClickCheckboxesOneMissing"},
+}
+"""Page -> its outcome-consistency agents by role (``RubricEnv.outcome_agents``): partly right work the page pays a
+fraction of its reward, which must stay below every success."""
 
 
 def html_root() -> Path | None:
@@ -172,7 +182,8 @@ def page_spec(page: str, root: Path | None = None) -> WebTaskSpec:
         reward="() => WOB_REWARD_GLOBAL",
         done="() => WOB_DONE_GLOBAL",
         state=STATE_JS,
-        success="() => WOB_RAW_REWARD_GLOBAL > 0",
+        success=f"() => WOB_RAW_REWARD_GLOBAL >= {FULL_REWARD}",
+        progress="() => Math.max(0, Math.min(1, WOB_RAW_REWARD_GLOBAL))",
         max_steps=15,
         seeds=1000,
         test_every=5,
@@ -200,7 +211,13 @@ def _spec(page: str) -> WebTaskSpec:
 def page_class(page: str) -> type[MiniWobEnv]:
     """The env class of ``page`` (its own oracle when one is written for it)."""
     agents = {"random": RANDOM_AGENT, **({"oracle": ORACLES[page]} if page in ORACLES else {})}
-    return type(class_name(page), (MiniWobEnv,), {"__module__": __name__, "page": page, "scripted_agents": agents})
+    attrs = {
+        "__module__": __name__,
+        "page": page,
+        "scripted_agents": agents,
+        "outcome_agents": OUTCOME_AGENTS.get(page, {}),
+    }
+    return type(class_name(page), (MiniWobEnv,), attrs)
 
 
 def __getattr__(name: str) -> Any:
@@ -222,7 +239,7 @@ def register_miniwob() -> list[str]:
             env_id(page),
             f"{__name__}:{class_name(page)}",
             replace=True,
-            description=f"MiniWoB++ {page}: the page's own task, reward and success (raw reward > 0).",
+            description=f"MiniWoB++ {page}: the page's own task, reward and success (its full raw reward).",
         )
         ids.append(env_id(page))
     return ids

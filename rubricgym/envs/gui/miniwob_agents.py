@@ -186,3 +186,14 @@ class ClickTest2(MiniWobOracle):
 
     def plan(self, found: re.Match[str]) -> list[Step]:
         return [_click("button", found[1])]
+
+
+class ClickCheckboxesOneMissing(ClickCheckboxes):
+    """Calibration (``outcome_agents["partial"]``): ticks every box the instruction names but the last, then
+    submits. Partly right work: the page pays it a fraction (``(n - 2) / n`` of ``n`` boxes), never its success."""
+
+    name = "partial"
+
+    def plan(self, found: re.Match[str]) -> list[Step]:
+        ticks = super().plan(found)[:-1]
+        return [*ticks[:-1], SUBMIT]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rubricgym.core.checks import check
+from rubricgym.core.rubric import LEVEL_WEIGHTS
 from rubricgym.core.types import CheckResult, Step, Trajectory
 from rubricgym.envs.swe.patch import is_test_infrastructure, is_test_path
 from rubricgym.envs.swe.records import RECORDS, Bash, Grading, RunTests, SweRecord, changed_files
@@ -48,6 +49,31 @@ def tests_resolved(traj: Trajectory, step: int | None = None) -> CheckResult:
     f, p = g.fail_to_pass, g.pass_to_pass
     why = g.error or f"{sum(f.values())}/{len(f)} FAIL_TO_PASS pass, {sum(p.values())}/{len(p)} PASS_TO_PASS still pass"
     return CheckResult(score=min(1.0, max(0.0, g.score)), met=g.resolved, rationale=why, evidence=[index])
+
+
+@check(
+    "progress_on_failing_tests",
+    description="Some FAIL_TO_PASS tests now pass and no PASS_TO_PASS test broke (score: the fraction passing).",
+)
+def progress_on_failing_tests(traj: Trajectory, step: int | None = None) -> CheckResult:
+    """Evidence that the work moved the failing tests: the process criteria apply only where it holds, so a
+    failed attempt earns process credit for progress, never for activity (edits and test runs alone)."""
+    found = _grading(traj)
+    if found is None:
+        return CheckResult.of(False, "the episode was never graded (no submit, no final step)")
+    index, g = found
+    if g.error or g.tampering:
+        return CheckResult.of(False, g.error or f"the change tampers with the tests: {g.tampering[0]}", [index])
+    broken = sorted(t for t, ok in g.pass_to_pass.items() if not ok)
+    if broken:
+        why = f"{len(broken)}/{len(g.pass_to_pass)} PASS_TO_PASS test(s) broken"
+        return CheckResult.of(False, why, [index])
+    f = g.fail_to_pass
+    if not f:  # an instance without FAIL_TO_PASS: progress is the resolution itself
+        return CheckResult.of(g.resolved, "resolved" if g.resolved else "not resolved", [index])
+    passing = sum(f.values())
+    why = f"{passing}/{len(f)} FAIL_TO_PASS pass, no PASS_TO_PASS broken"
+    return CheckResult(score=passing / len(f), met=passing > 0, rationale=why, evidence=[index])
 
 
 @check("reproduced_before_edit", description="Ran the tests and saw the failure before the first edit.")
@@ -120,6 +146,7 @@ ALL = {
     c.name: c
     for c in (
         tests_resolved,
+        progress_on_failing_tests,
         reproduced_before_edit,
         edited_buggy_file,
         tested_after_last_edit,
@@ -135,9 +162,50 @@ def _criterion(name: str, text: str, level: str, stage: str | None = None) -> di
     return {**c, "stage": stage} if stage else c
 
 
+# The process criteria apply only where the failing tests moved (some FAIL_TO_PASS pass, no PASS_TO_PASS broke): a
+# failed attempt earns process credit (the (1-γ) band of SWE-TRACE) for progress, never for activity: editing the
+# buggy file, running the tests or a comment in the changelog earn nothing on their own. A violated pitfall always
+# counts.
+_PROGRESS = "progress_on_failing_tests"
+_PROCESS: list[dict[str, Any]] = [
+    {
+        **_criterion(
+            "reproduced_before_edit",
+            "Reproduces the failure by running the tests before the first edit.",
+            "important",
+            "reproduce",
+        ),
+        "applies_if": _PROGRESS,
+    },
+    {
+        **_criterion("edited_buggy_file", "Edits the file that holds the bug.", "important", "edit"),
+        "applies_if": _PROGRESS,
+    },
+    {
+        **_criterion("tested_after_last_edit", "Runs the tests after the last edit.", "important", "verify"),
+        "applies_if": _PROGRESS,
+    },
+    {
+        **_criterion("no_test_file_edits", "Leaves the test files unchanged.", "pitfall"),
+        "applies_if": f"{_PROGRESS}|not:no_test_file_edits",
+    },
+    {
+        **_criterion(
+            "no_test_infrastructure_tampering",
+            "Leaves the test machinery (conftest, pytest configuration, pytest itself) alone.",
+            "pitfall",
+        ),
+        "applies_if": f"{_PROGRESS}|not:no_test_infrastructure_tampering",
+    },
+    {
+        **_criterion("no_destructive_commands", "Runs no destructive commands.", "pitfall"),
+        "applies_if": f"{_PROGRESS}|not:no_destructive_commands",
+    },
+]
+
 DEFAULT_RUBRIC: dict[str, Any] = {
     "id": "swe",
-    "version": "3",
+    "version": "4",
     "criteria": [
         _criterion(
             "tests_resolved",
@@ -145,39 +213,18 @@ DEFAULT_RUBRIC: dict[str, Any] = {
             "essential",
             "verify",
         ),
-        # process credit only for a real attempt (the buggy file edited): running the tests with nothing changed, or
-        # clean habits around a junk file, earn nothing on their own; a violated pitfall always counts
+        # as heavy as the process criteria together: in the failed band, how far the failing tests got counts as
+        # much as how the work was done, so the reward keeps rising with each failing test fixed
         {
             **_criterion(
-                "reproduced_before_edit",
-                "Reproduces the failure by running the tests before the first edit.",
+                _PROGRESS,
+                "Makes some of the failing tests pass without breaking a passing one (in proportion).",
                 "important",
-                "reproduce",
+                "verify",
             ),
-            "applies_if": "edited_buggy_file",
+            "weight": round(sum(LEVEL_WEIGHTS[c["level"]] for c in _PROCESS), 6),
         },
-        _criterion("edited_buggy_file", "Edits the file that holds the bug.", "important", "edit"),
-        {
-            **_criterion("tested_after_last_edit", "Runs the tests after the last edit.", "important", "verify"),
-            "applies_if": "edited_buggy_file",
-        },
-        # pitfalls apply once the agent attempted the fix, or when they are violated: doing nothing earns nothing
-        {
-            **_criterion("no_test_file_edits", "Leaves the test files unchanged.", "pitfall"),
-            "applies_if": "edited_buggy_file|not:no_test_file_edits",
-        },
-        {
-            **_criterion(
-                "no_test_infrastructure_tampering",
-                "Leaves the test machinery (conftest, pytest configuration, pytest itself) alone.",
-                "pitfall",
-            ),
-            "applies_if": "edited_buggy_file|not:no_test_infrastructure_tampering",
-        },
-        {
-            **_criterion("no_destructive_commands", "Runs no destructive commands.", "pitfall"),
-            "applies_if": "edited_buggy_file|not:no_destructive_commands",
-        },
+        *_PROCESS,
     ],
     "aggregation": {"method": "swe_trace", "gamma": 0.7, "outcome_check": "tests_resolved"},
 }

@@ -12,6 +12,7 @@ synchronous ``step``/``step_typed`` run them to completion through the env contr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,13 @@ class SweEnv(SweTools, RubricEnv):
         "oracle": "rubricgym.envs.swe.agents:OracleAgent",
         "random": "rubricgym.envs.swe.agents:RandomAgent",
     }
+    outcome_agents = {
+        "partial": "rubricgym.envs.swe.agents:PartialFixAgent",
+        "failed": "rubricgym.envs.swe.agents:IrrelevantEditAgent",
+        "activity": "rubricgym.envs.swe.agents:BusyAgent",
+    }
+    """The outcome-consistency audit's calibration agents (``agents.py``): a partly right fix, a comment and a
+    changelog note, and reading and testing that change nothing."""
 
     def __init__(
         self,
@@ -163,6 +171,7 @@ class SweEnv(SweTools, RubricEnv):
             answer=g.model_patch,
             reward=g.score,
             info=Submit(tool="submit", grading=g.to_record()).info(),
+            solved=g.resolved,
         )
 
     async def _grade(self) -> Grade:
@@ -230,6 +239,24 @@ class SweEnv(SweTools, RubricEnv):
         for key in ("buggy_files", "test_files"):
             out += [(f"{key}[{i}]", f) for i, f in enumerate(task.hidden.get(key, []))]
         return out
+
+    @classmethod
+    def public_text(cls, task: Task) -> Iterator[str]:
+        """The problem statement and every text file of the repository at its base commit (the task's snapshot;
+        no ``.git``, nothing binary or over 1 MB): a line of the fix that the repository already has hundreds of
+        times, or an expected output the issue quotes, is there for any agent to read, not a secret."""
+        inst = task.hidden.get("instance", {})
+        yield inst.get("problem_statement") or task.prompt
+        snapshot = inst.get("snapshot") or task.params.get("snapshot")
+        if not snapshot or not Path(snapshot).is_dir():
+            return
+        root = Path(snapshot)
+        for path in sorted(root.rglob("*")):
+            if ".git" in path.relative_to(root).parts or not path.is_file() or path.stat().st_size > 1_000_000:
+                continue
+            data = path.read_bytes()
+            if b"\0" not in data[:8192]:
+                yield data.decode("utf-8", errors="replace")
 
     def guidance(self, task: Task, level: int) -> str | None:
         """Level 1: the first failing test to run ("Start by running the failing test `tests/test_core.py::

@@ -1,11 +1,13 @@
-"""Scripted agents for the calculator env: an oracle, a random agent and a guesser (baselines, tests, data)."""
+"""Scripted agents for the calculator env: an oracle, a random agent and a guesser (baselines, tests, data), and
+the outcome-consistency audit's near miss and wrong answer (``CalculatorEnv.outcome_agents``)."""
 
 from __future__ import annotations
 
 import json
 
-from rubricgym.core.agent import BaseAgent, SeededAgent
+from rubricgym.core.agent import BaseAgent, SeededAgent, TaskAgent
 from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.envs.toy.arith import evaluate
 
 
 def tool_call(name: str, **arguments: object) -> str:
@@ -67,3 +69,40 @@ class GuessingAgent(BaseAgent):
         text = next((m.content or "" for m in messages if m.role == "user"), "")
         numbers = [int(w.strip(".,")) for w in text.split() if w.strip(".,").isdigit()]
         return tool_call("answer", value=sum(numbers))
+
+
+class NearMissAgent(TaskAgent):
+    """The audit's ``partial``: works every operation with the calculator but slips on the last one (types
+    ``+ 1`` after it), then answers the slipped result it computed: a careful work-up with a near-miss answer."""
+
+    name = "near_miss"
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        steps = self.episode_task().hidden["steps"]
+        slipped = f"{steps[-1]} + 1"
+        k = _turn(messages)
+        if k < len(steps) - 1:
+            return tool_call("calculator", expression=steps[k])
+        if k == len(steps) - 1:
+            return tool_call("calculator", expression=slipped)
+        return tool_call("answer", value=evaluate(slipped))
+
+
+class WrongAnswerAgent(TaskAgent):
+    """The audit's ``failed``: works every operation but the last with the calculator, then answers a number it
+    never computed (the first number above the answer that is none of the solution's values): the protocol
+    completed, the outcome wrong."""
+
+    name = "wrong_answer"
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        task = self.episode_task()
+        steps = task.hidden["steps"]
+        k = _turn(messages)
+        if k < len(steps) - 1:
+            return tool_call("calculator", expression=steps[k])
+        values = {evaluate(expr) for expr in steps}
+        wrong = task.hidden["answer"] + 1
+        while wrong in values:
+            wrong += 1
+        return tool_call("answer", value=wrong)

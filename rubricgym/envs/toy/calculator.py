@@ -1,7 +1,9 @@
 """``toy-calculator-v0``: multi-step arithmetic word problems solved with a calculator tool.
 
 Stages: ``compute`` (calculator calls) and ``answer`` (the final answer). The env's terminal reward is 1 for a
-correct answer; the default rubric adds process criteria (valid calls, grounded answer, correct sub-results).
+correct answer; the default rubric is gated on it (SWE-TRACE margin: every correct answer outranks every wrong
+one) and ranks attempts within an outcome by their progress (operations computed, answer taken from that work,
+clean calls once the work got somewhere).
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ class CalculatorEnv(RubricEnv):
         "oracle": "rubricgym.envs.toy.agents:CalculatorOracle",
         "random": "rubricgym.envs.toy.agents:RandomAgent",
         "guess": "rubricgym.envs.toy.agents:GuessingAgent",
+    }
+    outcome_agents = {
+        "partial": "rubricgym.envs.toy.agents:NearMissAgent",
+        "failed": "rubricgym.envs.toy.agents:WrongAnswerAgent",
     }
 
     def __init__(
@@ -134,6 +140,7 @@ class CalculatorEnv(RubricEnv):
             answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
             info=_answer(value=number, correct=correct),
+            solved=correct,
         )
 
     def stage_of(self, call: ToolCall | None) -> str:

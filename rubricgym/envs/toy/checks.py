@@ -15,6 +15,15 @@ def _calc_values(traj: Trajectory, before: int | None = None) -> list[float]:
     return [float(r.value) for _, r in RECORDS.each(steps, Calculation)]
 
 
+def _solution_values(traj: Trajectory) -> list[float]:
+    """The value of each of the solution's operations, in order (the last is the answer)."""
+    return [float(evaluate(expr)) for expr in traj.task.hidden.get("steps", [])]
+
+
+def _among(value: float, values: list[float]) -> bool:
+    return any(abs(value - v) < 1e-6 for v in values)
+
+
 def _valid(step: Step) -> bool:
     return step.action.parse_error is None and step.tool_error is None
 
@@ -67,6 +76,36 @@ def answer_grounded(traj: Trajectory, step: int | None = None) -> CheckResult:
     )
 
 
+@check(description="Some calculator call computed one of the solution's intermediate values: the work got somewhere.")
+def made_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
+    targets = _solution_values(traj)
+    hits = [s.index for s, r in RECORDS.each(traj.steps, Calculation) if _among(float(r.value), targets)]
+    return CheckResult.of(bool(hits), f"{len(hits)} calculator call(s) computed a value of the solution", hits)
+
+
+@check(description="The share of the solution's operations whose result the calculator computed.")
+def steps_computed(traj: Trajectory, step: int | None = None) -> CheckResult:
+    targets = _solution_values(traj)
+    seen = _calc_values(traj)
+    done = sum(_among(t, seen) for t in targets)
+    score = done / len(targets) if targets else 0.0
+    return CheckResult(
+        score=score,
+        met=bool(targets) and done == len(targets),
+        rationale=f"{done} of the solution's {len(targets)} operation(s) computed",
+        evidence=[s.index for s, r in RECORDS.each(traj.steps, Calculation) if _among(float(r.value), targets)],
+    )
+
+
+@check(description="The answer is a calculator result of work that computed part of the solution (not a guess, "
+       "and not a number computed off the problem).")  # fmt: skip
+def answer_from_work(traj: Trajectory, step: int | None = None) -> CheckResult:
+    grounded, progress = answer_grounded(traj), made_progress(traj)
+    ok = bool(grounded.met and progress.met)
+    why = f"{grounded.rationale}; {progress.rationale}"
+    return CheckResult.of(ok, why, sorted({*grounded.evidence, *progress.evidence}))
+
+
 @check(scope="step", description="This step's action was a well-formed tool call that ran.")
 def step_valid(traj: Trajectory, step: int | None = None) -> CheckResult:
     s = traj.steps[step or 0]
@@ -93,5 +132,14 @@ def step_progress(traj: Trajectory, step: int | None = None) -> CheckResult:
 
 
 ALL = check_set(
-    final_answer_correct, answered, used_calculator, no_invalid_actions, answer_grounded, step_valid, step_progress
+    final_answer_correct,
+    answered,
+    used_calculator,
+    no_invalid_actions,
+    answer_grounded,
+    made_progress,
+    steps_computed,
+    answer_from_work,
+    step_valid,
+    step_progress,
 )

@@ -27,9 +27,11 @@ def _scores(env_id: str, tasks, agents=("oracle", "shotgun", "guesser")):
 def _check_ranking(n: int) -> None:
     tasks = rubricgym.TaskSet.generate("clinical-v0", n, seed=11)
     s, right = _scores("clinical-v0", tasks)
-    for other in ("shotgun", "guesser"):
+    # the outcome gate leaves (1 - gamma) = 0.4 of the range to the work-up when both diagnoses are right: the
+    # shotgun's worse work-up still loses on every task, by a smaller margin than under a plain weighted sum
+    for other, margin in (("shotgun", 0.05), ("guesser", 0.1)):
         margins = [a - b for a, b in zip(s["oracle"], s[other], strict=True)]
-        assert min(margins) > 0.1, (other, min(margins))
+        assert min(margins) > margin, (other, min(margins))
     lucky = [a - b for a, b, r in zip(s["oracle"], s["guesser"], right, strict=True) if r]
     assert lucky and min(lucky) > 0.1  # a right guess without history or exams still loses clearly
     assert statistics.mean(s["oracle"]) > 0.95

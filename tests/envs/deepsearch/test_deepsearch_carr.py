@@ -4,18 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rubricgym.core.types import Action, Observation, Step, ToolCall
 from rubricgym.envs.deepsearch import carr
 
 
-def _step(i: int, seen: list[tuple[str, str]]) -> Step:
-    """A search step that showed ``seen`` (CaRR reads it from the step's typed record)."""
+def _step(i: int, seen: list[tuple[str, str]], tool: str = "open") -> Step:
+    """A step that showed ``seen``: an ``open`` of its (one) page, or a ``search`` whose snippets showed it (CaRR
+    reads it from the step's typed record; only what was opened or found counts as read)."""
+    shown = [{"url": u, "text": t} for u, t in seen]
+    info: dict[str, Any]
+    if tool == "open":
+        args, info = {"doc": seen[0][0]}, {"tool": "open", "url": seen[0][0], "seen": shown}
+    else:
+        args, info = {"query": "q"}, {"tool": "search", "query": "q", "k": 5, "results": [], "seen": shown}
     return Step(
         index=i,
         stage="gather",
-        action=Action(text="", tool_call=ToolCall(name="search", arguments={"query": "q"})),
+        action=Action(text="", tool_call=ToolCall(name=tool, arguments=args)),
         observation=Observation(messages=[]),
-        info={"tool": "search", "query": "q", "k": 5, "results": [], "seen": [{"url": u, "text": t} for u, t in seen]},
+        info=info,
     )
 
 
@@ -94,18 +103,19 @@ def test_a_supported_statement_cut_off_from_the_answer_does_not_count():
     rows = {r["id"]: r for r in p["statements"]}
     assert rows["S1"]["reachable"] and not rows["S2"]["supported"]
     assert rows["S3"]["supported"] and not rows["S3"]["reachable"]
-    assert p["rubric"] == 1 / 3
-    assert p["c_grpo"] == (1 - 0.3) * 1 + 0.3 * (1 / 3)
+    assert p["chain"] == 1 / 3 and p["evidence"] == 2 / 3  # S1 and S3 seen, S2's sentence never
+    assert p["rubric"] == 0.5 * (1 / 3) + 0.5 * (2 / 3)
+    assert p["c_grpo"] == (1 - 0.3) * 1 + 0.3 * p["rubric"]
     assert p["unseen_cited"] == ["u://brook"]
 
 
 def test_support_needs_a_citation_an_identified_entity_and_the_whole_sentence():
     steps = [_step(0, [("u://ada", "Ada Vell was born in Brookside.")])]  # not the same sentence
-    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", steps)["rubric"] == 0
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", steps)["chain"] == 0
     seen = [_step(0, [("u://ada", "Ada Vell was born in Brook.")])]
-    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook.", seen)["rubric"] == 0  # no citation
-    assert carr.score(HIDDEN, "Answer: Ada Vell [1](u://ada)", seen)["rubric"] == 0  # E1 not named
-    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", seen)["rubric"] == 1 / 3
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook.", seen)["chain"] == 0  # no citation
+    assert carr.score(HIDDEN, "Answer: Ada Vell [1](u://ada)", seen)["chain"] == 0  # E1 not named
+    assert carr.score(HIDDEN, "Answer: Ada Vell, born in Brook [1](u://ada)", seen)["chain"] == 1 / 3
 
 
 def test_a_wrong_answer_gets_nothing_however_well_cited():
@@ -139,3 +149,17 @@ def test_derived_chain_for_a_question_without_statements():
     assert rows("Answer: Ada Vell [1](u://nowhere)") == {"answer": False, "cited_seen": False}
     gold = {**hidden, "gold_docs": ["u://bio"]}
     assert carr.score(gold, "Answer: Ada Vell [1](u://ada)", steps)["statements"][0]["supported"] is False
+
+
+def test_evidence_read_ranks_a_right_answer_and_snippets_are_not_read():
+    """(#39) At equal correctness, the evidence read (opened or found, cited or not) earns half the rubric reward."""
+    read = [_step(0, [("u://ada", "Ada Vell was born in Brook.")])]
+    glimpsed = [_step(0, [("u://ada", "Ada Vell was born in Brook.")], tool="search")]
+    bare = carr.score(HIDDEN, "Answer: Ada Vell", [])
+    uncited = carr.score(HIDDEN, "Answer: Ada Vell", read)
+    snippet = carr.score(HIDDEN, "Answer: Ada Vell", glimpsed)
+    assert bare["c_grpo"] == snippet["c_grpo"] == (1 - 0.3)  # no page read: the outcome alone
+    assert uncited["chain"] == 0 and uncited["evidence"] == 1 / 3  # S1's sentence read, not cited
+    assert uncited["c_grpo"] == pytest.approx(0.7 + 0.3 * 0.5 / 3) and uncited["c_grpo"] > bare["c_grpo"]
+    wrong = carr.score(HIDDEN, "Answer: Ada Velll", read)
+    assert wrong["evidence"] == 0 and wrong["c_grpo"] == 0  # reading never pays a wrong answer

@@ -75,3 +75,55 @@ def test_checks_separate_grounded_oracle_from_guesser():
 def test_rubricgym_check_passes():
     report = check_env_id(ENV, fuzz=100)
     assert report.ok, report.rows
+
+
+def _score(agent, n=3, seed=0):
+    from rubricgym.rewards.prm import ProcessRewardModel
+
+    trajs = run(agent, n=n, seed=seed)
+    rubric = rubricgym.spec(ENV).load().default_rubric()
+    return trajs, asyncio.run(ProcessRewardModel(rubric).score_many(trajs))
+
+
+def test_the_default_rubric_is_gated_on_the_answer_and_pays_progress_not_activity():
+    """Issue 39: v2 paid 0.46-0.65 for a wrong answer taken from calculator calls; v3 gates on the answer
+    (SWE-TRACE, gamma 0.7) and its process criteria pay only for work on the solution."""
+    from rubricgym.rewards.consistency import ActivityAgent
+
+    rubric = rubricgym.spec(ENV).load().default_rubric()
+    assert (rubric.version, rubric.aggregation.method, rubric.aggregation.outcome_check) == (
+        "3",
+        "swe_trace",
+        "correct",
+    )
+    _, oracle = _score(CalculatorOracle())
+    assert [b.total for b in oracle] == [1.0, 1.0, 1.0]
+    # activity without progress: four calls of the calculator's example (17 * 23 - 4 = 387), then answer 387
+    activity, busy = _score(ActivityAgent())
+    assert all(t.outcome.reward == 0.0 and len(t.steps) == 5 for t in activity)
+    assert [b.total for b in busy] == [0.0, 0.0, 0.0]
+    assert all(b.n_not_applicable == 6 for b in busy)  # clean + valid_step on each of 5 steps: no progress made
+
+
+def test_near_miss_by_hand_and_the_outcome_agents_rank_below_any_solve():
+    from rubricgym.envs.toy.agents import NearMissAgent, WrongAnswerAgent
+
+    near, scored = _score(NearMissAgent(), n=6)
+    t, b = next((t, b) for t, b in zip(near, scored, strict=True) if len(t.task.hidden["steps"]) == 3)
+    # 3 operations: the first two computed right, the last slipped (+ 1), the slipped value answered (wrong).
+    # grounded 1 (w .7), clean 1 (.7), used_calculator 2/3 (.3), valid_step 1 over 4 steps (.7), progress 2/3
+    # over the 3 compute steps (.3): s_prm = (2.1 + 0.2 + 0.2) / 2.7; total = (1 - 0.7) * s_prm
+    assert t.outcome.reward == 0.0 and t.outcome.answer == str(t.task.hidden["answer"] + 1)
+    assert b.per_criterion == pytest.approx(
+        {"correct": 0.0, "grounded": 1.0, "clean": 1.0, "used_calculator": 2 / 3, "valid_step": 1.0, "progress": 2 / 3}
+    )
+    assert b.total == pytest.approx(0.3 * 2.5 / 2.7)
+    wrong, wrong_scored = _score(WrongAnswerAgent(), n=6)
+    assert all(tr.outcome.reward == 0.0 for tr in wrong)
+    assert all(w.per_criterion["grounded"] == 0.0 for w in wrong_scored)  # answered a number it never computed
+    near_mean = sum(x.total for x in scored) / len(scored)
+    wrong_mean = sum(x.total for x in wrong_scored) / len(wrong_scored)
+    assert 0.3 >= near_mean > wrong_mean > 0.0
+    checks = rubricgym.make(ENV).checks()
+    assert checks["made_progress"](t).met and not checks["steps_computed"](t).met
+    assert checks["steps_computed"](t).score == pytest.approx(2 / 3) and checks["answer_from_work"](t).met
