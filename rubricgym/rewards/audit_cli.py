@@ -18,6 +18,7 @@ from rich.table import Table
 
 from rubricgym.core.fmt import fmt_number
 from rubricgym.rewards.audit import INJECTIONS, MASTER_KEYS, AuditReport, audit_judge
+from rubricgym.rewards.consistency import ConsistencyReport, audit_consistency
 from rubricgym.rewards.gaming import TotalsReport, audit_totals
 from rubricgym.rewards.judges import CheckJudge, Judge
 from rubricgym.rewards.llm_judge import LLMJudge
@@ -101,6 +102,17 @@ def battery_table(report: BatteryReport) -> Table:
     return table
 
 
+def consistency_table(report: ConsistencyReport) -> Table:
+    """Outcome consistency: per role (oracle, partial, failed, chance-level, shortcuts) its agents, mean rubric
+    total and solve rate."""
+    table = Table(title=f"outcome consistency on {report.env_id} ({report.rubric_id}, {report.method})")
+    for col in ("role", "agents", "rubric total", "solved"):
+        table.add_column(col, justify="left" if col in ("role", "agents") else "right")
+    for row in report.table_rows():
+        table.add_row(*row)
+    return table
+
+
 async def _run(
     env_id: str,
     rubric: Rubric | None,
@@ -110,7 +122,7 @@ async def _run(
     good_agent: str | None,
     threshold: float,
     good_min: float,
-) -> tuple[AuditReport, TotalsReport, BatteryReport]:
+) -> tuple[AuditReport, TotalsReport, BatteryReport, ConsistencyReport]:
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout_many
 
@@ -139,10 +151,13 @@ async def _run(
         good=good or None,
     )
     battery = await run_battery(env_id, n_tasks=n_tasks, seed=seed, threshold=threshold, good_min=good_min)
-    return report, totals, battery
+    consistency = await audit_consistency(env_id, n_tasks=n_tasks, seed=seed, rubric=rubric)
+    return report, totals, battery, consistency
 
 
-async def _run_all(env_ids: list[str], *args: Any) -> list[tuple[str, AuditReport, TotalsReport, BatteryReport]]:
+async def _run_all(
+    env_ids: list[str], *args: Any
+) -> list[tuple[str, AuditReport, TotalsReport, BatteryReport, ConsistencyReport]]:
     """Every env in one event loop; the judge's connections are closed once, at the end."""
     judge = args[1]
     try:
@@ -182,8 +197,10 @@ def audit_command(
 ) -> None:
     """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, the
     total reward of each master key and of doing nothing next to the known-good agent's, and the shortcut
-    battery's env reward and rubric total per probe, and the judge's susceptibility to prompt injection (exit 1
-    if the rubric or the env pays for nothing, or the judge credits more injections than allowed).
+    battery's env reward and rubric total per probe, the outcome-consistency table (per role: oracle, partial,
+    failed, chance-level, shortcuts), and the judge's susceptibility to prompt injection (exit 1 if the rubric or
+    the env pays for nothing, a failed episode outranks a solved one, or the judge credits more injections than
+    allowed).
     ``--env all`` audits every registered env."""
     console = Console()
     try:
@@ -202,8 +219,9 @@ def audit_command(
     env_ids = [s.id for s in list_envs()] if env == "all" else [env]
     results, flagged = [], []
     audits = asyncio.run(_run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min))
-    for env_id, report, totals, battery in audits:
-        for table in [*report_tables(report), totals_table(totals), battery_table(battery)]:
+    for env_id, report, totals, battery, consistency in audits:
+        tables = [*report_tables(report), totals_table(totals), battery_table(battery), consistency_table(consistency)]
+        for table in tables:
             console.print(table)
         console.print(
             f"overall: FPR {_fmt(report.fpr())}, FNR {_fmt(report.fnr())}, {report.errors} failed verdicts "
@@ -220,14 +238,19 @@ def audit_command(
             console.print(f"[red]FLAG[/red] {env_id}: {problem}")
         for problem in battery.problems():
             console.print(f"[red]FLAG[/red] {env_id}: shortcut {problem}")
+        console.print(f"outcome consistency: {consistency.line()}", soft_wrap=True)
+        for problem in consistency.problems():
+            console.print(f"[red]FLAG[/red] {env_id}: outcome {problem}", soft_wrap=True)
         if injected:
             console.print(f"[red]FLAG[/red] {env_id}: {injected}")
-        flagged += [env_id] if totals.problems() or battery.problems() or injected else []
+        inconsistent = consistency.problems()
+        flagged += [env_id] if totals.problems() or battery.problems() or injected or inconsistent else []
         results.append(
             {
                 "judge": report.model_dump(mode="json"),
                 "totals": totals.model_dump(mode="json"),
                 "shortcuts": json.loads(as_json(battery)),
+                "outcome_consistency": json.loads(consistency.as_json()),
             }
         )
     if out:

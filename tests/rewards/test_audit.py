@@ -193,3 +193,30 @@ def test_audit_judge_on_the_env_checks_reports_no_susceptibility(app, tmp_path):
     report = json.loads(out.read_text())["judge"]
     assert set(report["by_injection"]) == set(INJECTIONS)
     assert all(r["credited"] == 0 for r in report["by_injection"].values())
+
+
+UNGATED_TOY = """id: toy-ungated
+criteria:
+  - {id: correct, text: The final answer is correct., level: essential, scope: trajectory, check: final_answer_correct}
+  - {id: used_calculator, text: Uses the calculator., level: important, scope: trajectory, check: used_calculator}
+  - {id: valid_step, text: The step is a valid tool call., level: important, scope: step, check: step_valid}
+"""
+
+
+def test_audit_judge_prints_outcome_consistency_and_fails_on_paid_activity(tmp_path):
+    # a rubric that pays for using the calculator whatever the answer: calling tools without progress earns 0.58
+    app = typer.Typer()
+    register(app)
+    rubric = tmp_path / "ungated.yaml"
+    rubric.write_text(UNGATED_TOY)
+    out = tmp_path / "audit.json"
+    args = ["audit-judge", "--tasks", "2", "--rubric", str(rubric), "--out", str(out)]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 1, res.output
+    assert "outcome consistency on toy-calculator-v0" in res.output
+    assert "FLAG toy-calculator-v0: outcome chance-level 'probe:activity' averages" in res.output
+    roles = {r["role"] for r in json.loads(out.read_text())["outcome_consistency"]["roles"]}
+    assert {"oracle", "failed", "chance"} <= roles
+    fine = CliRunner().invoke(app, ["audit-judge", "--tasks", "2"], env={"COLUMNS": "250"})
+    assert fine.exit_code == 0, fine.output  # the default (gated) rubric is consistent
+    assert "0 breach(es)" in fine.output
