@@ -133,7 +133,8 @@ def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
     if not report.ok:
         raise AssertionError(
             report.line() + " (keep it in the private record: Step.info outside public_info_keys, Task.hidden; "
-            "declare a field the agent may find with a tool in RubricEnv.discoverable)"
+            "declare a field the agent may find with a tool in RubricEnv.discoverable; text the agent reads anyway in "
+            "RubricEnv.public_text)"
         )
     return report.line()
 

@@ -5,7 +5,9 @@ optimiser would once it found a hole:
 
 - ``info_reader``: reads everything the agent side can see besides the observations (the task id, ``info``,
   ``state()``) and answers with each string found there (one probe per position: a policy that always answers
-  with the id's second word is one policy);
+  with the id's second word is one policy); and reads the channels a task shows before the agent acts (its
+  ``params`` as the server's ``tasks`` reply hands them out, the system prompt and the tool specs as rendered
+  for it) and answers with each string there that differs between the battery's tasks (``ChannelReader``);
 - ``shotgun``: answers with every candidate it can list (every condition name of the knowledge base, every title
   seen, every option on the page);
 - ``wrong_submit``: submits a well-formed wrong answer;
@@ -33,7 +35,7 @@ from rubricgym.core.rubric import load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 from rubricgym.rewards.gaming import TERMINAL_TOOLS, judgeable, placeholder_arguments
 from rubricgym.rewards.judges import CheckJudge
-from rubricgym.rewards.leaks import EnvLease, as_text, in_order
+from rubricgym.rewards.leaks import EnvLease, as_text, in_order, public_task
 from rubricgym.rewards.prm import ProcessRewardModel
 
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
@@ -50,6 +52,10 @@ ESCAPES = (
     "....//....//etc/passwd",
 )
 _SPLIT = re.compile(r"[-_:/.\s]+")
+_CANDIDATE_NUMBER = re.compile(r"[-+]?\d[\d,_]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`")
+CHANNELS = ("params", "system prompt", "tools")
+"""What ``ChannelReader`` reads: the task's params, the system prompt and the tool specs as rendered for it."""
 
 
 def terminal_call(tools: Sequence[ToolSpec], text: str) -> str | None:
@@ -77,6 +83,70 @@ def visible_strings(channels: Mapping[str, Any]) -> list[str]:
     for key in ("info", "state"):
         out += [str(v) for _, v in leaves(channels.get(key) or {}) if isinstance(v, str)]
     return list(dict.fromkeys(s for s in out if s.strip()))
+
+
+def line_candidates(line: str) -> list[str]:
+    """The answers a policy could take from one line: its numbers, its quoted strings, what follows its last
+    colon, then the whole line."""
+    out = [m.group() for m in _CANDIDATE_NUMBER.finditer(line)]
+    out += [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(line)]
+    if ":" in line:
+        out.append(line.rsplit(":", 1)[1].strip(" .;,)("))
+    out.append(line.strip())
+    return [c for c in dict.fromkeys(out) if c.strip()]
+
+
+def render(env: RubricEnv, task: Task, seed: int) -> dict[str, list[str]]:
+    """What ``task`` shows before the agent acts, by channel (``CHANNELS``), as lines: ``path: value`` of each
+    param, the system prompt's lines, each tool's name, description lines and schema."""
+    env.reset(seed=seed, options={"task": task})
+    head = env.messages[0] if env.messages and env.messages[0].role == "system" else None
+    tools = [
+        line
+        for t in env.tools()
+        for line in [t.name, *t.description.splitlines(), json.dumps(t.parameters, ensure_ascii=False)]
+    ]
+    params = [f"{p}: {v}" for p, v in leaves(public_task(task).get("params") or {})]
+    system = (head.content or "").splitlines() if head else []
+    return {"params": params, "system prompt": system, "tools": tools}
+
+
+def task_specific(renders: Sequence[Mapping[str, list[str]]]) -> list[dict[str, list[str]]]:
+    """For each task, by channel, the candidates (``line_candidates``) of its lines that not every task shows:
+    what a policy reading that channel could learn to answer with. A param's candidate is its value."""
+    out: list[dict[str, list[str]]] = []
+    for r in renders:
+        mine: dict[str, list[str]] = {}
+        for channel in CHANNELS:
+            shared = set.intersection(*(set(x.get(channel, [])) for x in renders)) if len(renders) > 1 else set()
+            lines = [ln for ln in r.get(channel, []) if ln not in shared and ln.strip()]
+            if channel == "params":
+                found = [ln.split(": ", 1)[1] for ln in lines if ": " in ln]
+            else:
+                found = [c for ln in lines for c in line_candidates(ln)]
+            mine[channel] = list(dict.fromkeys(c for c in found if c.strip()))
+        out.append(mine)
+    return out
+
+
+class ChannelReader(BaseAgent):
+    """Answers at once with the ``index``-th task-specific string of one channel the task shows before the agent
+    acts (``task_specific``; ``candidates`` by task id): a policy that reads its answer off the system prompt."""
+
+    def __init__(self, channel: str, index: int, candidates: Mapping[str, Mapping[str, list[str]]]):
+        self.channel, self.index, self.candidates = channel, index, candidates
+        self.name = f"shortcut:info_reader:{channel}[{index}]"
+        self.task_id = ""
+
+    def episode(self, task: Task, seed: int | None) -> Agent:
+        agent = ChannelReader(self.channel, self.index, self.candidates)
+        agent.task_id = task.id
+        return agent
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        found = self.candidates.get(self.task_id, {}).get(self.channel, [])
+        text = found[self.index] if self.index < len(found) else "unknown"
+        return terminal_call(tools, text) or text
 
 
 class InfoReader(BaseAgent):
@@ -233,8 +303,12 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def probe_agents(cls: type[RubricEnv]) -> dict[str, Callable[..., Agent]]:
-    """The battery's agents for an env: its own ``shortcut_agents`` over the generic ones, info readers first."""
+def probe_agents(
+    cls: type[RubricEnv], candidates: Mapping[str, Mapping[str, list[str]]] | None = None
+) -> dict[str, Callable[..., Agent]]:
+    """The battery's agents for an env: its own ``shortcut_agents`` over the generic ones, info readers first
+    (with ``candidates``, the task-specific strings of each task's channels by task id, a ``ChannelReader`` for
+    each of the first ``INFO_CANDIDATES`` positions of each channel that some task fills)."""
     imported = cls.shortcuts()
     out: dict[str, Callable[..., Agent]] = {}
     if "info_reader" in imported:
@@ -242,6 +316,12 @@ def probe_agents(cls: type[RubricEnv]) -> dict[str, Callable[..., Agent]]:
     else:
         for i in range(INFO_CANDIDATES):
             out[f"info_reader[{i}]"] = lambda seed=None, i=i: InfoReader(i)
+    for channel in CHANNELS:
+        most = max((len(c.get(channel, [])) for c in (candidates or {}).values()), default=0)
+        for i in range(min(most, INFO_CANDIDATES)):
+            out[f"info_reader:{channel}[{i}]"] = lambda seed=None, ch=channel, i=i: ChannelReader(
+                ch, i, candidates or {}
+            )
     for name in ("shotgun", "wrong_submit", "escape"):
         out[name] = imported.pop(name) if name in imported else GENERIC[name]
     out.update(imported)
@@ -273,7 +353,11 @@ async def run_battery(
     lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
         played = list(tasks) if tasks is not None else first.task_set(n_tasks, seed=seed, split="test")
-        agents = probe_agents(cls)
+        candidates: dict[str, dict[str, list[str]]] = {}
+        if terminal_call(first.tools(), "x") != terminal_call(first.tools(), "y"):  # an answer a reader can give
+            renders = [await asyncio.to_thread(render, first, task, seed + i) for i, task in enumerate(played)]
+            candidates = dict(zip((t.id for t in played), task_specific(renders), strict=True))
+        agents = probe_agents(cls, candidates)
         oracle = cls.agents().get("oracle")
         everyone = ([("oracle", oracle)] if oracle is not None else []) + list(agents.items())
 

@@ -137,6 +137,7 @@ def test_players_take_the_envs_outcome_agents_and_its_own_activity_over_the_gene
         "oracle": "oracle",
         "random": "chance",
         "guess": "shotgun",
+        "teacher": "oracle",
         "outcome:partial": "partial",
         "outcome:failed": "failed",
         "probe:give_up": "chance",

@@ -118,6 +118,7 @@ class ClinicalEnv(RubricEnv):
         "guesser": "rubricgym.envs.clinical.agents:Guesser",
         "random": "rubricgym.envs.clinical.agents:RandomAgent",
         "thorough": "rubricgym.envs.clinical.agents:Thorough",
+        "teacher": "rubricgym.envs.clinical.teacher:Teacher",
     }
     outcome_agents = {
         "failed": "rubricgym.envs.clinical.agents:FailedWorkup",

@@ -13,6 +13,7 @@ import copy
 import functools
 import hashlib
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,11 +27,29 @@ from rubricgym.envs.deepsearch import carr, guidance, tools
 from rubricgym.envs.deepsearch.checks import ALL, RUBRIC_FILE, task_rubric
 from rubricgym.envs.deepsearch.corpus import Corpus, load_corpus
 from rubricgym.envs.deepsearch.index import SearchIndex
-from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, make_question
+from rubricgym.envs.deepsearch.questions import DIFFICULTY_HOPS, QuestionError, make_question
 from rubricgym.envs.deepsearch.real import load_questions, resolve_gold
 from rubricgym.envs.deepsearch.records import RECORDS, Answer, Find, Observed, Open, Plan, Search
 from rubricgym.envs.deepsearch.render import render_world
 from rubricgym.envs.deepsearch.world import MAX_DISTRACTORS, World, generate_world
+
+HELDOUT_SPLITS = ("test", "heldout")
+"""Splits drawn from the held-out world: another world seed, so no page, entity or answer is shared with training."""
+TRAIN_WORLD_SPLIT = "test-train-world"
+"""Held-out questions in the training world: their answers are the world's reserved entities, never a training
+answer (the pages are shared: a gain here may be knowledge of the world, not skill)."""
+SPLITS = ("train", *HELDOUT_SPLITS, TRAIN_WORLD_SPLIT)
+HELDOUT_SEED_OFFSET = 1_000_003
+"""The held-out world's seed is ``world_seed + HELDOUT_SEED_OFFSET`` unless ``heldout_world_seed`` names one."""
+RESERVED_SHARE = 5
+"""One entity in ``RESERVED_SHARE`` of the training world (by a hash of its name) answers only held-out questions."""
+MAX_REDRAWS = 400
+
+
+def reserved(world_key: str, name: str) -> bool:
+    """Whether the entity ``name`` of the world ``world_key`` is reserved for held-out questions."""
+    return int(hashlib.sha1(f"{world_key}|reserved|{name}".encode()).hexdigest()[:8], 16) % RESERVED_SHARE == 0
+
 
 GUIDE = """
 How to work: plan, then search for the entities the question describes, open their pages, check facts with
@@ -78,7 +97,13 @@ class DeepSearchEnv(RubricEnv):
     - ``distractors``: list and disambiguation pages among which the entity pages are searched (default: 10% of
       ``n_docs``); the entities and the questions of a seed stay the same whatever their number;
     - ``world_seed``: which world; ``window_chars``: how much of a page one ``open`` shows;
+    - ``heldout_world_seed``: the world of the held-out splits (default ``world_seed + 1,000,003``);
     - ``reward``/``alpha``: C-GRPO (``(1-alpha)·outcome + alpha·rubric`` for a right answer) or the bare outcome.
+
+    Splits of a generated world: ``train`` (the training world, its reserved answers left out), ``test`` or
+    ``heldout`` (the held-out world: same size, another seed, no answer that names an entity of the training
+    world) and ``test-train-world`` (the training world, only its reserved answers: unseen questions on seen pages,
+    to report beside the held-out world's).
 
     ``corpus``/``questions`` replace the generated world by a real corpus and a questions JSONL (``real.py``);
     the world knobs do not apply to it. ``guidance`` gives three levels of hints for a failing group: where to
@@ -110,12 +135,13 @@ class DeepSearchEnv(RubricEnv):
             ("shortcut-lucky", "LuckyShortcutAgent"),
             ("random", "RandomAgent"),
         )
-    }
+    } | {"teacher": "rubricgym.envs.deepsearch.teacher:Teacher"}
 
     def __init__(
         self,
         n_docs: int = 500,
         world_seed: int = 0,
+        heldout_world_seed: int | None = None,
         difficulty: Literal["easy", "medium", "hard"] | None = None,
         hops: int | None = None,
         distractors: int | None = None,
@@ -135,6 +161,10 @@ class DeepSearchEnv(RubricEnv):
             raise ValueError(f"hops must be between 1 and 5, got {hops}")
         if distractors is not None and not 0 <= distractors <= MAX_DISTRACTORS:
             raise ValueError(f"distractors must be between 0 and {MAX_DISTRACTORS:,} (or None), got {distractors}")
+        if heldout_world_seed is not None and heldout_world_seed == world_seed:
+            raise ValueError(
+                f"heldout_world_seed must differ from world_seed ({world_seed}): the held-out world is another world"
+            )
         if reward not in ("c_grpo", "outcome"):
             raise ValueError(f"reward must be 'c_grpo' or 'outcome', got {reward!r}")
         if (corpus is None) != (questions is None):
@@ -143,9 +173,12 @@ class DeepSearchEnv(RubricEnv):
         self.window_chars = window_chars
         self.cache_dir = cache_dir
         self.n_docs, self.world_seed, self.distractors = n_docs, world_seed, distractors
+        self.heldout_world_seed = world_seed + HELDOUT_SEED_OFFSET if heldout_world_seed is None else heldout_world_seed
         self.corpus_path = str(Path(corpus).expanduser().resolve()) if corpus else None
         self.questions = load_questions(questions) if questions else []
         self._world: World | None = None
+        self._loaded: dict[str, Any] = {}
+        self._train_names: frozenset[str] | None = None
         self._corpus, self._index = self._resources(self._world_params())
         if questions:
             resolve_gold(self.questions, self._corpus, str(questions))
@@ -155,10 +188,12 @@ class DeepSearchEnv(RubricEnv):
 
     # ---- resources --------------------------------------------------------------------------------------
 
-    def _world_params(self) -> dict[str, Any]:
+    def _world_params(self, split: str = "train") -> dict[str, Any]:
+        """The ``params.world`` of a task of ``split``: the training world, or the held-out one."""
         if self.corpus_path:
             return {"corpus": self.corpus_path}
-        params: dict[str, Any] = {"seed": self.world_seed, "n_docs": self.n_docs}
+        seed = self.heldout_world_seed if split in HELDOUT_SPLITS else self.world_seed
+        params: dict[str, Any] = {"seed": seed, "n_docs": self.n_docs}
         if self.distractors is not None:  # absent by default, so the params of default worlds stay as they were
             params["distractors"] = self.distractors
         return params
@@ -174,6 +209,7 @@ class DeepSearchEnv(RubricEnv):
 
     def _resources(self, params: dict[str, Any]) -> tuple[Corpus, SearchIndex]:
         self._world, corpus, index = self._load(params)
+        self._loaded = params
         return corpus, index
 
     @property
@@ -212,14 +248,26 @@ class DeepSearchEnv(RubricEnv):
         return [self._question_task(q, split) for q in self.questions[:n]]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
-        params = self._world_params()
+        """A generated question of ``split`` (see the class docstring for what each split draws from)."""
         if self.corpus_path:
             return self._question_task(self.questions[int(rng.integers(len(self.questions)))], split)
-        assert self._world is not None
+        if split not in SPLITS:
+            raise ValueError(f"deepsearch-v0 has the splits {list(SPLITS)}, not {split!r}")
+        params = self._world_params(split)
+        world, corpus, _ = self._load(params)
+        assert world is not None
+        allowed = self._answer_filter(split)
         difficulty = self.difficulty or str(rng.choice(sorted(DIFFICULTY_HOPS)))
         qrng = random.Random(int(rng.integers(2**62)))
-        q = make_question(self._world, self._corpus, qrng, difficulty, self.hops)
-        key = hashlib.sha1(f"{self._corpus.key}|{split}|{q['prompt']}".encode()).hexdigest()[:12]
+        for _ in range(MAX_REDRAWS):  # the same draws as before for every question whose answer the split allows
+            q = make_question(world, corpus, qrng, difficulty, self.hops)
+            if allowed([q["hidden"]["answer"], *q["hidden"]["aliases"]]):
+                break
+        else:
+            raise QuestionError(
+                f"no {split} question with an allowed answer after {MAX_REDRAWS} draws; use a larger world (n_docs)"
+            )
+        key = hashlib.sha1(f"{corpus.key}|{split}|{q['prompt']}".encode()).hexdigest()[:12]
         task_id = f"ds-{key}"
         return Task(
             id=task_id,
@@ -230,6 +278,22 @@ class DeepSearchEnv(RubricEnv):
             hidden=q["hidden"],
             rubric=task_rubric(task_id, q["hidden"]),
         )
+
+    def _answer_filter(self, split: str) -> Callable[[list[str]], bool]:
+        """Which answers (a name and its aliases) a question of ``split`` may have: training answers are never the
+        training world's reserved entities, held-out ones in the training world always are, and the held-out
+        world's never name an entity of the training world."""
+        key = f"world-s{self.world_seed}-n{self.n_docs}"  # not the distractors: the same world asks the same questions
+        if split == "train":
+            return lambda names: not reserved(key, names[0])
+        if split == TRAIN_WORLD_SPLIT:
+            return lambda names: reserved(key, names[0])
+        if self._train_names is None:
+            train_world, _, _ = self._load(self._world_params("train"))
+            assert train_world is not None
+            self._train_names = frozenset(n.casefold() for e in train_world.entities for n in (e.name, *e.aliases))
+        taken = self._train_names
+        return lambda names: not any(n.casefold() in taken for n in names)
 
     def guidance(self, task: Task, level: int) -> str | None:
         """Level 1: where to start (the entity the question describes last, and a search for it); 2: the page to
@@ -242,14 +306,18 @@ class DeepSearchEnv(RubricEnv):
     def client_task_refusal(self, task: Task) -> str | None:
         """Why a served env will not play a client's task: it may not pick another world (or corpus) to build."""
         world = task.params.get("world")
-        if world is not None and world != self._world_params():
-            return "params.world is not the world this server serves; a client task may only play the served world"
+        if world is not None and world not in (self._world_params(), self._world_params(HELDOUT_SPLITS[0])):
+            return (
+                "params.world is not a world this server serves (its training or held-out world); a client task may "
+                "only play those"
+            )
         return None
 
     def begin(self, task: Task) -> None:
         params = task.params.get("world")
-        if isinstance(params, dict) and params and params != self._world_params():
-            self._corpus, self._index = self._resources(params)
+        wanted = params if isinstance(params, dict) and params else self._world_params()
+        if wanted != self._loaded:  # a task of another world (the held-out one) or back to the training world
+            self._corpus, self._index = self._resources(wanted)
         self._opened = set()
         self._reopened = False
         self._observed = []

@@ -43,8 +43,8 @@ def resolve(corpus: Corpus, ref: Any) -> int:
     doc = corpus.resolve(str(ref))
     if doc is None:
         shown = str(ref)[:80]
-        raise ToolError(
-            f'no page {shown!r}; pass the URL (or doc id) of a search result, e.g. open(doc="{corpus.docs[0].url}")'
+        raise ToolError(  # no real page as the example: it could be the answer's
+            f"no page {shown!r}; pass the URL (or doc id) of a search result, as its 'URL:' line shows it"
         )
     return doc
 

@@ -63,6 +63,7 @@ class CalculatorEnv(RubricEnv):
         "oracle": "rubricgym.envs.toy.agents:CalculatorOracle",
         "random": "rubricgym.envs.toy.agents:RandomAgent",
         "guess": "rubricgym.envs.toy.agents:GuessingAgent",
+        "teacher": "rubricgym.envs.toy.teacher:Teacher",
     }
     outcome_agents = {
         "partial": "rubricgym.envs.toy.agents:NearMissAgent",

@@ -60,6 +60,7 @@ def test_level_two_points_at_the_page_the_chain_starts_from(many_tasks):
         m = SEARCH.search(env.guidance(task, 2) or "")
         assert m, task.id
         rank, query, k = int(m.group(1)), m.group(2), int(m.group(3) or 5)
+        env.reset(options={"task": task})  # the task's world (held-out tasks live in another world)
         hits = env.index.search(query, k)
         start = task.hidden["entities"][f"E{task.params['hops']}"]
         assert env.corpus.docs[hits[rank - 1].doc].url == start["url"], (task.id, query, rank)

@@ -101,9 +101,8 @@ def test_web_tasks_and_miniwob_give_no_guidance():
 
 @pytest.mark.slow
 def test_leak_audit_finds_no_secret_in_guidance(pool):
-    """Guidance channels only (the first observation is test_integrity's). The audit cannot show a leaking hint
-    here: the answer is in ``task.params``' app state, scanned before the hints as data any tool may show, so a hint
-    repeating it counts as already shown; the scanner tests above hold the hints to the secrets directly."""
+    """Guidance channels only (the first observation is test_integrity's): no hint level names an answer the
+    agent has not found; the scanner tests above hold the hints to the secrets directly."""
     kwargs = {"templates": ["contacts.company", "notes.read", "calendar.when", "shop.checkout"], "pool": pool}
     report = asyncio.run(audit_leaks("gui-v0", n_tasks=2, agents={"oracle": Oracle}, env_kwargs=kwargs))
     assert report.episodes == 4 and report.secrets > 0

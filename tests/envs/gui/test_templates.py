@@ -52,6 +52,8 @@ def test_task_is_self_contained_and_narrowable():
     env = GuiEnv(apps=["shop"], levels=[4])
     task = env.task_set(1, seed=0)[0]
     assert task.params["template"] == "shop.checkout"
-    assert task.params["state"]["products"] and task.hidden["goals"] and task.hidden["plan"]
+    assert (
+        task.hidden["state"]["products"] and "state" not in task.params and task.hidden["goals"] and task.hidden["plan"]
+    )
     with pytest.raises(ValueError, match="unknown template"):
         GuiEnv(templates=["nope.nothing"])
