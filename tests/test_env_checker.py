@@ -175,9 +175,9 @@ def test_an_ungated_rubric_fails_outcome_consistency_with_the_pairs_and_the_gate
 
     got = rows(Ungated)
     ok, detail = got[CONSISTENCY_ROW]
-    assert not ok and "failed 'probe:activity' earns 0.630 > solved 'guess' 0.500" in detail
-    assert "chance-level 'probe:activity' averages 0.630 > 0.1" in detail
-    assert "per role, total/solved: oracle 1.000/100%, partial 0.630/0%, failed 0.370/0%, chance 0.237/0%" in detail
+    assert not ok and "failed 'outcome:partial' earns 0.630 > solved 'guess' 0.500" in detail
+    assert "chance-level 'probe:activity' averages 0.370 > 0.1" in detail
+    assert "per role, total/solved: oracle 1.000/100%, teacher 1.000/100%, partial 0.630/0%, failed 0.370/0%" in detail
     assert "aggregation: {method: swe_trace, outcome_check:" in detail
     assert got["shortcut battery: no reward without the work"][0]  # the other audits pass: only this row sees it
     assert got["default rubric pays nothing for nothing"][0]

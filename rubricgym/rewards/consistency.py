@@ -36,7 +36,7 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.core.rubric import Rubric, load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory, Wire, json_type
-from rubricgym.rewards.gaming import TERMINAL_TOOLS, GiveUpAgent, empty_trajectory, judgeable
+from rubricgym.rewards.gaming import TERMINAL_TOOLS, GiveUpAgent, empty_trajectory, judgeable, placeholder_arguments
 from rubricgym.rewards.judges import CheckJudge
 from rubricgym.rewards.leaks import EnvLease, in_order
 from rubricgym.rewards.prm import ProcessRewardModel
@@ -46,8 +46,8 @@ CHANCE_MAX = 0.1
 """The most a chance-level agent may average (random, doing nothing, activity without progress)."""
 ACTIVITY_CALLS = 4
 """How many non-terminal tool calls the generic activity probe makes before it calls the terminal tool."""
-Role = Literal["oracle", "partial", "failed", "chance", "shotgun"]
-ROLES: tuple[Role, ...] = ("oracle", "partial", "failed", "chance", "shotgun")
+Role = Literal["oracle", "teacher", "partial", "failed", "chance", "shotgun", "baseline"]
+ROLES: tuple[Role, ...] = ("oracle", "teacher", "partial", "failed", "chance", "shotgun", "baseline")
 OUTCOME_ROLE: dict[str, Role] = {"partial": "partial", "failed": "failed", "activity": "chance"}
 """The audit role of each ``RubricEnv.outcome_agents`` role (an env's activity agent is chance-level)."""
 GATE_HINT = (
@@ -76,7 +76,9 @@ def example_arguments(tool: ToolSpec) -> dict[str, Any]:
 
 class ActivityAgent(BaseAgent):
     """Activity without progress: calls the env's non-terminal tools in turn with their example arguments
-    (``calls`` calls in all), then its terminal tool with the example arguments, never reading what came back."""
+    (``calls`` calls in all), then its terminal tool with placeholder arguments (``gaming.placeholder_arguments``:
+    no answer, so a tool's example that happens to be a task's answer is no lucky solve), never reading what came
+    back."""
 
     name = "probe:activity"
 
@@ -95,7 +97,7 @@ class ActivityAgent(BaseAgent):
             return tool_call(t.name, **example_arguments(t))
         by_name = {t.name: t for t in tools}
         terminal = next((by_name[n] for n in TERMINAL_TOOLS if n in by_name), None)
-        return "I am done." if terminal is None else tool_call(terminal.name, **example_arguments(terminal))
+        return "I am done." if terminal is None else tool_call(terminal.name, **placeholder_arguments(terminal))
 
 
 PROBES: dict[str, tuple[Role, Callable[..., Agent]]] = {
@@ -108,13 +110,16 @@ PROBES: dict[str, tuple[Role, Callable[..., Agent]]] = {
 
 
 def scripted_role(name: str) -> Role:
-    """The role of a scripted agent by its name: ``oracle``/``teacher*`` solve, ``random*`` is chance-level,
-    every other scripted baseline (guessers, shotguns, shortcuts) is a shortcut."""
-    if name.startswith(("oracle", "teacher")):
+    """The role of a scripted agent by its name: ``oracle*`` solves (it may read the answer), ``teacher*`` works
+    from what it observed (it solves what it can), ``random*`` is chance-level, a ``*shotgun*``/``*shortcut*``
+    agent is a shortcut, every other scripted agent (a guesser, a thorough history taker) a baseline."""
+    if name.startswith("oracle"):
         return "oracle"
+    if name.startswith("teacher"):
+        return "teacher"
     if name.startswith("random"):
         return "chance"
-    return "shotgun"
+    return "shotgun" if "shotgun" in name or "shortcut" in name else "baseline"
 
 
 class Episode(Wire):

@@ -99,19 +99,18 @@ async def test_the_toy_default_rubric_is_outcome_consistent_and_ranks_work_withi
 
 async def test_the_ungated_toy_rubric_is_flagged_with_the_breach_pair():
     report = await audit_consistency(ENV, n_tasks=2, rubric=UNGATED_TOY_RUBRIC)
-    # on one task the guesser's lucky correct answer (no calculator: 0.5) is outranked by three wrong answers: the
-    # near miss, the tool's example (17 * 23 - 4) computed and answered, and the wrong answer after real work
+    # on one task the guesser's lucky correct answer (no calculator: 0.5) is outranked by two wrong answers: the
+    # near miss and the wrong answer after real work
     pairs = [(b.failed_agent, round(b.failed_total, 3), b.solved_agent, b.solved_total) for b in report.breaches()]
     assert pairs == [
         ("outcome:partial", 0.689, "guess", 0.5),
-        ("probe:activity", 0.649, "guess", 0.5),
         ("outcome:failed", 0.541, "guess", 0.5),
     ], report.as_json()
     assert all(b.line() in report.problems() for b in report.breaches())
     assert "task " + report.breaches()[0].task_id + ": failed 'outcome:partial' earns 0.689 > solved 'guess' 0.500" in (
         report.problems()
     )
-    assert "chance-level 'probe:activity' averages 0.649 > 0.1" in report.problems()
+    assert "chance-level 'probe:activity' averages 0.459 > 0.1" in report.problems()  # computing, answering nothing
     assert any(p.startswith("chance-level 'random' averages") for p in report.problems())
 
 
@@ -136,8 +135,8 @@ def test_players_take_the_envs_outcome_agents_and_its_own_activity_over_the_gene
     assert names == {
         "oracle": "oracle",
         "random": "chance",
-        "guess": "shotgun",
-        "teacher": "oracle",
+        "guess": "baseline",
+        "teacher": "teacher",
         "outcome:partial": "partial",
         "outcome:failed": "failed",
         "probe:give_up": "chance",
@@ -199,5 +198,5 @@ async def test_example_arguments_and_the_activity_probe_call_tools_with_well_for
     task = env.task_set(1, seed=0, split="test")[0]
     traj = await play(env, ActivityAgent(), task, 0, "probe:activity")
     calls = [(s.action.tool_call.name, s.action.tool_call.arguments) for s in traj.steps if s.action.tool_call]
-    assert calls == [("calculator", {"expression": "17 * 23 - 4"})] * 4 + [("answer", {"value": 387})]
+    assert calls == [("calculator", {"expression": "17 * 23 - 4"})] * 4 + [("answer", {"value": 0})]  # no answer
     assert all(s.tool_error is None for s in traj.steps) and traj.outcome.terminated
