@@ -116,7 +116,11 @@ def import_(
     records: Annotated[Path, typer.Argument(help="SWE-bench records, one JSON object per line")],
     out: Annotated[Path, typer.Option("--out", help="tasks file to write (its snapshots go to <stem>.data/)")],
     repos: Annotated[
-        Path | None, typer.Option(help="folder of git clones (owner/name, owner__name or name); else repo is a path")
+        Path | None,
+        typer.Option(
+            help="folder of git clones (owner/name, owner__name or name); nothing outside it is read. Without it, "
+            "repo is a path inside the current directory"
+        ),
     ] = None,
     wheelhouse: WheelhouseOption = None,
     index_url: IndexUrlOption = None,
@@ -127,7 +131,11 @@ def import_(
     docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
 ) -> None:
     """Import SWE-bench records over local clones: install each repository's test dependencies, check in the
-    sandbox that the gold patch resolves FAIL_TO_PASS and that PASS_TO_PASS hold, write the verified tasks."""
+    sandbox that the gold patch resolves FAIL_TO_PASS and that PASS_TO_PASS hold, write the verified tasks.
+
+    Nothing of a repository runs on the host: git reads only its objects, dependencies install and build in the
+    sandbox. A record that cannot be imported is reported and skipped; the rest are written, and the command
+    then exits 1 listing the records left out."""
     from rubricgym.envs.swe.sandbox import SandboxError, get_backend
     from rubricgym.envs.swe.swebench import Imported, RecordError, import_swebench
     from rubricgym.envs.swe.taskfile import save_instances
@@ -175,8 +183,13 @@ def import_(
             raise typer.Exit(1) from None
     kept = [r.instance for r in results if r.instance is not None and (r.verdict.ok or keep_rejected)]
     rejected = [r.verdict for r in results if not r.verdict.ok]
+    left_out = [r.verdict for r in results if r.instance is None or not (r.verdict.ok or keep_rejected)]
+    listing = "".join(f"\n  {escape(v.line())}" for v in left_out)
     if not kept:
-        console.print(f"[bold red]error:[/] none of the {len(results)} record(s) verified; nothing written")
+        console.print(
+            f"[bold red]error:[/] none of the {len(results)} record(s) verified; nothing written{listing}",
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
     save_instances([k for k in kept if k is not None], out)
     dropped = f", {len(rejected)} rejected and {'kept (--keep-rejected)' if keep_rejected else 'dropped'}"
@@ -185,6 +198,13 @@ def import_(
         f"run them: rubricgym run swe-v0 --env-arg instances={out} --agent oracle --tasks {len(kept)} --out runs/swe",
         soft_wrap=True,
     )
+    if left_out:
+        console.print(
+            f"[bold red]error:[/] {len(left_out)} of {len(results)} record(s) not imported (the others were "
+            f"written):{listing}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

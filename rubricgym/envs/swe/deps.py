@@ -5,23 +5,28 @@ installed under ``/usr``, and the pytest runtime; nothing a repository declares 
 another package then skips or errors in the sandbox while it passed where the task was made, so FAIL_TO_PASS /
 PASS_TO_PASS lists computed in a normal virtualenv do not hold. ``declared_requirements`` reads what a project
 says its tests need (runtime dependencies plus test extras, test dependency groups, test requirements files,
-literal ``setup.py`` arguments); ``install_deps`` installs them with ``pip install --target`` from a wheelhouse
-folder or the package index the user configures (pip's own ``PIP_*`` settings apply too), once per distinct
-set, into a folder named by a hash of the requirements and their sources. The sandbox mounts it read-only at
+literal ``setup.py`` arguments); ``install_deps`` installs them with ``pip install --target`` inside a sandbox
+(nothing a repository names runs on the host) from a wheelhouse folder or wheels downloaded from the package
+index the user configures (pip's own ``PIP_*`` settings apply too), once per distinct set, into a folder named by
+a hash of the requirements and their sources. The sandbox mounts it read-only at
 ``DEPS_DIR`` (the agent cannot edit a dependency to make tests pass, and it never shows in a diff).
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import configparser
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from rubricgym.envs.swe.builtin import cache_root
+from rubricgym.envs.swe.sandbox import WORKDIR, Limits, SandboxBackend, SandboxPathError, get_backend
 from rubricgym.envs.swe.sandbox.runtime import RUNTIME_DISTRIBUTIONS, SANDBOX_PYTHON
 
 TEST_EXTRAS = ("test", "tests", "testing")
@@ -160,9 +166,22 @@ class DepsInstall:
     """Requirement -> the end of pip's error, for each requirement that could not be installed."""
 
 
-def _sources(wheelhouse: Path | None, index_url: str | None) -> list[str]:
-    if wheelhouse is not None:
-        return ["--no-index", "--find-links", str(wheelhouse)]
+def direct_reference(requirement: str) -> str | None:
+    """Why ``requirement`` is refused (it names a URL or a path, ``name @ file://...``: installing it would run
+    whatever build code lies there, on a path a record chose), or ``None`` for a plain ``name[extras] specifier``."""
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement as e:
+        return f"not a requirement ({e})"
+    if req.url:
+        return (
+            f"{requirement!r} names a URL or path ({req.url}) instead of a version: such a dependency is never "
+            "installed (its build code would run on a path the record chose)"
+        )
+    return None
+
+
+def _index_args(index_url: str | None) -> list[str]:
     return ["--index-url", index_url] if index_url else []
 
 
@@ -179,16 +198,21 @@ def _sandbox_python_version() -> str:
         return "unknown"
 
 
-def _pip(args: list[str], timeout: float) -> tuple[bool, str]:
+def _download(requirements: list[str], dest: Path, index_url: str | None, py: str, timeout: float) -> tuple[bool, str]:
+    """Wheels only (``--only-binary :all:``): pip reads their metadata and runs nothing of theirs on the host."""
+    args = ["--only-binary", ":all:", "--dest", str(dest), *_index_args(index_url)]
+    if py != "unknown":
+        args += ["--python-version", py]
     try:
         res = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-q", *args],
+            [sys.executable, "-m", "pip", "download", "--no-input", "--disable-pip-version-check", "-q", *args]
+            + requirements,
             capture_output=True,
             text=True,
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return False, f"pip install timed out after {timeout:g} s"
+        return False, f"pip download timed out after {timeout:g} s"
     return res.returncode == 0, (res.stderr or res.stdout).strip()[-800:]
 
 
@@ -200,19 +224,63 @@ def _dists(folder: Path) -> list[str]:
     return out
 
 
-def install_deps(
+SANDBOX_PIP = [
+    SANDBOX_PYTHON,
+    "-m",
+    "pip",
+    "install",
+    "--no-input",
+    "--disable-pip-version-check",
+    "-q",
+    "--no-index",
+    "--find-links",
+    f"{WORKDIR}/wheels",
+    "--no-build-isolation",
+    "--no-compile",
+    "--target",
+    f"{WORKDIR}/site",
+]
+"""pip inside the sandbox: only the staged files, no network, builds (of sdists) with the sandbox's setuptools."""
+
+
+async def _install_in_sandbox(
+    stage: Path, requirements: list[str], backend: SandboxBackend, limits: Limits, out: Path
+) -> dict[str, str]:
+    """Install ``requirements`` from ``stage/wheels`` into ``/work/site`` in one sandbox, all at once or else
+    each alone; copy ``site`` out to ``out``. Returns requirement -> the end of pip's error for each that failed."""
+    failed: dict[str, str] = {}
+    async with await backend.create(stage, limits) as sb:
+        res = await sb.exec([*SANDBOX_PIP, *requirements])
+        if not res.ok:
+            await sb.exec(["/bin/rm", "-rf", f"{WORKDIR}/site"])
+            for req in requirements:
+                res = await sb.exec([*SANDBOX_PIP, "--upgrade", req])
+                if not res.ok:
+                    failed[req] = (res.describe() if res.limit else (res.stderr or res.stdout)).strip()[-800:]
+        with contextlib.suppress(SandboxPathError):  # nothing installed: no folder
+            await sb.export("site", out)
+    return failed
+
+
+async def install_deps_async(
     requirements: list[str],
     *,
+    backend: SandboxBackend | None = None,
     wheelhouse: str | Path | None = None,
     index_url: str | None = None,
     root: Path | None = None,
     timeout: float = 600.0,
+    limits: Limits | None = None,
 ) -> DepsInstall:
-    """``requirements`` installed with pip into ``<root>/<hash>`` (default root: ``<cache>/deps``), once.
+    """``requirements`` installed into ``<root>/<hash>`` (default root: ``<cache>/deps``), once, with nothing of
+    theirs run on the host.
 
-    ``wheelhouse`` is a folder of wheels/sdists used instead of any index (``--no-index --find-links``);
-    ``index_url`` a package index; with neither, pip's own configuration decides. When installing everything at
-    once fails, each requirement is tried alone, so one unavailable package costs only itself."""
+    ``wheelhouse`` is a folder of wheels/sdists used instead of any index; else wheels only are downloaded on the
+    host (``pip download --only-binary :all:``) from ``index_url`` or pip's own configuration. pip then installs
+    the staged files inside a sandbox of ``backend`` (default bwrap; no network), where an sdist's build code
+    runs, and the result is copied out (``Sandbox.export``). A requirement naming a URL or path is refused
+    (``direct_reference``). When installing everything at once fails, each requirement is tried alone, so one
+    unavailable package costs only itself."""
     if not requirements:
         return DepsInstall(None)
     house = Path(wheelhouse).expanduser().resolve() if wheelhouse is not None else None
@@ -220,28 +288,46 @@ def install_deps(
         raise FileNotFoundError(f"wheelhouse {house} is not a folder: give a folder of wheels (pip download -d DIR)")
     py = _sandbox_python_version()
     listing = sorted((p.name, p.stat().st_size) for p in house.iterdir()) if house is not None else []
-    key = hashlib.sha256(json.dumps([sorted(requirements), str(house), listing, index_url, py]).encode()).hexdigest()[
-        :16
-    ]
+    key = hashlib.sha256(
+        json.dumps(["sandboxed", sorted(requirements), str(house), listing, index_url, py]).encode()
+    ).hexdigest()[:16]
     base = root or cache_root() / "deps"
     target, manifest = base / key, base / f"{key}.json"
     if target.is_dir() and manifest.is_file():  # only complete installs are recorded
         data = json.loads(manifest.read_text())
         return DepsInstall(target, list(data["installed"]), dict(data["failed"]))
     base.mkdir(parents=True, exist_ok=True)
-    common = _sources(house, index_url)
-    if py != "unknown" and py != "{}.{}".format(*sys.version_info[:2]):  # wheels for the sandbox's Python, not ours
-        common += ["--python-version", py, "--only-binary", ":all:"]
-    failed: dict[str, str] = {}
+    failed = {r: why for r in requirements if (why := direct_reference(r))}
+    wanted = [r for r in requirements if r not in failed]
     with tempfile.TemporaryDirectory(dir=base, prefix=".deps-") as tmp:
-        folder = Path(tmp) / "site"
-        ok, err = _pip(["--target", str(folder), *common, *requirements], timeout)
-        if not ok:
-            shutil.rmtree(folder, ignore_errors=True)
-            for req in requirements:
-                ok, err = _pip(["--target", str(folder), "--upgrade", *common, req], timeout)
-                if not ok:
-                    failed[req] = err
+        stage, folder = Path(tmp) / "stage", Path(tmp) / "site"
+        wheels = stage / "wheels"
+        wheels.mkdir(parents=True)
+        os.chmod(stage, 0o755)
+        if house is not None:
+            for f in house.iterdir():
+                if f.is_file() and not f.is_symlink():
+                    shutil.copyfile(f, wheels / f.name)
+        elif wanted:
+            ok, err = await asyncio.to_thread(_download, wanted, wheels, index_url, py, timeout)
+            if not ok:
+                for req in list(wanted):
+                    ok, err = await asyncio.to_thread(_download, [req], wheels, index_url, py, timeout)
+                    if not ok:
+                        failed[req] = f"{err} (only wheels come from an index: an sdist's build code would run on "
+                        failed[req] += "the host; put the sdist in --wheelhouse to have it built in the sandbox)"
+                        wanted.remove(req)
+        if wanted:
+            own = backend is None
+            backend = backend or get_backend("bwrap")
+            lim = limits or Limits(
+                timeout_s=timeout, lifetime_s=timeout * (len(wanted) + 2), memory_mb=6144, disk_mb=4096
+            )
+            try:
+                failed.update(await _install_in_sandbox(stage, wanted, backend, lim, folder))
+            finally:
+                if own:
+                    await backend.aclose()
         installed = _dists(folder) if folder.is_dir() else []
         if not installed:
             return DepsInstall(None, [], failed)
@@ -250,3 +336,32 @@ def install_deps(
     if not failed:  # a failure may be passing (an index down): try again next time
         manifest.write_text(json.dumps({"requirements": requirements, "installed": installed, "failed": failed}))
     return DepsInstall(target, installed, failed)
+
+
+def install_deps(
+    requirements: list[str],
+    *,
+    backend: SandboxBackend | None = None,
+    wheelhouse: str | Path | None = None,
+    index_url: str | None = None,
+    root: Path | None = None,
+    timeout: float = 600.0,
+) -> DepsInstall:
+    """``install_deps_async`` for synchronous callers; from inside a running event loop it runs in a thread of
+    its own (blocking the caller, as a synchronous call does)."""
+    if not requirements:
+        return DepsInstall(None)
+
+    def run() -> DepsInstall:
+        return asyncio.run(
+            install_deps_async(
+                requirements, backend=backend, wheelhouse=wheelhouse, index_url=index_url, root=root, timeout=timeout
+            )
+        )
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()

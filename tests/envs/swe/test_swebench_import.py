@@ -62,8 +62,9 @@ def test_import_gives_a_verdict_per_record_and_writes_the_verified_ones(samples)
             str(tmp / "wheels"),
         ],
     )
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # written, but two records were left out: say so in the exit status
     flat = " ".join(r.output.split())
+    assert "2 of 5 record(s) not imported (the others were written): acme__minicalc-4: rejected" in flat
     for iid in VERIFIED:
         assert f"{iid}: verified (do-nothing 0.00, gold 1.00)" in flat
     assert "acme__minicalc-4: rejected (do-nothing 0.00, gold 0.00): with the gold patch 1/1 FAIL_TO_PASS" in flat
@@ -177,7 +178,10 @@ def test_the_readme_commands_run_as_written(samples, monkeypatch):
         argv = shlex.split(line, comments=True)
         assert argv[0] == "rubricgym"
         r = CliRunner().invoke(app, argv[1:])
-        assert r.exit_code == 0, f"{line}\n{r.output}"
+        if argv[1:3] == ["swe", "import"]:  # the sample records include two bad ones: written the rest, exit 1
+            assert r.exit_code == 1 and "2 of 5 record(s) not imported" in " ".join(r.output.split()), r.output
+        else:
+            assert r.exit_code == 0, f"{line}\n{r.output}"
     trajectories = TrajectoryStore(tmp / "runs" / "swebench").load()
     assert len(trajectories) == 3 and all(t.outcome.reward == 1.0 for t in trajectories)
 

@@ -9,7 +9,10 @@ limit is an observation for the agent, never an exception.
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
+import tarfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -251,6 +254,14 @@ class Sandbox(ABC):
         """A unified diff (``a/`` and ``b/`` prefixes, ``patch -p1`` applicable) from the snapshot to /work."""
 
     @abstractmethod
+    async def export(self, path: str, dest: Path) -> None:
+        """Copy the folder ``path`` (relative to /work) out to the host folder ``dest`` (created, must not exist).
+
+        What a sandbox wrote is untrusted: only folders, regular files and links that stay inside ``path`` come
+        out (links are copied as links, never followed); anything else (devices, FIFOs, links out) is left behind.
+        """
+
+    @abstractmethod
     async def destroy(self) -> None:
         """Kill everything and delete the sandbox's state. Idempotent."""
 
@@ -281,6 +292,84 @@ class SandboxBackend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027  (most backends hold nothing to release)
         """Release the backend's own resources (clients, caches)."""
+
+
+def link_stays_inside(rel: str, target: str) -> bool:
+    """Whether a link at ``rel`` (relative to a tree's root) pointing to ``target`` resolves inside that tree."""
+    if not target or target.startswith("/") or "\0" in target:
+        return False
+    depth = len(PurePosixPath(rel).parts) - 1
+    for part in PurePosixPath(target).parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return False
+    return True
+
+
+def copy_out(src: Path, dest: Path) -> None:
+    """Copy the host folder ``src`` (written by sandboxed code) to ``dest`` without following any link: folders,
+    regular files (mode bits 0o755 at most) and links that stay inside ``src``; nothing else."""
+    dest.mkdir(parents=True)
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel_dir = os.path.relpath(dirpath, src)
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            out = dest / rel
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(full)
+                if link_stays_inside(rel, target):
+                    os.symlink(target, out)
+            elif stat.S_ISDIR(st.st_mode):
+                out.mkdir()
+            elif stat.S_ISREG(st.st_mode):
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as f, open(out, "wb") as g:
+                    while chunk := f.read(1 << 20):
+                        g.write(chunk)
+                os.chmod(out, 0o755 if st.st_mode & 0o111 else 0o644)
+    _drop_links_out(dest)
+
+
+def _drop_links_out(dest: Path) -> None:
+    """Remove every link under ``dest`` that resolves outside it (a link through another link can)."""
+    root = os.path.realpath(dest)
+    for dirpath, dirnames, filenames in os.walk(dest):
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full) and os.path.commonpath([root, os.path.realpath(full)]) != root:
+                os.unlink(full)
+
+
+def extract_out(tf: tarfile.TarFile, prefix: str, dest: Path) -> None:
+    """Extract the members of ``tf`` under ``prefix`` into ``dest`` with the same rules as ``copy_out``."""
+    dest.mkdir(parents=True)
+    for m in tf:
+        rel = PurePosixPath(m.name)
+        try:
+            rel = rel.relative_to(prefix)
+        except ValueError:
+            continue
+        if not rel.parts or ".." in rel.parts or rel.is_absolute():
+            continue
+        out = dest.joinpath(*rel.parts)
+        if not out.parent.is_dir() or out.parent.is_symlink():
+            continue
+        if m.isdir():
+            out.mkdir(exist_ok=True)
+        elif m.issym():
+            if link_stays_inside(str(rel), m.linkname):
+                os.symlink(m.linkname, out)
+        elif m.isreg():
+            data = tf.extractfile(m)
+            if data is None:
+                continue
+            with open(out, "wb") as g:
+                while chunk := data.read(1 << 20):
+                    g.write(chunk)
+            os.chmod(out, 0o755 if m.mode & 0o111 else 0o644)
+    _drop_links_out(dest)
 
 
 def quote(argv: list[str]) -> str:

@@ -41,6 +41,7 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxPathError,
     cap_bytes,
     clean_relpath,
+    copy_out,
     quote,
     to_bytes,
 )
@@ -325,6 +326,12 @@ class BwrapSandbox(Sandbox):
                         f"{path!r}: the sandbox's disk quota of {self.limits.disk_mb} MB is full; delete files first"
                     ) from None
                 raise
+
+    async def export(self, path: str, dest: Path) -> None:
+        self._check_usable()
+        rel, fd = self._open(path, os.O_RDONLY | os.O_DIRECTORY)  # no link on the way, and a folder
+        os.close(fd)
+        await asyncio.to_thread(copy_out, self.work / rel, Path(dest))
 
     async def fingerprint(self) -> dict[str, tuple[int, int]]:
         self._check_usable()

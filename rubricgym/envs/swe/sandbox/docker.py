@@ -18,10 +18,11 @@ import io
 import json
 import os
 import tarfile
+import tempfile
 import time
 import uuid
 from contextlib import suppress
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rubricgym.envs.swe.sandbox import treediff
@@ -37,6 +38,7 @@ from rubricgym.envs.swe.sandbox.base import (
     SandboxPathError,
     cap_bytes,
     clean_relpath,
+    extract_out,
     to_bytes,
 )
 from rubricgym.envs.swe.sandbox.bwrap import BASE_ENV, SANDBOX_UID
@@ -243,6 +245,24 @@ class DockerSandbox(Sandbox):
             )
             if res.exit_code != 0:
                 raise SandboxPathError(f"{path!r}: {res.stderr.strip().splitlines()[-1:] or 'cannot be written'}")
+
+    async def export(self, path: str, dest: Path) -> None:
+        rel = clean_relpath(path)
+        src = f"{WORKDIR}/{rel}".rstrip("/")
+
+        def fetch() -> None:
+            try:
+                stream, _ = self.container.get_archive(src)
+            except Exception as e:  # the SDK's NotFound / APIError
+                raise SandboxPathError(f"{path!r} cannot be copied out of the sandbox: {e}") from None
+            with tempfile.TemporaryFile() as buf:
+                for chunk in stream:
+                    buf.write(chunk)
+                buf.seek(0)
+                with tarfile.open(fileobj=buf, mode="r|") as tf:
+                    extract_out(tf, PurePosixPath(src).name, Path(dest))
+
+        await asyncio.to_thread(fetch)
 
     async def fingerprint(self) -> dict[str, tuple[int, int]]:
         res = await self.exec(
