@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rubricgym.core.bounds import MAX_SEED, bounded
 from rubricgym.core.fmt import fmt_number
 from rubricgym.rewards.audit import INJECTIONS, MASTER_KEYS, AuditReport, audit_judge
 from rubricgym.rewards.consistency import ConsistencyReport, audit_consistency
@@ -54,6 +55,10 @@ def report_tables(report: AuditReport) -> list[Table]:
     for name, rate in report.by_injection.items():
         injections.add_row(name, _fmt(rate.rate), str(rate.judged), str(rate.not_applicable), str(rate.errors))
     return [levels, keys, injections]
+
+
+MAX_TASKS = 10_000
+"""Most tasks one audit probes (each runs every probe and agent)."""
 
 
 def check_share(name: str, value: float) -> float:
@@ -176,15 +181,24 @@ def audit_command(
     ] = None,
     judge_model: Annotated[str | None, typer.Option(help="model name the judge server serves")] = None,
     judge_all: Annotated[bool, typer.Option(help="let the LLM judge also take criteria that name a check")] = False,
-    tasks: Annotated[int, typer.Option(help="tasks to probe")] = 3,
-    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    tasks: Annotated[int, typer.Option(help="tasks to probe", callback=bounded(1, MAX_TASKS))] = 3,
+    seed: Annotated[int, typer.Option(help="task seed", callback=bounded(0, MAX_SEED))] = 0,
     good_agent: Annotated[
         str, typer.Option(help="the env's agent whose trajectories count as known-good ('' for none)")
     ] = "oracle",
     threshold: Annotated[
-        float, typer.Option(help="flag the rubric when a master-key or do-nothing mean total exceeds this")
+        float,
+        typer.Option(
+            help="flag the rubric when a master-key or do-nothing mean total exceeds this (0-1)",
+            callback=bounded(0.0, 1.0),
+        ),
     ] = 0.05,
-    good_min: Annotated[float, typer.Option(help="flag the rubric when the known-good mean total is below this")] = 0.9,
+    good_min: Annotated[
+        float,
+        typer.Option(
+            help="flag the rubric when the known-good mean total is below this (0-1)", callback=bounded(0.0, 1.0)
+        ),
+    ] = 0.9,
     max_susceptibility: Annotated[
         float,
         typer.Option(

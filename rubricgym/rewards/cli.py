@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rubricgym.core.bounds import bounded
 from rubricgym.core.fmt import fmt_number
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
@@ -37,6 +38,8 @@ from rubricgym.rewards.rubric import Rubric, RubricError, load_rubric
 SCORES = "scores.jsonl"
 SUMMARY = "scores_summary.json"
 CACHE = "judge_cache.sqlite"
+MAX_TIMEOUT_S = 3600.0
+"""Longest a single judge request may be given (an hour)."""
 
 
 def rubric_for(traj: Trajectory, override: Rubric | None, entries: Mapping[str, Rubric] | None = None) -> Rubric:
@@ -250,9 +253,11 @@ def score_command(
     panel_method: Annotated[str, typer.Option(help="majority or mean")] = "majority",
     cache: Annotated[Path | None, typer.Option(help=f"verdict cache (default RUN_DIR/{CACHE})")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="judge everything afresh")] = False,
-    concurrency: Annotated[int, typer.Option(help="trajectories scored at once")] = 8,
-    timeout: Annotated[float, typer.Option(help="seconds per judge request")] = 60.0,
-    max_retries: Annotated[int, typer.Option(help="judge request retries")] = 3,
+    concurrency: Annotated[int, typer.Option(help="trajectories scored at once", callback=bounded(1, 1024))] = 8,
+    timeout: Annotated[
+        float, typer.Option(help="seconds per judge request", callback=bounded(0.1, MAX_TIMEOUT_S))
+    ] = 60.0,
+    max_retries: Annotated[int, typer.Option(help="judge request retries", callback=bounded(0, 100))] = 3,
 ) -> None:
     """Score a run's trajectories with a rubric; write scores.jsonl + scores_summary.json; print a table."""
     console = Console()

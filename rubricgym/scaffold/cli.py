@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+
+_PRINTABLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a new package the CLI writes, beyond ``Names.of``'s rules: a character a package name
+    never holds (``re``'s ``$`` lets a trailing newline through), or the name of an installed distribution or
+    importable top-level package, which the new package would replace or shadow once installed."""
+    if not _PRINTABLE_NAME.fullmatch(name):
+        shown = re.sub(r"[^a-z0-9-]+", "-", name.strip().lower()).strip("-") or "my-env"
+        return (
+            f"package name {name!r} holds characters a package name cannot (whitespace, a newline, upper case, "
+            f"'_', ...): use lower-case letters, digits and '-', e.g. {shown!r}"
+        )
+    package = name.replace("-", "_")
+    taken = _installed_names()
+    if name in taken or package in taken:
+        return (
+            f"{name!r} is the name of an installed package ({package!r} is importable here): the new package would "
+            f"shadow it once installed; pick another name, e.g. '{name}-env'"
+        )
+    return None
+
+
+@functools.cache
+def _installed_names() -> frozenset[str]:
+    """Top-level import names and (normalised) distribution names installed in this environment."""
+    names = set(importlib.metadata.packages_distributions())
+    for dist in importlib.metadata.distributions():
+        dist_name = dist.metadata["Name"] or ""
+        normal = re.sub(r"[-_.]+", "-", dist_name).lower()
+        names.update({normal, normal.replace("-", "_")})
+    return frozenset(names)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +64,13 @@ def init_cmd(
     chosen = next((f for f in FAMILIES if f == family), None)
     if chosen is None:
         fail(f"unknown --family {family!r}: choose one of {', '.join(FAMILIES)}")
+    try:
+        Names.of(name, chosen)  # its rules first: they say what to write
+    except ScaffoldError as e:
+        fail(str(e))
+    problem = name_problem(name)
+    if problem is not None:
+        fail(problem)
     try:
         root = init_package(name, chosen, parent)
     except ScaffoldError as e:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
@@ -29,7 +29,20 @@ from rubricgym.core.registry import make, spec
 from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.inline import InlineSteps
 from rubricgym.server.policy import IssuedTasks
-from rubricgym.server.protocol import ErrorCode, HTTPReset, HTTPStep, ProtocolError, dumps_bytes, schema
+from rubricgym.server.protocol import (
+    MAX_IDLE_S,
+    MAX_ISSUED,
+    MAX_MESSAGE_BYTES,
+    MAX_SESSIONS,
+    MAX_WORKERS,
+    MIN_IDLE_S,
+    ErrorCode,
+    HTTPReset,
+    HTTPStep,
+    ProtocolError,
+    dumps_bytes,
+    schema,
+)
 from rubricgym.server.session import Session, SessionPolicy
 from rubricgym.server.threads import EnvThreads
 from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
@@ -45,16 +58,21 @@ class ServerConfig(BaseModel):
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    max_sessions: int = Field(default=256, ge=1)
-    idle_timeout_s: float = Field(default=600.0, gt=0)
+    max_sessions: int = Field(default=256, ge=1, le=MAX_SESSIONS)
+    idle_timeout_s: float = Field(default=600.0, ge=MIN_IDLE_S, le=MAX_IDLE_S)
+    """Seconds a session may idle before it is closed (the reaper wakes every quarter of it, at most every 5 s:
+    a tiny value would spin a core)."""
     token: str | None = Field(default=None, min_length=1)
     """Bearer token every route but ``/health`` requires (``Authorization: Bearer TOKEN``); never empty."""
-    max_message_bytes: int = Field(default=1 << 20, ge=1024)
+    max_message_bytes: int = Field(default=1 << 20, ge=1024, le=MAX_MESSAGE_BYTES)
     """Largest WS message or HTTP body a client may send (refused on ``Content-Length`` before it is read)."""
-    max_tasks: int = Field(default=1000, ge=1)
+    max_tasks: int = Field(default=1000, ge=1, le=MAX_ISSUED)
     """Most tasks one ``tasks`` request may ask for."""
-    issued_tasks: int = Field(default=10_000, ge=1)
-    """How many handed-out tasks the server remembers for ``reset`` by ``task_id`` (oldest forgotten first)."""
+    issued_tasks: int = Field(default=10_000, ge=1, le=MAX_ISSUED)
+    """How many handed-out tasks the server remembers for ``reset`` by ``task_id``: room is made from closed
+    sessions' tasks, never from an open session's (``policy.IssuedTasks``)."""
+    issued_per_client: int = Field(default=2000, ge=1, le=MAX_ISSUED)
+    """How many handed-out tasks one session holds (asking for more forgets its own oldest)."""
     accept_client_tasks: bool = False
     """Play tasks a client sends (checked: no field may name a host path); off: only the server's own tasks."""
     trusted: bool = False
@@ -65,8 +83,18 @@ class ServerConfig(BaseModel):
     inline_steps: bool = True
     """Run a thread-isolated session's sync steps and resets on the event loop once it has shown they are short
     (``inline``: the thread hop costs more than such a call); off: every env call on a thread."""
-    workers: int = Field(default=1, ge=1)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
     """Server processes sharing the port (``cluster``): sessions spread over them, each served by its owner."""
+
+    @model_validator(mode="after")
+    def _issued_fits(self) -> ServerConfig:
+        if not self.max_tasks <= self.issued_per_client <= self.issued_tasks:
+            raise ValueError(
+                f"need max_tasks ({self.max_tasks}) <= issued_per_client ({self.issued_per_client}) <= issued_tasks "
+                f"({self.issued_tasks}) (--max-tasks, --issued-per-client, --issued-tasks): one tasks reply must fit "
+                "a session's share, and a share the server's store"
+            )
+        return self
 
 
 class EnvServer:
@@ -92,7 +120,7 @@ class EnvServer:
             trusted=config.trusted,
             accept_client_tasks=config.accept_client_tasks,
             max_tasks=config.max_tasks,
-            issued=IssuedTasks(config.issued_tasks),
+            issued=IssuedTasks(config.issued_tasks, config.issued_per_client),
             find_task=self.router.find_task if self.router is not None else None,
         )
         self._probe = self.factory()

@@ -8,8 +8,19 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from rubricgym.core.bounds import bound_error, bounded
+from rubricgym.server.protocol import (
+    MAX_IDLE_S,
+    MAX_ISSUED,
+    MAX_MESSAGE_BYTES,
+    MAX_SESSIONS,
+    MAX_WORKERS,
+    MIN_IDLE_S,
+)
+
 err = Console(stderr=True)
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MAX_STEPS = 1_000_000
 
 
 def _fail(message: str) -> None:
@@ -20,15 +31,37 @@ def _fail(message: str) -> None:
 def serve_cmd(
     env_id: Annotated[str, typer.Argument(help="registered env id, e.g. toy-calculator-v0")],
     host: Annotated[str, typer.Option(help="interface to listen on (loopback by default)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port (0 picks a free one)")] = 8000,
-    max_sessions: Annotated[int, typer.Option(help="concurrent sessions before CAPACITY_REACHED")] = 256,
-    idle_timeout: Annotated[float, typer.Option(help="seconds a session may idle before it is closed")] = 600.0,
+    port: Annotated[int, typer.Option(help="port (0 picks a free one)", callback=bounded(0, 65535))] = 8000,
+    max_sessions: Annotated[
+        int, typer.Option(help=f"concurrent sessions before CAPACITY_REACHED (at most {MAX_SESSIONS})")
+    ] = 256,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(help="seconds a session may idle before it is closed", callback=bounded(MIN_IDLE_S, MAX_IDLE_S)),
+    ] = 600.0,
     token: Annotated[
         str | None, typer.Option(help="require 'Authorization: Bearer TOKEN' (default: $RUBRICGYM_TOKEN)")
     ] = None,
-    max_message_bytes: Annotated[int, typer.Option(help="largest message a client may send")] = 1 << 20,
+    max_message_bytes: Annotated[
+        int, typer.Option(help="largest message a client may send", callback=bounded(1024, MAX_MESSAGE_BYTES))
+    ] = 1 << 20,
     max_steps: Annotated[int | None, typer.Option(help="override the env's step limit (at least 1)")] = None,
-    max_tasks: Annotated[int, typer.Option(help="most tasks one `tasks` request may ask for")] = 1000,
+    max_tasks: Annotated[
+        int, typer.Option(help="most tasks one `tasks` request may ask for", callback=bounded(1, MAX_ISSUED))
+    ] = 1000,
+    issued_tasks: Annotated[
+        int,
+        typer.Option(
+            help="handed-out tasks the server remembers (room comes from closed sessions', never an open one's)",
+            callback=bounded(1, MAX_ISSUED),
+        ),
+    ] = 10_000,
+    issued_per_client: Annotated[
+        int,
+        typer.Option(
+            help="handed-out tasks one session holds (more forgets its own oldest)", callback=bounded(1, MAX_ISSUED)
+        ),
+    ] = 2000,
     accept_client_tasks: Annotated[
         bool, typer.Option(help="play tasks clients send (never ones naming host paths); off: only this server's")
     ] = False,
@@ -39,7 +72,11 @@ def serve_cmd(
         str, typer.Option(help="where each session's env runs: thread, or process (envs that compute in Python)")
     ] = "thread",
     workers: Annotated[
-        int, typer.Option(help="server processes sharing the port (WS sessions stay on theirs, HTTP ones are routed)")
+        int,
+        typer.Option(
+            help="server processes sharing the port (WS sessions stay on theirs, HTTP ones are routed)",
+            callback=bounded(1, MAX_WORKERS),
+        ),
     ] = 1,
     inline_steps: Annotated[
         bool, typer.Option(help="step and reset a session on the event loop while those are short (thread isolation)")
@@ -60,8 +97,8 @@ def serve_cmd(
             _fail("$RUBRICGYM_TOKEN is set but empty: unset it to serve without a token, or set a real token")
     elif not token.strip():
         _fail("--token is empty: give a real token, or leave --token out to serve without one (loopback only)")
-    if max_steps is not None and max_steps < 1:
-        _fail(f"--max-steps must be at least 1, got {max_steps} (leave it out for the env's own limit)")
+    if max_steps is not None and (problem := bound_error(max_steps, 1, MAX_STEPS)):
+        _fail(f"--max-steps {problem} (leave it out for the env's own limit)")
     try:
         config = ServerConfig(
             env_id=env_id,
@@ -73,6 +110,8 @@ def serve_cmd(
             token=token,
             max_message_bytes=max_message_bytes,
             max_tasks=max_tasks,
+            issued_tasks=issued_tasks,
+            issued_per_client=issued_per_client,
             accept_client_tasks=accept_client_tasks,
             trusted=trusted,
             isolation=isolation,
@@ -80,7 +119,7 @@ def serve_cmd(
             inline_steps=inline_steps,
         )
     except ValidationError as e:
-        _fail(str(e))
+        _fail("; ".join(f"{'.'.join(map(str, x['loc'])) or 'options'}: {x['msg']}" for x in e.errors()))
     if docker:
         from rubricgym.server.docker import DockerProvider, ProviderError
 

@@ -73,6 +73,18 @@ class WireAction(_Strict):
 
 MAX_SEED = 2**63 - 1
 
+# the bounds of what an operator may ask of one server (``ServerConfig``, ``rubricgym serve``)
+MAX_SESSIONS = 10_000
+"""Sessions one server holds at most (each may hold a thread and an env)."""
+MIN_IDLE_S = 0.1
+"""Shortest idle timeout: the reaper wakes every quarter of it (a tiny one would spin a core)."""
+MAX_IDLE_S = 7 * 24 * 3600.0
+MAX_MESSAGE_BYTES = 1 << 30
+MAX_ISSUED = 1_000_000
+"""Handed-out tasks one server remembers at most (each a ``Task`` in memory)."""
+MAX_WORKERS = 64
+"""Server processes at most (each imports the env and holds its sessions)."""
+
 
 class ResetData(_Strict):
     """``reset`` arguments: a seed (the server draws the task with it), or the task to play.

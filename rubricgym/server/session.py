@@ -11,6 +11,7 @@ calls are serialised (one message at a time). What a client may send and receive
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,7 @@ from rubricgym.core.env import RubricEnv
 from rubricgym.core.types import Message, Observation, Task, ToolSpec
 from rubricgym.server.policy import IssuedTasks, public_task
 from rubricgym.server.protocol import ErrorCode, ProtocolError, ResetData, TasksData, WireAction
-from rubricgym.server.worker import ProcessRunner, ThreadRunner
+from rubricgym.server.worker import ProcessRunner, ThreadRunner, off_loop
 
 T = TypeVar("T")
 _MESSAGES = TypeAdapter(list[Message])  # one serializer call for a turn's messages, not one model_dump each
@@ -41,14 +42,20 @@ class SessionPolicy:
     issued: IssuedTasks = field(default_factory=lambda: IssuedTasks(10_000))
     find_task: Callable[[str], Awaitable[Task | None]] | None = None
     """Asks the server's other workers for a task they handed out (``--workers``; see ``cluster``)."""
+    task_builds: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    """One ``tasks`` reply built at a time: task sets are built in Python on the server's threads, and several at
+    once took the interpreter lock from the event loop (4 x 1000 deep-search tasks held ``/health`` up to 1.4-2 s
+    on a loaded 2-core machine; one at a time, 0.4-0.5 s)."""
 
-    async def issued_task(self, task_id: str) -> Task | None:
-        """A task this server handed out: this worker's memory first, then its peers' (kept here once found)."""
+    async def issued_task(self, task_id: str, client: str = "") -> Task | None:
+        """A task this server handed out: this worker's memory first, then its peers' (kept here, as ``client``'s,
+        once found and while there is room)."""
         task = self.issued.get(task_id)
         if task is None and self.find_task is not None:
             task = await self.find_task(task_id)
             if task is not None:
-                self.issued.add([task])
+                with contextlib.suppress(ProtocolError):  # no room: played all the same, not remembered here
+                    self.issued.add([task], client)
         return task
 
 
@@ -109,7 +116,7 @@ class Session:
     async def _task_of(self, req: ResetData) -> Task | None:
         """The task ``req`` chooses: one this server handed out, or (if accepted) a checked client task."""
         if req.task_id is not None:
-            issued = await self.policy.issued_task(req.task_id)
+            issued = await self.policy.issued_task(req.task_id, self.id)
             if issued is None:
                 raise ProtocolError(
                     ErrorCode.UNKNOWN_TASK,
@@ -122,7 +129,8 @@ class Session:
         if not isinstance(data, dict):
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, "reset: a task is a JSON object")
         if isinstance(data.get("id"), str):
-            await self.policy.issued_task(data["id"])  # another worker may have handed it out: now known here too
+            # another worker may have handed it out: now known here too
+            await self.policy.issued_task(data["id"], self.id)
         issued = self.policy.issued.match(data)
         if issued is not None:
             return issued
@@ -187,15 +195,18 @@ class Session:
                 f"tasks: n={req.n} is over this server's cap of {cap} per request; ask for at most {cap}",
                 max_tasks=cap,
             )
-        tasks = await self.runner.call("tasks", req.n, req.seed, req.split)
-        self.policy.issued.add(tasks)
-        return [public_task(t, self.policy.trusted) for t in tasks]
+        async with self.policy.task_builds:
+            tasks = await self.runner.call("tasks", req.n, req.seed, req.split)
+            self.policy.issued.add(tasks, self.id)  # LIMIT_EXCEEDED when it would evict another session's tasks
+            trusted = self.policy.trusted
+            return await off_loop(self.policy.executor, lambda: [public_task(t, trusted) for t in tasks])
 
     async def close(self) -> None:
         """Close the env (sandboxes, browsers) once; safe to call from any path that ends the session."""
         if self.closed:
             return
         self.closed = True
+        self.policy.issued.close(self.id)  # its tasks stay playable until another session needs the room
         await self.runner.close()
 
 

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from rubricgym.core.safeio import atomic_write
 
 if TYPE_CHECKING:
     from rubricgym.envs.clinical.osce import CaseReport
@@ -59,6 +62,8 @@ def import_cases(
         raise typer.BadParameter(f"{out} exists; pass --force to replace it", param_hint="--out")
     if out.resolve() == file.resolve():
         raise typer.BadParameter("--out is the input file; write the cases elsewhere", param_hint="--out")
+    if report is not None:
+        _check_report(report, file, out, force)
     try:
         cases, overlay, reports = import_osce(file, load_kb(kb))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -71,8 +76,11 @@ def import_cases(
         note = f"[red]{r.error}[/]" if r.error else "; ".join([*r.added, *r.dropped])[:80]
         table.add_row(str(r.index), r.case_id, *(str(len(x)) for x in (r.mapped, r.renamed, r.added, r.dropped)), note)
     console.print(table)
+    for r in reports:
+        if r.error:
+            console.print(f"[red]error:[/] {escape(r.where or str(file))}: {escape(r.error)}", soft_wrap=True)
     if report:
-        report.write_text(json.dumps([asdict(r) for r in reports], indent=2, ensure_ascii=False), encoding="utf-8")
+        atomic_write(report, json.dumps([asdict(r) for r in reports], indent=2, ensure_ascii=False))
         console.print(f"wrote {report}")
     _refuse_leaks(console, reports, allow_diagnosis_in_history)
     if cases:
@@ -85,6 +93,21 @@ def import_cases(
         console.print(f"wrote {out}: {len(loaded)} case(s), {len(overlay)} overlay exam(s)")
     if any(r.error for r in reports):
         raise typer.Exit(1)
+
+
+def _check_report(report: Path, file: Path, out: Path, force: bool) -> None:
+    """Refuse a ``--report`` that is the input (or a link to it), the same file as ``--out``, or an existing file
+    without ``--force``: an import never writes over its input, and never over anything unasked."""
+    real = report.resolve()
+    if real == file.resolve():
+        raise typer.BadParameter(
+            f"{report} is the input file; write the report elsewhere (an import never overwrites its input)",
+            param_hint="--report",
+        )
+    if real == out.resolve():
+        raise typer.BadParameter(f"{report} is also --out; give the report its own path", param_hint="--report")
+    if (report.exists() or report.is_symlink()) and not force:
+        raise typer.BadParameter(f"{report} exists; pass --force to replace it", param_hint="--report")
 
 
 def _refuse_leaks(console: Console, reports: list[CaseReport], allow: bool) -> None:

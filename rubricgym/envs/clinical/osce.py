@@ -51,6 +51,8 @@ class CaseReport:
 
     index: int
     case_id: str
+    where: str = ""
+    """Where the record is: ``FILE:LINE`` (JSONL) or ``FILE record N`` (a JSON list)."""
     mapped: list[str] = field(default_factory=list)
     renamed: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
@@ -124,24 +126,74 @@ def parse_demographics(text: Any) -> tuple[int | None, str, str]:
     return age, unit, sex
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    """Each record of a JSONL file, a JSON list or a single JSON object, with its 1-based position."""
+MAX_DEPTH = 32
+"""Deepest nesting of objects and lists a record may have (OSCE records nest four or five levels)."""
+
+
+def _records(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """Each record of a JSONL file, a JSON list or a single JSON object: its 1-based position, where it is
+    (``FILE:LINE`` or ``FILE record N``), and the record or the ``ValueError`` saying why it cannot be read."""
     text = path.read_text(encoding="utf-8-sig")
     stripped = text.lstrip()
-    if stripped.startswith("["):
-        yield from enumerate(json.loads(stripped), 1)
-        return
-    try:
-        yield 1, json.loads(stripped)
-        return
-    except json.JSONDecodeError:
+    try:  # the whole file as one JSON value: a list of records, or one record
+        whole = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError):  # JSONL, or nested too deeply: read line by line below
         pass
+    else:
+        if isinstance(whole, list):
+            yield from ((n, f"{path} record {n}", r) for n, r in enumerate(whole, 1))
+        else:
+            yield 1, f"{path}:1", whole
+        return
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                yield n, json.loads(line)
+                yield n, f"{path}:{n}", json.loads(line)
             except json.JSONDecodeError as e:
-                yield n, ValueError(f"line {n}: not valid JSON: {e}")
+                yield n, f"{path}:{n}", ValueError(f"not valid JSON: {e}")
+            except RecursionError:
+                yield n, f"{path}:{n}", ValueError(f"nested too deeply to read (at most {MAX_DEPTH} levels)")
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s objects and lists nest (iterative: a deep record cannot exhaust the stack)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+_TEXT = (str,)
+_SHAPES: dict[tuple[str, ...], tuple[tuple[type, ...], str]] = {
+    ("Correct_Diagnosis",): (_TEXT, "text (the diagnosis' name)"),
+    ("Objective_for_Doctor",): (_TEXT, "text"),
+    ("Patient_Actor",): ((dict,), "an object (Demographics, History, Symptoms, ...)"),
+    ("Patient_Actor", "Demographics"): ((str, int, float, dict), 'text such as "45-year-old man" or {"Age": ...}'),
+    ("Patient_Actor", "History"): (_TEXT, "text"),
+    ("Patient_Actor", "Symptoms"): ((dict, list, str), "an object (Primary_Symptom, Secondary_Symptoms) or a list"),
+    ("Patient_Actor", "Symptoms", "Primary_Symptom"): (_TEXT, "text"),
+}
+"""The OSCE fields the case is built from, what each must be, and how to say it: anything else is free text or a
+tree of findings, flattened as given."""
+
+
+def shape_problem(osce: dict[str, Any]) -> str | None:
+    """Why ``osce`` (an ``OSCE_Examination`` object) has a field of the wrong type or nests too deeply, or ``None``."""
+    depth = _depth(osce)
+    if depth > MAX_DEPTH:
+        return f"nested more than {MAX_DEPTH} levels deep; an OSCE record nests a few levels"
+    for path, (types, what) in _SHAPES.items():
+        node: Any = osce
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None and not (isinstance(node, types) and not isinstance(node, bool)):
+            return f"{'.'.join(path)} must be {what}, got {type(node).__name__} {str(node)[:40]!r}"
+    return None
 
 
 class OsceImporter:
@@ -246,6 +298,10 @@ class OsceImporter:
         osce = record.get("OSCE_Examination", record) if isinstance(record, dict) else None
         if not isinstance(osce, dict):
             report.error = "not an OSCE record (an object, usually under 'OSCE_Examination')"
+            return None, report
+        problem = shape_problem(osce)
+        if problem is not None:
+            report.error = problem
             return None, report
         actor = osce.get("Patient_Actor") or {}
         age, unit, sex = parse_demographics(actor.get("Demographics"))
@@ -433,11 +489,13 @@ def _unit_key(unit: str) -> str:
 def import_osce(
     path: str | Path, kb: KnowledgeBase
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[CaseReport]]:
-    """``(cases, overlay exams, reports)`` of an OSCE file (JSONL, a JSON list or one JSON object)."""
+    """``(cases, overlay exams, reports)`` of an OSCE file (JSONL, a JSON list or one JSON object); a record that
+    cannot become a case has its report's ``error`` and ``where``."""
     importer = OsceImporter(kb)
     cases, reports = [], []
-    for index, record in _records(Path(path)):
+    for index, where, record in _records(Path(path)):
         case, report = importer.case(index, record)
+        report.where = where
         reports.append(report)
         if case is not None:
             cases.append(case)
