@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from rubricgym.core.bounds import bounded
+
 console = Console()
 err = Console(stderr=True)
 
@@ -18,8 +20,12 @@ def export_cmd(
     run_dir: Annotated[Path, typer.Argument(help="a run directory written by `rubricgym run`")],
     out: Annotated[Path, typer.Argument(help="output file (parquet, sft, preferences) or directory (hf)")],
     fmt: Annotated[str, typer.Option("--format", help="parquet | hf | sft | preferences")] = "parquet",
-    min_score: Annotated[float, typer.Option(help="sft: keep a task's best trajectory scoring at least this")] = 0.5,
-    min_margin: Annotated[float, typer.Option(help="preferences: keep pairs whose scores differ by more")] = 0.0,
+    min_score: Annotated[
+        float, typer.Option(help="sft: keep a task's best trajectory scoring at least this", callback=bounded(0.0, 1.0))
+    ] = 0.5,
+    min_margin: Annotated[
+        float, typer.Option(help="preferences: keep pairs whose scores differ by more", callback=bounded(0.0, 1.0))
+    ] = 0.0,
     force: Annotated[
         bool, typer.Option("--force", help="replace OUT if it exists (never an input of the run)")
     ] = False,

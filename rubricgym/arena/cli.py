@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rubricgym.core.bounds import bounded
 from rubricgym.core.fmt import fmt_number
 
 console = Console()
@@ -115,7 +116,7 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
         agent: Annotated[str, typer.Option(help="a scripted agent name, local, openai or checkpoint:PATH")] = "oracle",
         base_url: Annotated[str | None, typer.Option(help="endpoint for --agent openai")] = None,
         model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
-        concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
+        concurrency: Annotated[int, typer.Option(help="episodes in flight", callback=bounded(1, 4096))] = 4,
         judge: Annotated[str | None, typer.Option(help="OpenAI-compatible LLM judge for judge criteria")] = None,
         judge_model: Annotated[str | None, typer.Option(help="model name at --judge")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
@@ -184,8 +185,10 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
         judge: Annotated[str | None, typer.Option(help="OpenAI-compatible judge endpoint")] = None,
         judge_model: Annotated[str | None, typer.Option(help="model name at --judge")] = None,
         panel: Annotated[list[str] | None, typer.Option(help="panel member URL=MODEL (repeat)")] = None,
-        concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 4,
-        resamples: Annotated[int, typer.Option(help="bootstrap resamples over tasks")] = 300,
+        concurrency: Annotated[int, typer.Option(help="episodes in flight", callback=bounded(1, 4096))] = 4,
+        resamples: Annotated[
+            int, typer.Option(help="bootstrap resamples over tasks", callback=bounded(1, 100_000))
+        ] = 300,
     ) -> None:
         """Rank agents on a suite: pairwise judged matches, Bradley-Terry + bootstrap CIs, Elo, HTML report."""
         from rubricgym.arena.agents import AgentsFileError, load_agents

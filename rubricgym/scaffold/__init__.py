@@ -51,7 +51,7 @@ class Names:
     @classmethod
     def of(cls, name: str, family: str = "tools") -> Names:
         """The names of package ``name``; ``ScaffoldError`` saying what to write when ``name`` cannot be one."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):  # match() lets "name\n" through ($ matches before a final newline)
             suggestion = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "my-env"
             suggestion = suggestion if suggestion[0].isalpha() else f"env-{suggestion}"
             raise ScaffoldError(

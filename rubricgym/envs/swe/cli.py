@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rubricgym.core.bounds import MAX_SEED, bounded
+
 swe_app = typer.Typer(
     help="Software-engineering tasks: build them from your own package or import SWE-bench records.",
     no_args_is_help=True,
@@ -39,10 +41,14 @@ WithOption = Annotated[
 def build(
     package: Annotated[str, typer.Argument(help="PACKAGE[==VERSION] from PyPI, a project directory or an sdist")],
     out: Annotated[Path, typer.Option("--out", help="tasks file to write (JSONL of SWE-bench-format records)")],
-    n: Annotated[int, typer.Option("--n", help="tasks wanted (fewer when fewer mutants are caught)")] = 3,
-    seed: Annotated[int, typer.Option(help="which mutants are tried first")] = 0,
-    max_tries: Annotated[int, typer.Option(help="mutants to try at most")] = 30,
-    timeout_factor: Annotated[float, typer.Option(help="a mutant's test run may take this x the suite's time")] = 5.0,
+    n: Annotated[
+        int, typer.Option("--n", help="tasks wanted (fewer when fewer mutants are caught)", callback=bounded(1, 10_000))
+    ] = 3,
+    seed: Annotated[int, typer.Option(help="which mutants are tried first", callback=bounded(0, MAX_SEED))] = 0,
+    max_tries: Annotated[int, typer.Option(help="mutants to try at most", callback=bounded(1, 100_000))] = 30,
+    timeout_factor: Annotated[
+        float, typer.Option(help="a mutant's test run may take this x the suite's time", callback=bounded(1.0, 1000.0))
+    ] = 5.0,
     backend: Annotated[str, typer.Option(help="sandbox: bwrap | docker")] = "bwrap",
     docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
     wheelhouse: WheelhouseOption = None,
@@ -126,7 +132,9 @@ def import_(
     index_url: IndexUrlOption = None,
     with_: WithOption = None,
     keep_rejected: Annotated[bool, typer.Option(help="also write records whose gold patch does not verify")] = False,
-    timeout: Annotated[float, typer.Option(help="seconds a test run may take")] = 300.0,
+    timeout: Annotated[
+        float, typer.Option(help="seconds a test run may take", callback=bounded(1.0, 86_400.0))
+    ] = 300.0,
     backend: Annotated[str, typer.Option(help="sandbox: bwrap | docker")] = "bwrap",
     docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
 ) -> None:
