@@ -2,7 +2,9 @@
 
 Each append is written whole, flushed and fsynced, so a crash loses at most the line being written. A torn
 last line is detected on load, reported (``StoreReport``) and skipped; the next append starts on a fresh line
-so earlier lines are never damaged. ``finished_task_ids`` lets a run resume where it stopped.
+so earlier lines are never damaged. ``finished_task_ids`` lets a run resume where it stopped; before it does,
+``set_aside_incomplete`` moves torn lines and groups a kill cut short to ``trajectories.jsonl.removed``, so their
+tasks are rolled out again whole instead of being skipped with a partial group.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from rubricgym.core.jsonl import set_aside_lines
 from rubricgym.core.parsing import clean_value
 from rubricgym.core.safeio import append_lines, atomic_write, parse_line
 from rubricgym.core.types import Trajectory
@@ -48,6 +51,29 @@ class StoreReport:
                 f"{len(self.bad_lines)} unreadable line(s): " + ", ".join(str(n) for n, _ in self.bad_lines[:5])
             )
         return "; ".join(parts)
+
+
+@dataclass
+class SetAside:
+    """What ``TrajectoryStore.set_aside_incomplete`` moved out of the store before a resume."""
+
+    torn_lines: list[int] = field(default_factory=list)
+    partial: list[tuple[str, int, int]] = field(default_factory=list)
+    """``(task id, trajectories kept, group size)`` of each group a kill cut short."""
+    partial_lines: list[int] = field(default_factory=list)
+    moved_to: Path | None = None
+
+    def __str__(self) -> str:
+        if self.moved_to is None:
+            return "nothing set aside"
+        parts = []
+        if self.torn_lines:
+            lines = ", ".join(map(str, self.torn_lines[:5])) + (" ..." if len(self.torn_lines) > 5 else "")
+            parts.append(f"{len(self.torn_lines)} line(s) cut short by an interrupted write (line {lines})")
+        if self.partial:
+            groups = ", ".join(f"{t} ({k} of {n})" for t, k, n in self.partial[:5])
+            parts.append(f"{len(self.partial)} incomplete group(s): {groups}")
+        return f"{' and '.join(parts)} moved to {self.moved_to}; their tasks are rolled out again"
 
 
 class TrajectoryStore:
@@ -129,6 +155,33 @@ class TrajectoryStore:
     def __len__(self) -> int:
         return sum(1 for _ in self.iter())
 
+    def set_aside_incomplete(self, group_size: int = 1) -> SetAside:
+        """Before a resume: move the torn lines and every group with fewer than ``group_size`` readable trajectories
+        (a kill cut its write short) to ``trajectories.jsonl.removed``, so their tasks are rolled out again whole."""
+        with self._lock:
+            out = SetAside()
+            if not self.path.exists():
+                return out
+            members: dict[tuple[str, str | None], list[int]] = {}
+            numbers = []
+            for i, raw in enumerate(self.path.read_bytes().split(b"\n")):
+                if not raw.strip():
+                    continue
+                try:
+                    traj = Trajectory.model_validate_json(raw)
+                except (ValidationError, ValueError, RecursionError):
+                    if _looks_truncated(raw):
+                        out.torn_lines.append(i + 1)
+                    continue  # a line that is whole but unreadable stays, reported by every reader
+                numbers.append(i + 1)
+                members.setdefault((traj.task.id, traj.group_id), []).append(i + 1)
+            for (task_id, _), lines in members.items():
+                if len(lines) < group_size:
+                    out.partial.append((task_id, len(lines), group_size))
+                    out.partial_lines += lines
+            out.moved_to = set_aside_lines(self.path, {*out.torn_lines, *out.partial_lines})
+            return out
+
     def finished_task_ids(self) -> set[str]:
         """Ids of tasks with a stored trajectory (used to resume)."""
         return {t.task.id for t in self.iter()}
@@ -180,5 +233,9 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
 
 def _looks_truncated(raw: bytes) -> bool:
     """Not JSON at all: we only ever write whole JSON lines, so this is an interrupted write."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # cut inside a character: the line ends in the middle of one
+        return e.reason == "unexpected end of data"
     _, why = parse_line(raw)
     return why is not None and why.startswith("not JSON")

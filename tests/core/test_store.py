@@ -139,3 +139,51 @@ def test_no_file_of_a_run_directory_is_written_through_a_symlink(tmp_path):
     with pytest.raises(OSError, match="symbolic link"):
         MetricsLog(metrics).write({"step": 1})
     assert outside.read_text() == "not the run's\n"
+
+
+def _groups(store):
+    out: dict[str, int] = {}
+    for t in store.load():
+        out[t.task.id] = out.get(t.task.id, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("group_size", [1, 2])
+def test_run_resume_rolls_out_a_torn_rollout_again_and_says_so(tmp_path, group_size):
+    """Issue 40, item 4: a kill that tore the last trajectory of a group left 17 of 18 kept and the task skipped
+    in silence (with one per task, the torn task came back, but nothing said a line was dropped)."""
+    from typer.testing import CliRunner
+
+    from rubricgym.cli import app
+
+    run = tmp_path / "run"
+    args = ["run", "toy-calculator-v0", "--tasks", "9", "--group-size", str(group_size), "--out", str(run)]
+    runner = CliRunner()
+    assert runner.invoke(app, args).exit_code == 0
+    store = TrajectoryStore(run)
+    whole = store.path.read_bytes()
+    store.path.write_bytes(whole[:-200])  # the last line cut short, as a kill in the middle of the write leaves it
+    result = runner.invoke(app, args)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, said
+    assert f"(line {9 * group_size})" in said
+    assert "cut short by an interrupted write" in said and "rolled out again" in said
+    if group_size == 2:
+        assert "1 incomplete group(s)" in said and "(1 of 2)" in said
+    assert f"wrote {group_size} trajectories" in said
+    assert len(store.load()) == 9 * group_size and set(_groups(store).values()) == {group_size}
+    assert not store.report.torn_lines
+    aside = (run / "trajectories.jsonl.removed").read_bytes().splitlines()
+    assert len(aside) == group_size and aside[-1] == whole.splitlines()[-1][:-199]
+
+
+def test_a_line_cut_inside_a_character_is_a_torn_line(tmp_path):
+    store = TrajectoryStore(tmp_path)
+    (traj,) = oracle_trajs(1)
+    traj.steps[0].info["note"] = "é" * 200
+    store.append(traj)
+    line = store.path.read_bytes()
+    cut = line.index(("é" * 200).encode()) + 101  # inside the 51st two-byte character of the note
+    store.path.write_bytes(line + line[:cut])
+    assert len(store.load()) == 1
+    assert store.report.torn_lines == [2] and store.report.torn_tail and not store.report.bad_lines

@@ -69,7 +69,8 @@ def test_an_evolved_rubric_survives_a_checkpoint_and_scores_the_resumed_steps(ti
     cfg = tiny_config(tmp_path / "evolve", steps=2, rubric_buffer={"caps": [2, 2]})
     first = Trainer(cfg)
     first.run()
-    # one contrasting group: the oracle answers, the mumbler does not, so the buffer adds the unused `answered` check
+    # one contrasting group: the oracle answers, the mumbler does not, so the buffer adds an unused check that
+    # separates them (`answer_grounded`, the first by name since the toy rubric v3 grounds answers in its own check)
     task = first.tasks_at(0, 1)[0]
     group = [
         asyncio.run(rollout(make(cfg.env.id, **cfg.env.kwargs), a, task, seed=1))
@@ -81,7 +82,7 @@ def test_an_evolved_rubric_survives_a_checkpoint_and_scores_the_resumed_steps(ti
     evolved = asyncio.run(
         entry.buffer.update(2, [[ScoredTrajectory(t, b) for t, b in zip(group, scored, strict=True)]])
     )
-    assert evolved is not None and "evolved_answered" in {c.id for c in evolved.criteria}
+    assert evolved is not None and "evolved_answer_grounded" in {c.id for c in evolved.criteria}
     entry.path.set_entry(evolved)
     first.checkpoint()
 
