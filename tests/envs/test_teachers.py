@@ -301,6 +301,9 @@ def test_swe_teacher_names_no_secret_that_only_the_hidden_record_gives(tmp_path,
         found = {t.id: asyncio.run(peeks_blind(env, teacher, t, tasks, seed=i)) for i, t in enumerate(tasks)}
         assert not any(found.values()), {k: v for k, v in found.items() if v}
         assert all(make_secrets(type(env).secrets(t)) for t in tasks)  # the check had secrets to look for
+        assert any(asyncio.run(peeks(env, teacher, t, seed=i)) for i, t in enumerate(tasks[:3])), (
+            "the plain check finds a gold-patch line in the teacher's fix: the blind check had secrets to tell apart"
+        )
     finally:
         env.close()
 

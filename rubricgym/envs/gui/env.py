@@ -53,6 +53,7 @@ class GuiEnv(BrowserEnv):
     scripted_agents = {
         "oracle": "rubricgym.envs.gui.agents:Oracle",
         "random": "rubricgym.envs.gui.agents:RandomClicker",
+        "teacher": "rubricgym.envs.gui.teacher:Teacher",
     }
     outcome_agents: ClassVar[Mapping[str, str]] = {
         "partial": "rubricgym.envs.gui.agents:PartialOracle",  # one form field wrong, or the last click left out
@@ -158,9 +159,11 @@ class GuiEnv(BrowserEnv):
                 "data_seed": data_seed,
                 "max_steps": tmpl.max_steps or max(8, 2 * len(spec.plan) + 4),
                 "answer_fields": spec.answer_fields,
-                "state": state,
             },
             hidden={
+                # the app's data: the answers are in it, and task params go to every client (the server's `tasks`
+                # reply); the agent reads it only as the app's pages show it
+                "state": state,
                 "goals": [g.model_dump() for g in spec.goals],
                 "expected_changes": spec.expected_changes,
                 "plan": spec.plan,
@@ -184,7 +187,7 @@ class GuiEnv(BrowserEnv):
             raise ValueError(f"task {task.id!r}: unknown app {app!r}; bundled apps: {', '.join(APPS)}")
         self.scope = f"{APP_ORIGIN}/{app}/"
         await session.open(self.scope + "index.html")
-        self._initial = self._last = await session.evaluate("s => (load(s), state())", task.params["state"])
+        self._initial = self._last = await session.evaluate("s => (load(s), state())", task.hidden["state"])
         rows = check_goals(self._goals, self._initial, {})
         self._progress, self._start_state_progress = progress(rows), state_progress(rows)
 

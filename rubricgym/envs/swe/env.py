@@ -63,6 +63,7 @@ class SweEnv(SweTools, RubricEnv):
     scripted_agents = {
         "oracle": "rubricgym.envs.swe.agents:OracleAgent",
         "random": "rubricgym.envs.swe.agents:RandomAgent",
+        "teacher": "rubricgym.envs.swe.teacher:Teacher",
     }
     outcome_agents = {
         "partial": "rubricgym.envs.swe.agents:PartialFixAgent",

@@ -36,7 +36,7 @@ def test_registered_with_rubric_checks_and_agents():
     assert {c.check for c in rubric.criteria} == set(cls.checks()) == set(ALL)
     a = rubric.aggregation
     assert (a.method, a.gamma, a.outcome_check) == ("swe_trace", 0.7, "tests_resolved")
-    assert set(cls.agents()) == {"oracle", "random"}
+    assert set(cls.agents()) == {"oracle", "random", "teacher"}
 
 
 def test_check_env(env):
