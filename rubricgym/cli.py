@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -13,9 +14,30 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rubricgym.cli_env import EnvArgOption, EnvConfigOption, env_kwargs_or_exit
+from rubricgym.cli_env import EnvArgOption, EnvConfigOption, endpoint_teacher, env_kwargs_or_exit
 from rubricgym.cli_show import format_gui, format_tools, print_examples, summarize
 from rubricgym.core.agent import Agent
+from rubricgym.core.bounds import MAX_SEED, bounded
+
+
+def shared_cores_wait_policy() -> str | None:
+    """On a machine whose load is already at its core count, make OpenMP threads sleep while they wait
+    (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose a policy; return what was set.
+
+    Spinning waits stall shared cores: an 8-token forward of the embedded model on 2 threads took 2.3 s at load 13
+    with the default policy and 0.14 s with PASSIVE; idle, PASSIVE is slower (69-74 ms against 88-101 ms), so it
+    is set only under load. It must be set before torch starts OpenMP: this runs when the CLI is imported.
+    """
+    if "OMP_WAIT_POLICY" in os.environ or not hasattr(os, "getloadavg"):
+        return None
+    if os.getloadavg()[0] < (os.cpu_count() or 1):
+        return None
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return "PASSIVE"
+
+
+shared_cores_wait_policy()
+
 
 app = typer.Typer(
     help="rubricgym: train and compare LLM agents with rubric rewards.", no_args_is_help=True, add_completion=False
@@ -23,6 +45,9 @@ app = typer.Typer(
 model_app = typer.Typer(help="The embedded local model: materialise it, serve it with vLLM.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 console = Console()
+MAX_COUNT = 1_000_000
+"""Most tasks, steps, fuzz actions or examples one command takes (a typo of 10**15 fails at once)."""
+MAX_TEMPERATURE = 5.0
 err = Console(stderr=True)
 
 
@@ -94,6 +119,10 @@ def resolve_agent(
     except ValueError as e:
         fail(str(e))
 
+    if name == "teacher" and base_url:  # an endpoint as the env's teacher: teacher data, from its own model
+        if not model:
+            fail("--agent teacher --base-url URL needs --model (the name the endpoint serves)")
+        return endpoint_teacher(base_url, model, temperature=temperature, native_tools=native_tools, seed=seed)
     if name == "openai":
         if not base_url or not model:
             fail("--agent openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
@@ -123,16 +152,25 @@ def run(
     agent: Annotated[str, typer.Option(help="openai | local | a scripted agent of the env; tts(k=4):NAME wraps it")] = (
         "oracle"
     ),
-    tasks: Annotated[int, typer.Option("--tasks", min=1, help="number of generated tasks")] = 10,
+    tasks: Annotated[
+        int, typer.Option("--tasks", help="number of generated tasks", callback=bounded(1, MAX_COUNT))
+    ] = 10,
     task_file: Annotated[Path | None, typer.Option(help="JSONL/Parquet/datasets dir of tasks instead")] = None,
     split: Annotated[str, typer.Option(help="task split")] = "train",
-    seed: Annotated[int, typer.Option(help="task and agent seed")] = 0,
-    group_size: Annotated[int, typer.Option(min=1, help="rollouts per task (a GRPO group)")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="episodes in flight")] = 4,
-    max_steps: Annotated[int | None, typer.Option(min=1, help="override the env's step limit")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --agent openai")] = None,
+    seed: Annotated[int, typer.Option(help="task and agent seed", callback=bounded(0, MAX_SEED))] = 0,
+    group_size: Annotated[int, typer.Option(help="rollouts per task (a GRPO group)", callback=bounded(1, 1024))] = 1,
+    concurrency: Annotated[int, typer.Option(help="episodes in flight", callback=bounded(1, 4096))] = 4,
+    max_steps: Annotated[
+        int | None, typer.Option(help="override the env's step limit", callback=bounded(1, MAX_COUNT))
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint for --agent openai, or --agent teacher (distil a larger model)"),
+    ] = None,
     model: Annotated[str | None, typer.Option(help="model name (openai) or model dir/name (local)")] = None,
-    temperature: Annotated[float, typer.Option(help="sampling temperature for model agents")] = 0.7,
+    temperature: Annotated[
+        float, typer.Option(help="sampling temperature for model agents", callback=bounded(0.0, MAX_TEMPERATURE))
+    ] = 0.7,
     native_tools: Annotated[bool, typer.Option(help="send tools as OpenAI tools (openai agent)")] = False,
     resume: Annotated[bool, typer.Option(help="skip tasks already in --out")] = True,
     env_arg: EnvArgOption = None,
@@ -176,6 +214,10 @@ def run(
     lock = _open_run_dir(out, meta)
     store = TrajectoryStore(out)
     store.write_meta(meta)
+    if resume:  # a torn line or a group cut short by a kill: roll its task out again whole, and say so
+        aside = store.set_aside_incomplete(group_size)
+        if aside.moved_to is not None:
+            console.print(f"[yellow]resume:[/] {escape(str(store.path))}: {escape(str(aside))}", soft_wrap=True)
     report = asyncio.run(
         rollout_many(
             env_id,
@@ -245,7 +287,7 @@ def _open_run_dir(out: Path, meta: dict):
 def show(
     run_dir: Annotated[Path, typer.Argument(help="a run directory written by `rubricgym run`")],
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable summary")] = False,
-    examples: Annotated[int, typer.Option(help="trajectories to print in full")] = 1,
+    examples: Annotated[int, typer.Option(help="trajectories to print in full", callback=bounded(0, MAX_COUNT))] = 1,
 ) -> None:
     """Summarise a run: rewards (mean ± std), steps, errors; and print example trajectories."""
     if not (run_dir / "trajectories.jsonl").exists():
@@ -279,7 +321,9 @@ def show(
 @app.command()
 def check(
     env_id: Annotated[str, typer.Argument(help="registered env id")],
-    fuzz: Annotated[int, typer.Option(help="number of random/malformed actions to try")] = 200,
+    fuzz: Annotated[
+        int, typer.Option(help="number of random/malformed actions to try", callback=bounded(0, MAX_COUNT))
+    ] = 200,
     env_arg: EnvArgOption = None,
     env_config: EnvConfigOption = None,
 ) -> None:
@@ -321,8 +365,8 @@ def model_path_cmd(
 @model_app.command("serve")
 def model_serve(
     model: Annotated[str, typer.Argument(help="known model name or HF dir")] = "smollm2-135m-instruct",
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
-    max_model_len: Annotated[int, typer.Option(help="context length")] = 4096,
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1", callback=bounded(1, 65535))] = 8000,
+    max_model_len: Annotated[int, typer.Option(help="context length", callback=bounded(16, 1 << 20))] = 4096,
 ) -> None:
     """Serve MODEL with vLLM (OpenAI-compatible) on 127.0.0.1:PORT until Ctrl-C."""
     from rubricgym.agents.serve import VLLMServer, serve_forever
@@ -340,7 +384,11 @@ def model_serve(
 @app.command()
 def demo(
     budget_minutes: Annotated[
-        float | None, typer.Option(help="wall-clock budget for training plus both evaluations (toy 12, else 15)")
+        float | None,
+        typer.Option(
+            help="wall-clock budget for training plus both evaluations (toy 12, else 15)",
+            callback=bounded(1.0, 7 * 24 * 60.0),
+        ),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/demo-train, runs/demo-<family>)")

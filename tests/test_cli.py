@@ -106,3 +106,18 @@ def test_demo_config_trains_on_expression_problems_the_base_model_can_sometimes_
     cfg = demo_config(12)
     assert cfg.env.kwargs["style"] == "expression" and cfg.generation.response_prefix.startswith("<tool_call>")
     assert 0 < cfg.time_budget_s <= 12 * 60 and cfg.advantage.estimator == "grpo"
+
+
+def test_openmp_waits_passively_only_on_a_loaded_machine(monkeypatch):
+    import os
+
+    from rubricgym.cli import shared_cores_wait_policy
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.2, 0.1))
+    assert shared_cores_wait_policy() is None and "OMP_WAIT_POLICY" not in os.environ  # idle: spinning is faster
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    assert shared_cores_wait_policy() == "PASSIVE" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert shared_cores_wait_policy() is None and os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's choice

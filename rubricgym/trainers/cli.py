@@ -1,4 +1,5 @@
-"""``rubricgym train``: the general entry point of training (``register(app)`` adds it to the main CLI)."""
+"""``rubricgym train`` and ``rubricgym sft``: the entry points of training (``register(app)`` adds them to the main
+CLI)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``train`` command to ``app``."""
+    """Add the ``train`` and ``sft`` commands to ``app``."""
 
     @app.command()
     def train(
@@ -53,6 +54,7 @@ def register(app: typer.Typer) -> None:
         except ConfigError as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None
+        from rubricgym.trainers.checkpoint import CheckpointError
         from rubricgym.trainers.update import NonFiniteUpdate
 
         try:
@@ -62,6 +64,9 @@ def register(app: typer.Typer) -> None:
                 summary = run_learners(cfg, resume=resume)
             else:
                 summary = make_trainer(cfg, console=console).run(resume=resume)
+        except CheckpointError as e:  # no checkpoint can be resumed safely: the message names every file
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
+            raise typer.Exit(2) from None
         except NonFiniteUpdate as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(3) from None
@@ -70,3 +75,83 @@ def register(app: typer.Typer) -> None:
         for line in summary["lines"][shown:]:
             console.print(line)
         console.print(f"report: {summary['html']}")
+
+    register_sft(app)
+
+
+def register_sft(app: typer.Typer) -> None:
+    """Add the ``sft`` command to ``app``."""
+
+    @app.command()
+    def sft(
+        config: Annotated[
+            Path | None, typer.Option("--config", "-c", help="YAML training config (its warm_start)")
+        ] = None,
+        out: Annotated[
+            Path | None, typer.Option(help="output directory (default: the config's RUN/warm_start)")
+        ] = None,
+        env: Annotated[str | None, typer.Option(help="override: env id")] = None,
+        model: Annotated[str | None, typer.Option(help="override: model name or directory")] = None,
+        agent: Annotated[str | None, typer.Option(help="a scripted agent of the env (teacher) that plays now")] = None,
+        data: Annotated[
+            list[Path] | None, typer.Option(help="a `rubricgym run` directory or `export --format sft` file (repeat)")
+        ] = None,
+        tasks: Annotated[int | None, typer.Option(help="training tasks the agent plays")] = None,
+        keep: Annotated[str | None, typer.Option(help="succeeded | rubric | all")] = None,
+        min_rubric: Annotated[float | None, typer.Option(help="keep: rubric threshold")] = None,
+        steps: Annotated[int | None, typer.Option(help="optimizer steps")] = None,
+        train_layers: Annotated[int | None, typer.Option(help="train only the top K decoder layers")] = None,
+        save_every: Annotated[int | None, typer.Option(help="checkpoint every N steps")] = None,
+        allow_oracle: Annotated[
+            bool, typer.Option("--allow-oracle", help="clone an oracle anyway (tests of the mechanics only)")
+        ] = False,
+        resume: Annotated[bool, typer.Option("--resume", help="continue from the newest checkpoint in --out")] = False,
+        live: Annotated[bool | None, typer.Option("--live/--no-live", help="progress display")] = None,
+    ) -> None:
+        """Behaviour cloning (the warm start): fine-tune the policy on kept trajectories, loss on assistant tokens,
+        prompts rendered as the sampler renders them; writes OUT/model, usable as model.name."""
+        from rich.console import Console
+
+        from rubricgym.trainers.config import ConfigError, TrainConfig, load_config, validate_config
+        from rubricgym.trainers.sft import WARM_START_DIR, run_sft
+        from rubricgym.trainers.update import NonFiniteUpdate
+
+        console = Console()
+        flags = {
+            "agent": agent,
+            "data": [str(d) for d in data] if data else None,
+            "tasks": tasks,
+            "keep": keep,
+            "min_rubric": min_rubric,
+            "steps": steps,
+            "train_layers": train_layers,
+            "save_every": save_every,
+            "allow_oracle": True if allow_oracle else None,
+        }
+        try:
+            cfg = load_config(config) if config is not None else TrainConfig()
+            raw = cfg.model_dump(mode="json", by_alias=True)
+            raw["warm_start"] = (raw.get("warm_start") or {}) | {k: v for k, v in flags.items() if v is not None}
+            if env is not None:
+                raw["env"]["id"] = env
+            if model is not None:
+                raw["model"]["name"] = model
+            if live is not None:
+                raw["live"] = live
+            cfg = validate_config(raw, str(config) if config is not None else "sft options")
+            target = out if out is not None else cfg.run_dir / WARM_START_DIR
+            summary = run_sft(cfg, target, resume=resume, console=console)
+        except ConfigError as e:
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
+            raise typer.Exit(2) from None
+        except NonFiniteUpdate as e:
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
+            raise typer.Exit(3) from None
+        line = f"warm start: {summary['steps']} steps"
+        if summary.get("first_loss") is not None:
+            line += f", loss {summary['first_loss']:.4f} -> {summary['last_loss']:.4f}"
+        if summary.get("heldout_accuracy_before") is not None:
+            before, after = summary["heldout_accuracy_before"], summary["heldout_accuracy_after"]
+            line += f", held-out token accuracy {before:.3f} -> {after:.3f}"
+        console.print(line)
+        console.print(f"model: {summary['model']} (use it as model.name, or `rubricgym run ENV --agent local --model`)")

@@ -9,10 +9,18 @@ and of what this installation can run live in ``config_checks.py``; the models' 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.safeio import atomic_write
@@ -32,6 +40,33 @@ MAX_SEED = 2**32 - 1
 """Seeds go to numpy, ``random`` and torch alike: 0 .. 2**32 - 1 is what all of them take."""
 MAX_NEW_TOKENS = 131_072
 MAX_SEQ_LEN = 1_048_576
+# Every number a config holds is bounded (issue 40, item 8): a typo such as ``lr: 1e308`` or ``steps: 10**15``
+# fails at load time with the bound in the message, instead of a run that diverges or never ends.
+MAX_STEPS = 10_000_000
+MAX_COUNT = 1_000_000
+"""Most tasks a config may ask an env to generate."""
+MAX_BATCH = 4096
+"""Most sequences, rollouts or tasks in one batch, group or step."""
+MAX_LR = 1e30
+"""Far above any rate that learns (an Adam step moves each weight by about lr), refusing what overflows
+(``1e308``): the non-finite-update guard is tested by driving a run to divergence with ``lr: 1e30``."""
+MAX_TEMPERATURE = 10.0
+MAX_REWARD = 1000.0
+"""Reward thresholds are compared with rubric totals and outcome rewards, which are small numbers."""
+MAX_SECONDS = 366 * 24 * 3600.0
+MAX_ACTORS = 10_000
+
+
+def _at_most_lr(value: float) -> float:
+    if value > MAX_LR:
+        raise ValueError(f"a learning rate must be at most {MAX_LR:g}, got {value:g}")
+    return value
+
+
+LearningRate = Annotated[float, Field(gt=0.0), AfterValidator(_at_most_lr)]
+"""A learning rate: positive, at most ``MAX_LR`` (said as ``1e+30``, not as pydantic's 31 digits)."""
+Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
+"""An Adam beta: a decay rate in [0, 1)."""
 
 
 class _Strict(BaseModel):
@@ -45,9 +80,9 @@ class LoraConfig(_Strict):
     """LoRA adapters (Hu et al. 2021, arXiv:2106.09685) through PEFT: the base weights stay frozen and only
     ``W + (alpha / r) B A`` is trained (``trainers/lora.py``); the KL reference is the base with the adapters off."""
 
-    r: int = Field(16, ge=1)
+    r: int = Field(16, ge=1, le=4096)
     """The adapters' rank."""
-    alpha: int = Field(32, ge=1)
+    alpha: int = Field(32, ge=1, le=65536)
     """The scale numerator: the update is ``(alpha / r) B A``."""
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     """Dropout on the adapters' input during the update's forward. 0 keeps pi_old (the update's first forward)
@@ -92,7 +127,7 @@ class ModelConfig(_Strict):
     CPUs with bf16 instructions (AVX512-BF16, AMX), slower without (``bench/trainer_vs_trl.py`` measures it).
     Held-out evaluation stays fp32. A 135M model samples a noticeably different policy in bf16."""
     gradient_checkpointing: bool = False
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, le=1024)
     """``torch.set_num_threads``; None keeps torch's default."""
     device: str = "cpu"
     """Where the policy lives: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (a GPU when torch sees one)."""
@@ -112,18 +147,18 @@ class ModelConfig(_Strict):
 
 class GenerationConfig(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
-    temperature: float = Field(0.8, ge=0.0)
+    temperature: float = Field(0.8, ge=0.0, le=MAX_TEMPERATURE)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(96, ge=1, le=MAX_NEW_TOKENS)
-    max_batch: int = Field(16, ge=1)
+    max_batch: int = Field(16, ge=1, le=MAX_BATCH)
     response_prefix: str = ""
     """Prefill every assistant turn with this text (e.g. ``<tool_call>{"name": "``) so a small model's output
     parses; it is part of the prompt, never trained on."""
-    kv_reuse_tokens: int = Field(0, ge=0)
+    kv_reuse_tokens: int = Field(0, ge=0, le=MAX_SEQ_LEN * MAX_BATCH)
     """The local sampler keeps up to this many positions of finished rows' keys and values, so an episode's next
     turn prefills only what the env added (``agents/kvreuse.py``; ~46 KB a position for SmolLM2-135M in fp32).
     0: off, every turn prefills its whole history."""
-    eval_temperature: float = Field(0.0, ge=0.0)
+    eval_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)
     """Held-out evaluation decodes greedily by default."""
     vllm_base_url: str | None = None
     """vLLM server mode: an OpenAI-compatible vLLM server; None with backend vllm starts one (``VLLMServer``)."""
@@ -141,13 +176,13 @@ class GenerationConfig(_Strict):
 class EnvConfig(_Strict):
     id: str = "toy-calculator-v0"
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    train_tasks: int = Field(256, ge=1)
-    eval_tasks: int = Field(32, ge=1)
+    train_tasks: int = Field(256, ge=1, le=MAX_COUNT)
+    eval_tasks: int = Field(32, ge=1, le=MAX_COUNT)
     task_seed: int = Field(0, ge=0, le=MAX_SEED)
-    tool_timeout_s: float | None = Field(None, gt=0)
+    tool_timeout_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     """Seconds an ``async def`` tool call (a sandbox command, a browser action) may run before it is cancelled;
     the agent sees a timeout error and the episode goes on. ``None``: no limit."""
-    max_concurrent_tools: int | None = Field(None, ge=1)
+    max_concurrent_tools: int | None = Field(None, ge=1, le=MAX_BATCH)
     """At most this many ``async def`` tool calls run at once across the step's episodes, however many generate
     together (sandboxes, browsers). ``None``: no cap."""
     rubric: str | dict[str, Any] | None = None
@@ -180,16 +215,16 @@ class AdvantageConfig(_Strict):
 
 class LossConfig(_Strict):
     clip_low: float = Field(0.2, ge=0.0, lt=1.0)
-    clip_high: float = Field(0.28, ge=0.0)
-    beta: float = Field(0.0, ge=0.0)
+    clip_high: float = Field(0.28, ge=0.0, le=10.0)
+    beta: float = Field(0.0, ge=0.0, le=100.0)
     """k3 KL coefficient to the frozen initial policy; 0 loads no reference model."""
-    entropy_coef: float = 0.0
+    entropy_coef: float = Field(0.0, ge=-10.0, le=10.0)
     aggregation: Literal["token-mean", "seq-mean"] = "token-mean"
-    ppo_epochs: int = Field(1, ge=1)
+    ppo_epochs: int = Field(1, ge=1, le=100)
     off_policy: Literal["tis", "sampler", "none"] = "tis"
     """Sampler/learner mismatch: ``tis`` weights tokens by min(pi_old / mu, tis_cap); ``sampler`` takes the PPO
     ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/update.py``)."""
-    tis_cap: float | None = Field(2.0, gt=0.0)
+    tis_cap: float | None = Field(2.0, gt=0.0, le=1e6)
     entropy_modulation: EntropyModulationConfig | None = None
     """AEM (``trainers/entropy.py``): scale each agent turn's advantage by a weight that falls with the turn's
     mean token entropy relative to its group; None trains without it."""
@@ -207,8 +242,8 @@ class EntropyModulationConfig(_Strict):
     turn's mean token entropy min-max normalised within its group; a group whose turn entropies span less than
     ``min_range`` nats is left alone (alpha 1)."""
 
-    lam: float = Field(1.0, ge=0.0)
-    min_range: float = Field(0.1, ge=0.0)
+    lam: float = Field(1.0, ge=0.0, le=1e3)
+    min_range: float = Field(0.1, ge=0.0, le=1e3)
 
 
 class GuidanceConfig(_Strict):
@@ -219,11 +254,11 @@ class GuidanceConfig(_Strict):
 
     metric: Literal["outcome", "reward"] = "outcome"
     """What a failure is measured on: the env's outcome reward, or the rubric reward (``advantage.reward_key``)."""
-    threshold: float = 0.5
+    threshold: float = Field(0.5, ge=-MAX_REWARD, le=MAX_REWARD)
     """A group is guided when its best rollout's value is below this."""
     share: float = Field(0.5, gt=0.0, le=1.0)
     """The share of the group re-rolled with guidance (at least one rollout)."""
-    max_level: int = Field(3, ge=1)
+    max_level: int = Field(3, ge=1, le=100)
     rubric_hints: bool = True
     """Where the env has no hint at a level, hint with the rubric criteria the group's best rollout missed
     (RGR-GRPO); any hint that contains one of the task's secrets is dropped."""
@@ -231,7 +266,7 @@ class GuidanceConfig(_Strict):
     """``tis``: train a guided rollout's tokens under the plain prompt the policy will face, each weighted by the
     truncated importance weight ``min(pi_old(o | plain) / mu(o | hinted), cap)``; ``hinted``: train them under the
     hinted prompt they were sampled from, on-policy (GHPO: the policy learns to act with hints)."""
-    cap: float = Field(1.0, gt=0.0)
+    cap: float = Field(1.0, gt=0.0, le=1e6)
     """Truncation of the guided tokens' importance weights (1: a guided token never outweighs an on-policy one)."""
 
 
@@ -239,7 +274,7 @@ class AsyncConfig(_Strict):
     """Rollouts for the next steps while the current update trains (``trainers/pipeline.py``, issue #27)."""
 
     enabled: bool = False
-    max_staleness: int = Field(1, ge=0)
+    max_staleness: int = Field(1, ge=0, le=1000)
     """How many updates behind the learner a batch's sampling policy may be when it is trained on. Generation is
     paced, never discarded: step ``k`` is produced only once the learner has applied update ``k - max_staleness``.
     0 is exactly the synchronous trainer (same samples, same update)."""
@@ -248,9 +283,9 @@ class AsyncConfig(_Strict):
 class RayResources(_Strict):
     """``ray_worker_resources``: Ray's actor options of the same names."""
 
-    num_cpus: float = Field(1.0, ge=0)
-    num_gpus: float | None = Field(None, ge=0)
-    memory: int | None = Field(None, ge=0)
+    num_cpus: float = Field(1.0, ge=0, le=1e5)
+    num_gpus: float | None = Field(None, ge=0, le=1e5)
+    memory: int | None = Field(None, ge=0, le=1 << 50)
     resources: dict[str, float] = Field(default_factory=dict)
 
     def given(self) -> dict[str, Any]:
@@ -259,28 +294,76 @@ class RayResources(_Strict):
 
 
 class OptimConfig(_Strict):
-    lr: float = Field(2e-5, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
-    betas: tuple[float, float] = (0.9, 0.99)
+    lr: LearningRate = 2e-5
+    weight_decay: float = Field(0.0, ge=0.0, le=10.0)
+    betas: tuple[Beta, Beta] = (0.9, 0.99)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
-    micro_batch: int = Field(8, ge=1)
+    micro_batch: int = Field(8, ge=1, le=MAX_BATCH)
     """At most this many samples per forward and backward; unsharded, the update cuts fewer where padding costs
     more than another micro-batch (``trainers/batching.py``)."""
     max_seq_len: int = Field(1024, ge=16, le=MAX_SEQ_LEN)
+
+
+class WarmStartConfig(_Strict):
+    """Behaviour cloning before GRPO (``trainers/sft.py``; ``rubricgym sft`` runs it alone): the policy learns to
+    imitate kept trajectories, loss on the assistant's tokens only, every prompt rendered by the sampler's own code.
+    Warm-start data comes from teachers (agents that act only on what the episode showed) or from any run, never
+    from oracles, which read the task's hidden values: a clone of them learns to invent facts."""
+
+    data: list[str] = Field(default_factory=list)
+    """Run directories of ``rubricgym run`` (their ``trajectories.jsonl``) and ``rubricgym export --format sft``
+    JSONL files to clone."""
+    agent: str | None = None
+    """A scripted agent of ``env.id`` (``teacher``) that plays the first ``tasks`` training tasks now; its
+    trajectories are kept in the warm start's directory and reused."""
+    tasks: int = Field(64, ge=1, le=MAX_COUNT)
+    """How many training tasks ``agent`` plays (the same training split GRPO draws from)."""
+    episodes_per_task: int = Field(1, ge=1, le=1000)
+    keep: Literal["succeeded", "rubric", "all"] = "succeeded"
+    """Rejection sampling: ``succeeded`` keeps trajectories whose outcome solved the task (``Outcome.succeeded``),
+    ``rubric`` those whose rubric total reaches ``min_rubric`` (unscored ones are scored with the run's rubric),
+    ``all`` every one."""
+    min_rubric: float = Field(0.5, ge=-MAX_REWARD, le=MAX_REWARD)
+    allow_oracle: bool = False
+    """Clone an ``oracle``'s trajectories anyway (tests of the cloning mechanics only)."""
+    steps: int = Field(100, ge=0, le=MAX_STEPS)
+    """Optimizer steps of cloning."""
+    batch_size: int = Field(8, ge=1, le=MAX_BATCH)
+    """Training sequences per optimizer step (cut into ``optim.micro_batch`` micro-batches)."""
+    lr: LearningRate = 5e-5
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    train_layers: int | None = Field(None, ge=1, le=10_000)
+    """Train only the top ``k`` decoder layers and the final norm (None: every weight, or the LoRA adapters when
+    ``model.lora`` is set)."""
+    held_out: float = Field(0.1, ge=0.0, lt=1.0)
+    """The share of tasks whose trajectories are held out to measure token accuracy and loss (none below 2 tasks)."""
+    eval_every: int = Field(25, ge=0, le=MAX_STEPS)
+    save_every: int = Field(25, ge=0, le=MAX_STEPS)
+    """A checkpoint every N steps (0: only at the end); an interrupted warm start resumes from the newest."""
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+
+    @model_validator(mode="after")
+    def _has_data(self) -> WarmStartConfig:
+        if not self.data and self.agent is None:
+            raise ValueError(
+                "warm_start needs trajectories: data (run directories or `export --format sft` files) or agent (a "
+                "scripted teacher of the env)"
+            )
+        return self
 
 
 class TrainConfig(_Strict):
     model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     run_dir: Path = Path("runs/train")
-    steps: int = Field(20, ge=0)
-    tasks_per_step: int = Field(4, ge=1)
-    group_size: int = Field(8, ge=2)
+    steps: int = Field(20, ge=0, le=MAX_STEPS)
+    tasks_per_step: int = Field(4, ge=1, le=MAX_BATCH)
+    group_size: int = Field(8, ge=2, le=MAX_BATCH)
     seed: int = Field(0, ge=0, le=MAX_SEED)
-    eval_every: int = Field(0, ge=0)
+    eval_every: int = Field(0, ge=0, le=MAX_STEPS)
     """Evaluate on the held-out split every N steps (0: only before and after training)."""
-    save_every: int = Field(5, ge=0)
-    time_budget_s: float | None = Field(None, gt=0)
+    save_every: int = Field(5, ge=0, le=MAX_STEPS)
+    time_budget_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     """Stop starting new steps once this much wall time has passed (the final eval still runs)."""
     live: bool = True
     plots: bool = True
@@ -290,16 +373,16 @@ class TrainConfig(_Strict):
     trainer optimised; ``run.json`` records the rubric each env was scored with."""
     ray: bool = False
     ray_address: str | None = None
-    ray_workers: int = Field(2, ge=1)
+    ray_workers: int = Field(2, ge=1, le=MAX_ACTORS)
     ray_worker_resources: RayResources = Field(default_factory=lambda: RayResources())
     """What each rollout actor asks Ray for: ``num_cpus`` (default 1), ``num_gpus``, ``memory`` (bytes) and custom
     ``resources`` (``{"rollout": 1}``: only nodes started with ``ray start --resources '{"rollout": 1}'``)."""
     ray_placement: Literal["pack", "spread", "strict_pack", "strict_spread"] | None = None
     """Reserve one bundle per rollout actor in a Ray placement group of this strategy (``strict_spread``: one
     actor per node); ``None``: Ray schedules each actor where its resources fit."""
-    ray_max_restarts: int = Field(3, ge=0)
+    ray_max_restarts: int = Field(3, ge=0, le=1000)
     """A rollout actor that dies is replaced and its groups replayed, at most this many times per collection."""
-    ray_learners: int = Field(1, ge=1)
+    ray_learners: int = Field(1, ge=1, le=MAX_ACTORS)
     """Learner ranks Ray places (``trainers/ray_learners.py``): above 1, ``rubricgym train`` starts them as Ray
     actors that train data-parallel, rank 0 holding the rollout pool for all, as under ``torchrun``."""
     ray_learner_resources: RayResources = Field(default_factory=lambda: RayResources())
@@ -324,6 +407,9 @@ class TrainConfig(_Strict):
     report_to: list[Literal["tensorboard", "wandb", "trackio"]] = Field(default_factory=list)
     """Experiment trackers that also receive every ``metrics.jsonl`` record (same numbers, same steps) and the
     config (``trainers/trackers.py``); each needs its package (``pip install 'rubricgym[trackers]'``)."""
+    warm_start: WarmStartConfig | None = None
+    """Behaviour cloning before GRPO (``WarmStartConfig``), kept in ``RUN/warm_start`` and reused when present;
+    None starts GRPO from ``model.name`` as it is."""
     judge: JudgeSettings | None = None
     """LLM judges beside the env's checks (``rewards.path``): ``base_url`` + ``model`` or a ``panel``, a persistent
     verdict cache in the run directory; the rubric's LLM-judged criteria (and the buffer's ``writer: llm``

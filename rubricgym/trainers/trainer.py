@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.console import Console
+from rich.markup import escape
 
+from rubricgym.core.jsonl import set_aside_lines, unreadable_lines
 from rubricgym.core.safeio import atomic_write
 from rubricgym.trainers.backends import LocalBackend, tool_limits
-from rubricgym.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from rubricgym.trainers.checkpoint import resume_checkpoint, save_checkpoint
 from rubricgym.trainers.config import dump_config
 from rubricgym.trainers.display import LiveDisplay
 from rubricgym.trainers.distributed import any_rank, is_main
@@ -28,6 +31,7 @@ from rubricgym.trainers.pipeline import Pipeline
 from rubricgym.trainers.report import write_html, write_plots
 from rubricgym.trainers.rollouts import flatten
 from rubricgym.trainers.sampler_copy import PoolWeights, SamplerCopy
+from rubricgym.trainers.sft import warm_start
 from rubricgym.trainers.step import StepBatch, StepTrainer
 
 
@@ -70,10 +74,18 @@ class Trainer(StepTrainer):
     # ---- the run ------------------------------------------------------------------------------------------
 
     def resume(self) -> bool:
-        ckpt = latest_checkpoint(Path(self.cfg.run_dir))  # rank 0 writes them for every rank
-        if ckpt is None:
+        """Continue from the newest usable checkpoint (rank 0 writes them for every rank; a damaged one is skipped
+        for the one before it), after setting aside the lines of the run's JSONL logs a kill cut short; what was
+        skipped or set aside is printed and kept in ``resume_notes``."""
+        self.resume_notes = self.set_aside_torn_lines()
+        found = resume_checkpoint(Path(self.cfg.run_dir), self.trained, self.optimizer)
+        if found is not None:
+            self.resume_notes += found[2]
+        for note in self.resume_notes:
+            (self.console or Console(stderr=True)).print(f"[yellow]resume:[/] {escape(note)}", soft_wrap=True)
+        if found is None:
             return False
-        self.state = load_checkpoint(ckpt, self.trained, self.optimizer)
+        self.state = found[1]
         if self.state.base_eval:
             self.base_eval = EvalResult.model_validate(self.state.base_eval)
         self.metrics.truncate_after(self.state.step)
@@ -86,6 +98,20 @@ class Trainer(StepTrainer):
             self.guide.load_state_dict(self.state.guidance or {})
         self.backend.push_weights(self.model)
         return True
+
+    def set_aside_torn_lines(self) -> list[str]:
+        """Move the lines of the run's JSONL logs (``metrics.jsonl``, ``trajectories.jsonl``, ...) that are not JSON
+        (a write a kill cut short) to ``FILE.removed``: one note per file."""
+        notes = []
+        for path in sorted(self.run_dir.glob("*.jsonl")):
+            torn = unreadable_lines(path)
+            aside = set_aside_lines(path, torn)
+            if aside is not None:
+                where = ", ".join(map(str, torn[:5])) + (" ..." if len(torn) > 5 else "")
+                notes.append(
+                    f"{path}: {len(torn)} line(s) cut short by an interrupted write (line {where}) moved to {aside}"
+                )
+        return notes
 
     def checkpoint(self) -> Path:
         self.state.base_eval = self.base_eval.model_dump(mode="json") if self.base_eval else None
@@ -101,7 +127,9 @@ class Trainer(StepTrainer):
         dump_config(cfg, self.run_dir / "config.yaml")
         resumed = self.resume() if resume else False
         if not resumed:
-            random.seed(cfg.seed)
+            if cfg.warm_start is not None:  # behaviour cloning first: reused when RUN/warm_start holds it finished
+                self.warm_start_summary = await warm_start(self)
+            random.seed(cfg.seed)  # after the warm start: a reused one leaves GRPO's random stream as a fresh one
             np.random.seed(cfg.seed)
             torch.manual_seed(cfg.seed)
             if self.metrics.path.exists():

@@ -1,0 +1,795 @@
+"""Behaviour cloning (supervised fine-tuning): the warm start that gives GRPO a policy which already performs the
+tool protocol, so its groups have reward variance to learn from (DiagAgent, ARMed: SFT on expert behaviour, then RL).
+
+- **Data**: trajectories from ``rubricgym run`` directories, ``rubricgym export --format sft`` files, or played now
+  by a scripted agent of the env (a ``teacher``: it acts only on what the episode showed) on the training split
+  GRPO draws from; kept by outcome (``Outcome.succeeded``) or rubric total (rejection sampling). An ``oracle``'s
+  trajectories are refused: it reads the task's hidden values, and its clone learns to invent facts.
+- **Same renderer**: each assistant turn becomes a sampler ``Turn``: its prompt is ``LocalAgent.render`` of the
+  conversation before it (the chat template and ``response_prefix``, exactly what ``act`` feeds the model), its
+  completion the turn's text after the prefix, cut after the first stop string as the sampler cuts (an
+  end-of-turn token when the text has none). ``samples.build_samples`` lays the turns out as GRPO's rollouts are, so
+  only assistant tokens carry ``loss_mask`` 1.
+- **Loss**: the mean negative log-likelihood of the assistant tokens (``update.generated_logprobs`` through
+  ``logprobs_of``, micro-batched with ``lockstep_batches``, normalised by the global token count, gradients
+  summed across ranks): the trainer's own update path, so full, top-k layers (``train_layers``), LoRA and FSDP2
+  behave as they do under GRPO. TRL's ``SFTTrainer`` renders with its own template: it cannot meet the
+  same-renderer rule.
+- **Run directory** (``RUN/warm_start`` under ``rubricgym train``): ``checkpoints/`` in the GRPO trainer's format
+  (an interrupted run resumes from the newest), ``metrics.jsonl`` (loss per step; held-out loss and token accuracy),
+  ``loss.png``, ``summary.html``, ``summary.json`` and ``model/``, a Hugging Face model directory that
+  ``model.name``, ``run --agent local``, ``eval``, ``arena`` and ``serve`` load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import html
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
+from rubricgym.core.jsonl import read_jsonl
+from rubricgym.core.registry import env_agents
+from rubricgym.core.rollout import rollout_many
+from rubricgym.core.safeio import atomic_write
+from rubricgym.core.store import TRAJECTORIES, TrajectoryStore
+from rubricgym.core.types import Message, Task, ToolCall, Trajectory
+from rubricgym.rewards.path import RewardPath, build_judges
+from rubricgym.rewards.rubric import load_rubric
+from rubricgym.trainers import sharding
+from rubricgym.trainers.batching import lockstep_batches
+from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
+from rubricgym.trainers.config import ConfigError, OptimConfig, TrainConfig, WarmStartConfig, dump_config
+from rubricgym.trainers.distributed import is_main, shard
+from rubricgym.trainers.lora import add_adapters, export_merged, trainable_parameters
+from rubricgym.trainers.optim import make_optimizer
+from rubricgym.trainers.report import MetricsLog
+from rubricgym.trainers.samples import Sample, build_samples
+from rubricgym.trainers.update import NonFiniteUpdate, logprobs_of, normalizer, sync_gradients
+
+WARM_START_DIR = "warm_start"
+"""Where ``rubricgym train`` keeps its warm start, inside the run directory."""
+MODEL_DIR = "model"
+"""The finished warm start's Hugging Face model directory, inside the warm start's directory."""
+STAMP = "warm_start.json"
+"""The config a warm start directory was made with: a different one is refused, never silently reused."""
+
+Render = Callable[[list[Message]], list[int]]
+PathOf = Callable[[Task], RewardPath]
+"""The reward path that scores a task (a suite's entry's, under ``rubricgym train``)."""
+
+
+# ---- data ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Demo:
+    """One conversation to clone: its messages and what rejection sampling reads (outcome, rubric total)."""
+
+    id: str
+    task_id: str
+    agent: str
+    messages: list[Message]
+    source: str
+    succeeded: bool | None = None
+    """``Outcome.succeeded``; None where the source has no outcome (an ``export --format sft`` row)."""
+    score: float | None = None
+    """The rubric total (``scores.jsonl``, the trajectory's ``rubric`` reward, or scored here); None: none yet."""
+    trajectory: Trajectory | None = None
+
+
+def demos_from_trajectories(trajectories: Sequence[Trajectory], source: str, totals: dict[str, Any]) -> list[Demo]:
+    return [
+        Demo(
+            t.id,
+            t.task.id,
+            t.agent,
+            list(t.messages),
+            source,
+            succeeded=t.outcome.succeeded,
+            score=totals.get(t.id, t.rewards.get("rubric")),
+            trajectory=t,
+        )
+        for t in trajectories
+    ]
+
+
+SCORES = "scores.jsonl"
+"""What ``rubricgym score RUN_DIR`` writes: each trajectory's rubric total."""
+
+
+def rubric_totals(run: Path) -> dict[str, float | None]:
+    """Trajectory id -> rubric total from ``run/scores.jsonl`` (None: its verdicts failed); empty without one."""
+    path = run / SCORES
+    totals: dict[str, float | None] = {}
+    if not path.exists():
+        return totals
+    for n, record in read_jsonl(path, ConfigError):
+        tid = record.get("trajectory_id") if isinstance(record, dict) else None
+        total = record.get("total") if isinstance(record, dict) else None
+        if not isinstance(tid, str) or not (total is None or isinstance(total, int | float)):
+            raise ConfigError(f"{path}:{n}: not a score record (trajectory_id and total); re-run `rubricgym score`")
+        totals[tid] = None if total is None else float(total)
+    return totals
+
+
+def read_demos(path: str | Path) -> list[Demo]:
+    """The conversations in a ``rubricgym run`` directory or an ``export --format sft`` JSONL file."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / TRAJECTORIES).exists():
+            raise ConfigError(f"warm_start.data: {p} has no {TRAJECTORIES}; give a `rubricgym run` directory")
+        return demos_from_trajectories(list(TrajectoryStore(p).iter()), str(p), rubric_totals(p))
+    if not p.is_file():
+        raise ConfigError(f"warm_start.data: {p}: no such run directory or file")
+    out = []
+    for n, row in read_jsonl(p, ConfigError):
+        if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+            raise ConfigError(
+                f"warm_start.data: {p}:{n}: not an SFT row (an object with a messages list, as "
+                "`rubricgym export --format sft` writes)"
+            )
+        try:
+            messages = [_message(m) for m in row["messages"]]
+        except (ValueError, TypeError, KeyError) as e:
+            raise ConfigError(f"warm_start.data: {p}:{n}: a message does not parse ({e})") from None
+        score = row.get("score")
+        out.append(
+            Demo(
+                str(row.get("trajectory_id") or f"{p.name}:{n}"),
+                str(row.get("task_id") or f"{p.name}:{n}"),
+                str(row.get("agent") or "export"),
+                messages,
+                f"{p}:{n}",
+                score=float(score) if isinstance(score, int | float) else None,
+            )
+        )
+    return out
+
+
+def _message(d: dict[str, Any]) -> Message:
+    """A ``Message`` from its OpenAI dict (``Message.to_openai``'s inverse: tool calls' arguments are JSON text)."""
+    calls = d.get("tool_calls")
+    parsed = None
+    if calls:
+        parsed = [
+            ToolCall(
+                id=c.get("id"),
+                name=c["function"]["name"],
+                arguments=json.loads(c["function"].get("arguments") or "{}"),
+            )
+            for c in calls
+        ]
+    return Message(
+        role=d["role"],
+        content=d.get("content"),
+        tool_calls=parsed,
+        tool_call_id=d.get("tool_call_id"),
+        name=d.get("name"),
+    )
+
+
+def is_oracle(agent: str) -> bool:
+    """Whether an agent name is a scripted oracle's (it may read ``hidden``: never a teacher)."""
+    return agent.startswith("oracle")
+
+
+def refuse_oracles(demos: Sequence[Demo], ws: WarmStartConfig) -> None:
+    if ws.allow_oracle:
+        return
+    bad = sorted({d.source.split(":")[0] for d in demos if is_oracle(d.agent)})
+    if bad:
+        raise ConfigError(
+            f"warm_start: {', '.join(bad)} holds trajectories of an oracle, which reads the task's hidden values: "
+            "its clone learns to invent facts. Clone a teacher's trajectories (`rubricgym run ENV --agent teacher`)"
+        )
+
+
+async def score_missing(demos: Sequence[Demo], path_of: PathOf) -> None:
+    """Give every trajectory without a rubric total the one its reward path scores (None where a verdict failed)."""
+    todo = [d for d in demos if d.score is None and d.trajectory is not None]
+    by_path: dict[int, tuple[RewardPath, list[Demo]]] = {}
+    for d in todo:
+        assert d.trajectory is not None
+        path = path_of(d.trajectory.task)
+        by_path.setdefault(id(path), (path, []))[1].append(d)
+    for path, mine in by_path.values():
+        breakdowns = await path.score_many([d.trajectory for d in mine if d.trajectory is not None])
+        for d, b in zip(mine, breakdowns, strict=True):
+            d.score = float(b.total) if b.valid and b.total is not None else None
+
+
+def select(demos: Sequence[Demo], ws: WarmStartConfig) -> list[Demo]:
+    """Rejection sampling: the demos ``ws.keep`` keeps."""
+    if ws.keep == "all":
+        return list(demos)
+    if ws.keep == "succeeded":
+        unknown = sorted({d.source.split(":")[0] for d in demos if d.succeeded is None})
+        if unknown:
+            raise ConfigError(
+                f"warm_start.keep: succeeded needs outcomes, and {', '.join(unknown)} has none (an `export --format "
+                "sft` file); set keep: rubric (its rows' scores) or keep: all"
+            )
+        return [d for d in demos if d.succeeded]
+    return [d for d in demos if d.score is not None and d.score >= ws.min_rubric]
+
+
+# ---- the sampler's rendering -------------------------------------------------------------------------------------
+
+
+def clone_turns(
+    messages: Sequence[Message], render: Render, tokenizer: Any, *, response_prefix: str, stop: Sequence[str]
+) -> list[Turn]:
+    """Each assistant message of ``messages`` as the sampler's ``Turn``: the prompt ``render`` gives for the
+    messages before it, the completion its text after ``response_prefix`` (part of the prompt), cut after the first
+    stop string as generation stops there, else ended with the end-of-turn token. A turn that does not start with
+    the prefix raises ``ValueError``: the policy could never have produced it."""
+    turns = []
+    eos = tokenizer.eos_token_id
+    for i, m in enumerate(messages):
+        if m.role != "assistant":
+            continue
+        text = chat_dicts([m])[0]["content"]
+        if not text.startswith(response_prefix):
+            raise ValueError(f"assistant turn {i} does not start with generation.response_prefix {response_prefix!r}")
+        text = text[len(response_prefix) :]
+        ends = [text.index(s) + len(s) for s in stop if s in text]
+        completion = list(tokenizer.encode(text[: min(ends)] if ends else text, add_special_tokens=False))
+        if not ends:
+            completion.append(eos)
+        if not completion:
+            continue
+        turns.append(Turn(list(render(list(messages[:i]))), completion, [0.0] * len(completion), text))
+    return turns
+
+
+def demo_samples(
+    index: int, messages: Sequence[Message], policy: LocalAgent, max_seq_len: int, render: Render | None = None
+) -> list[Sample]:
+    """The training sequences of one conversation, laid out as GRPO lays out a rollout (``build_samples``: turns
+    whose prompt extends the sequence so far share it), cut to ``max_seq_len``; sequences left with no assistant
+    token are dropped."""
+    turns = clone_turns(
+        messages,
+        render or policy.render,
+        policy.tokenizer,
+        response_prefix=policy.response_prefix,
+        stop=policy.stop,
+    )
+    samples = build_samples(index, turns, [0] * len(turns))
+    return [s for s in (x.truncate(max_seq_len) for x in samples) if s.n_generated]
+
+
+# ---- the loss ----------------------------------------------------------------------------------------------------
+
+
+def nll_gradients(model: torch.nn.Module, samples: Sequence[Sample], micro_batch: int, pad_id: int) -> dict[str, float]:
+    """Accumulate the gradient of the mean negative log-likelihood of ``samples``' assistant tokens (``loss_mask``
+    1; every rank's share of the global token count) into ``model``'s ``.grad``; returns the loss and token count."""
+    norm = normalizer(samples, "token-mean")
+    forward = logprobs_of(model)
+    total, tokens = 0.0, 0
+    for _chunk, b, filler in lockstep_batches(model, samples, micro_batch, pad_id):
+        logp, _ = forward(b.input_ids, b.attention_mask, b.loss_mask)
+        if filler:  # a sharded rank's extra micro-batch: the collectives run, the gradient gets zero
+            (logp.sum() * 0.0).backward()
+            continue
+        loss = -(logp * b.loss_mask).sum() / max(norm, 1.0)
+        loss.backward()
+        total += float(loss.detach())
+        tokens += int(b.loss_mask.sum())
+    return {"loss": _sum_over_ranks(total), "tokens": float(tokens)}
+
+
+def _sum_over_ranks(value: float) -> float:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        t = torch.tensor([value], dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t.item())
+    return value
+
+
+@torch.no_grad()
+def heldout_metrics(
+    model: torch.nn.Module, samples: Sequence[Sample], micro_batch: int, pad_id: int
+) -> dict[str, float]:
+    """Mean negative log-likelihood and greedy token accuracy (the argmax is the cloned token) on ``samples``'
+    assistant tokens, on whole weights (a sharded model is gathered for it)."""
+    if not samples:
+        return {}
+    from rubricgym.trainers.samples import collate
+
+    body = getattr(model, getattr(model, "base_model_prefix", "model"))
+    head = model.get_output_embeddings()  # type: ignore[operator]
+    device = next(model.parameters()).device
+    nll, right, count = 0.0, 0, 0
+    was_training = model.training
+    model.eval()
+    with sharding.gathered(model) if sharding.is_sharded(model) else contextlib.nullcontext():
+        for start in range(0, len(samples), micro_batch):
+            b = collate(samples[start : start + micro_batch], pad_id).to(device)
+            hidden = body(input_ids=b.input_ids, attention_mask=b.attention_mask).last_hidden_state
+            select = b.loss_mask[:, 1:] > 0
+            logits = head(hidden[:, :-1][select]).float()
+            targets = b.input_ids[:, 1:][select]
+            nll += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+            right += int((logits.argmax(-1) == targets).sum())
+            count += int(targets.numel())
+    model.train(was_training)
+    return {"heldout_loss": nll / max(count, 1), "heldout_accuracy": right / max(count, 1), "heldout_tokens": count}
+
+
+# ---- the run -----------------------------------------------------------------------------------------------------
+
+
+def select_layers(model: torch.nn.Module, k: int) -> list[torch.nn.Parameter]:
+    """Freeze every weight but the top ``k`` decoder layers and the final norm; returns those trained."""
+    layers = sharding.decoder_layers(model)
+    if k > len(layers):
+        raise ConfigError(f"warm_start.train_layers: {k}, but the model has {len(layers)} decoder layers")
+    model.requires_grad_(False)
+    body = getattr(model, getattr(model, "base_model_prefix", "model"))
+    for m in [*layers[-k:], getattr(body, "norm", None)]:
+        if m is not None:
+            m.requires_grad_(True)
+    return trainable_parameters(model)
+
+
+def fingerprint(cfg: TrainConfig) -> dict[str, Any]:
+    """What a warm start's result depends on: a directory made under another is not reused."""
+    data = cfg.model_dump(mode="json")
+    return {
+        "warm_start": data["warm_start"],
+        "model": {k: data["model"][k] for k in ("name", "dtype", "lora")},
+        "env": {k: data["env"][k] for k in ("id", "kwargs", "train_tasks", "task_seed", "rubric", "suite")},
+        "response_prefix": data["generation"]["response_prefix"],
+        "max_seq_len": data["optim"]["max_seq_len"],
+    }
+
+
+def check_stamp(out: Path, cfg: TrainConfig) -> None:
+    """Refuse a directory holding a warm start made with another config; stamp a new one."""
+    mine = fingerprint(cfg)
+    path = out / STAMP
+    if path.exists():
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+        if theirs != mine:
+            changed = sorted(k for k in mine if mine[k] != theirs.get(k))
+            raise ConfigError(
+                f"{out} holds a warm start made with different settings ({', '.join(changed)}); move it away or "
+                "delete it to clone again, or use another run directory"
+            )
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    if is_main():
+        atomic_write(path, json.dumps(mine, indent=2, sort_keys=True))
+
+
+def split_held_out(demos: Sequence[Demo], ws: WarmStartConfig) -> tuple[list[Demo], list[Demo]]:
+    """Training and held-out demos, by task (a task's trajectories all fall on one side), seeded."""
+    tasks = sorted({d.task_id for d in demos}, key=lambda t: hashlib.sha256(f"{ws.seed}:{t}".encode()).hexdigest())
+    n = math.ceil(ws.held_out * len(tasks)) if len(tasks) >= 2 and ws.held_out > 0 else 0
+    held = set(tasks[:n])
+    return [d for d in demos if d.task_id not in held], [d for d in demos if d.task_id in held]
+
+
+class Cloner:
+    """The cloning loop over prepared samples: seeded epoch-shuffled batches, one optimizer step each, held-out
+    metrics every ``eval_every`` steps, checkpoints every ``save_every`` steps in ``out`` (resumed exactly)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        trained: Any,
+        tokenizer: Any,
+        optimizer: torch.optim.Optimizer,
+        ws: WarmStartConfig,
+        optim: OptimConfig,
+        out: Path,
+        console: Console,
+        live: bool,
+    ):
+        self.model, self.trained, self.tokenizer, self.optimizer = model, trained, tokenizer, optimizer
+        self.ws, self.optim, self.out, self.console, self.live = ws, optim, out, console, live
+        self.metrics = MetricsLog(out / "metrics.jsonl")
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def batch_at(self, samples: Sequence[Sample], step: int) -> list[Sample]:
+        """Step ``step``'s ``batch_size`` samples of the endless stream (each epoch a seeded shuffle)."""
+        out = []
+        for pos in range(step * self.ws.batch_size, (step + 1) * self.ws.batch_size):
+            epoch, i = divmod(pos, len(samples))
+            order = np.random.default_rng([self.ws.seed, epoch]).permutation(len(samples))
+            out.append(samples[int(order[i])])
+        return shard(out)
+
+    def run(self, train: Sequence[Sample], held: Sequence[Sample]) -> dict[str, Any]:
+        ws = self.ws
+        ckpt = latest_checkpoint(self.out)
+        state = TrainState(step=0, cursor=0)
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, self.trained, self.optimizer)
+            self.metrics.truncate_after(state.step)
+        elif self.metrics.path.exists():
+            self.metrics.path.unlink()
+        if state.step == 0 and held:
+            self.log_eval(0, held)
+        started = time.perf_counter() - state.elapsed_s
+        with self.progress(state.step) as advance:
+            while state.step < ws.steps:
+                record = self.step(state.step, train)
+                state.step += 1
+                state.cursor = state.step * ws.batch_size
+                state.elapsed_s = time.perf_counter() - started
+                record |= {"kind": "train", "step": state.step, "elapsed_s": state.elapsed_s}
+                self.metrics.write(record)
+                last = state.step == ws.steps
+                if held and (last or (ws.eval_every and state.step % ws.eval_every == 0)):
+                    record |= self.log_eval(state.step, held)
+                if last or (ws.save_every and state.step % ws.save_every == 0):
+                    self.save(state)
+                advance(record)
+        if ckpt is None and ws.steps == 0:
+            self.save(state)
+        return self.finish(state)
+
+    def step(self, step: int, train: Sequence[Sample]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = nll_gradients(self.model, self.batch_at(train, step), self.optim.micro_batch, self.pad_id)
+        sync_gradients(self.model)
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        norm = sharding.grad_norm_and_clip(params, self.ws.max_grad_norm)
+        if not (math.isfinite(stats["loss"]) and math.isfinite(norm)):
+            raise NonFiniteUpdate(
+                f"warm start step {step + 1}: loss {stats['loss']}, gradient norm {norm} (weights untouched); "
+                "lower warm_start.lr"
+            )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.eval()
+        return stats | {"grad_norm": norm, "lr": self.ws.lr, "step_s": time.perf_counter() - t0}
+
+    def log_eval(self, step: int, held: Sequence[Sample]) -> dict[str, float]:
+        result = heldout_metrics(self.model, held, self.optim.micro_batch, self.pad_id)
+        self.metrics.write({"kind": "eval", "step": step, **result})
+        return result
+
+    def save(self, state: TrainState) -> None:
+        if is_main() or sharding.is_sharded(self.model):
+            save_checkpoint(self.out, self.trained, self.tokenizer, self.optimizer, state)
+
+    @contextlib.contextmanager
+    def progress(self, done: int) -> Iterator[Callable[[dict[str, Any]], None]]:
+        """A rich progress bar on a terminal, else a plain line every ~5% of the steps (logs, CI)."""
+        ws = self.ws
+        if not (self.live and is_main()):
+            yield lambda record: None
+            return
+        if not self.console.is_terminal:
+            every = max(1, ws.steps // 20)
+
+            def line(r: dict[str, Any]) -> None:
+                if r["step"] % every == 0 or r["step"] == ws.steps or "heldout_accuracy" in r:
+                    acc = f" held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
+                    self.console.print(f"warm start step {r['step']}/{ws.steps} loss {r['loss']:.4f}{acc}")
+
+            yield line
+            return
+        bar = Progress(
+            TextColumn("[bold]warm start"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+        )
+        with bar:
+            task = bar.add_task("warm start", total=ws.steps, completed=done, status="")
+
+            def advance(r: dict[str, Any]) -> None:
+                acc = f" · held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
+                bar.update(task, advance=1, status=f"loss {r['loss']:.4f}{acc}")
+
+            yield advance
+
+    def finish(self, state: TrainState) -> dict[str, Any]:
+        records = self.metrics.read()
+        train = [r for r in records if r.get("kind") == "train"]
+        evals = [r for r in records if r.get("kind") == "eval"]
+        first, last = (evals[0], evals[-1]) if evals else ({}, {})
+        summary = {
+            "steps": state.step,
+            "first_loss": train[0]["loss"] if train else None,
+            "last_loss": train[-1]["loss"] if train else None,
+            "heldout_accuracy_before": first.get("heldout_accuracy"),
+            "heldout_accuracy_after": last.get("heldout_accuracy"),
+            "heldout_loss_before": first.get("heldout_loss"),
+            "heldout_loss_after": last.get("heldout_loss"),
+            "elapsed_s": state.elapsed_s,
+        }
+        if is_main():
+            write_report(self.out, records, summary)
+        return summary
+
+
+def write_report(out: Path, records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """``loss.png`` (training loss; held-out loss and token accuracy) and ``summary.html``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval" and r.get("heldout_loss") is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+    ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="training loss")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["heldout_loss"] for r in evals], "o-", label="held-out loss")
+        acc = ax.twinx()
+        acc.plot([r["step"] for r in evals], [r["heldout_accuracy"] for r in evals], "s--", color="C2")
+        acc.set_ylabel("held-out token accuracy", color="C2")
+    ax.set_xlabel("step")
+    ax.set_ylabel("nats / assistant token")
+    ax.set_title("Warm start (behaviour cloning)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "loss.png")
+    plt.close(fig)
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_fmt(v))}</td></tr>" for k, v in summary.items())
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>warm start {html.escape(out.name)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}td{{border:1px solid #ccc;padding:2px 6px}}</style></head><body>
+<h1>Warm start: {html.escape(str(out))}</h1><table>{rows}</table><img src="loss.png" alt="loss"></body></html>"""
+    atomic_write(out / "summary.html", page)
+    atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+# ---- preparing the data ------------------------------------------------------------------------------------------
+
+
+async def gather_demos(
+    cfg: TrainConfig, out: Path, tasks: Sequence[Task], path_of: PathOf, console: Console, live: bool
+) -> tuple[list[Demo], dict[str, int]]:
+    """Every source's demos (the agent's played now, kept in ``out/teacher`` and reused), oracles refused, then
+    the ones ``keep`` keeps; returns them with counts for the summary."""
+    ws = cfg.warm_start
+    assert ws is not None
+    if ws.agent is not None and not ws.allow_oracle and is_oracle(ws.agent):
+        refuse_oracles([Demo("", "", ws.agent, [], f"warm_start.agent {ws.agent}")], ws)
+    demos: list[Demo] = []
+    for src in ws.data:
+        demos += read_demos(src)
+    if ws.agent is not None:
+        demos += await play(cfg, ws, out / "teacher", tasks, live)
+    refuse_oracles(demos, ws)
+    if ws.keep == "rubric":
+        await score_missing(demos, path_of)
+    kept = select(demos, ws)
+    counts = {"demos": len(demos), "kept": len(kept)}
+    if is_main() and live:
+        console.print(f"warm start: keeping {len(kept)} of {len(demos)} trajectories (keep: {ws.keep})")
+    if not kept:
+        raise ConfigError(
+            f"warm_start: none of {len(demos)} trajectories passes keep: {ws.keep}"
+            + (f" (min_rubric {ws.min_rubric})" if ws.keep == "rubric" else "")
+            + "; give more data, a better teacher, or loosen the filter"
+        )
+    return kept, counts
+
+
+async def play(cfg: TrainConfig, ws: WarmStartConfig, where: Path, tasks: Sequence[Task], live: bool) -> list[Demo]:
+    """The scripted agent ``ws.agent`` on ``tasks`` (stored in ``where``; finished tasks are not played again)."""
+    if cfg.env.suite is not None:
+        raise ConfigError("warm_start.agent plays one env; with env.suite give data: (run directories) instead")
+    agents = env_agents(cfg.env.id)
+    if ws.agent not in agents:
+        raise ConfigError(
+            f"warm_start.agent: {cfg.env.id} has no scripted agent {ws.agent!r}; "
+            f"choose from {', '.join(sorted(agents))}"
+        )
+    store = TrajectoryStore(where)
+    report = await rollout_many(
+        cfg.env.id,
+        agents[ws.agent](seed=ws.seed),
+        list(tasks)[: ws.tasks],
+        group_size=ws.episodes_per_task,
+        store=store,
+        resume=True,
+        seed=ws.seed,
+        env_kwargs=cfg.env.kwargs,
+        progress=live and is_main(),
+        description=f"warm start data: {ws.agent}",
+    )
+    if report.failures:
+        raise ConfigError(f"warm_start.agent {ws.agent}: {len(report.failures)} episodes failed: {report.failures[0]}")
+    return demos_from_trajectories(list(store.iter()), str(where), {})
+
+
+def prepare(
+    demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int
+) -> tuple[list[Sample], list[Sample]]:
+    """Training and held-out samples, rendered by ``policy`` (the sampler)."""
+    train, held = split_held_out(demos, ws)
+    out: list[list[Sample]] = []
+    for part in (train, held):
+        samples: list[Sample] = []
+        for i, d in enumerate(part):
+            try:
+                samples += demo_samples(i, d.messages, policy, max_seq_len)
+            except ValueError as e:
+                raise ConfigError(f"warm_start: {d.source} (trajectory {d.id}): {e}") from None
+        out.append(samples)
+    if not out[0]:
+        raise ConfigError("warm_start: no training sequence has an assistant token within optim.max_seq_len")
+    return out[0], out[1]
+
+
+def sft_optim(cfg: TrainConfig) -> OptimConfig:
+    ws = cfg.warm_start
+    assert ws is not None
+    return cfg.optim.model_copy(update={"lr": ws.lr, "max_grad_norm": ws.max_grad_norm})
+
+
+def check(cfg: TrainConfig) -> WarmStartConfig:
+    """The warm start's own combination checks, before any model loads."""
+    ws = cfg.warm_start
+    if ws is None:
+        raise ConfigError("no warm_start section: give data (run directories, sft files) or agent (a teacher)")
+    if ws.train_layers is not None and cfg.model.lora is not None:
+        raise ConfigError("warm_start.train_layers and model.lora both choose what trains: keep one")
+    return ws
+
+
+def finished(out: Path, ws: WarmStartConfig) -> bool:
+    """Whether ``out`` holds a finished warm start: its newest checkpoint at ``ws.steps``."""
+    ckpt = latest_checkpoint(out)
+    if ckpt is None:
+        return False
+    return int(json.loads((ckpt / "state.json").read_text(encoding="utf-8"))["step"]) >= ws.steps
+
+
+async def clone(
+    cfg: TrainConfig,
+    out: Path,
+    *,
+    policy: LocalAgent,
+    model: torch.nn.Module,
+    trained: Any,
+    tasks: Sequence[Task],
+    path_of: PathOf,
+    console: Console,
+    live: bool,
+) -> dict[str, Any]:
+    """Clone into ``policy``'s network ``model`` in place (``trained``: what checkpoints hold, the ``PeftModel``
+    under LoRA), resuming from ``out``'s newest checkpoint; a finished one is loaded as it is, with no data read.
+    Writes ``out/model`` and returns the summary."""
+    ws = check(cfg)
+    check_stamp(out, cfg)
+    if is_main():
+        dump_config(cfg, out / "config.yaml")  # export_merged reads the base model of a LoRA run from it
+    done = finished(out, ws)
+    counts: dict[str, int] = {}
+    train: list[Sample] = []
+    held: list[Sample] = []
+    if not done:
+        demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live)
+        train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len)
+        counts |= {"train_sequences": len(train), "heldout_sequences": len(held)}
+    elif live and is_main():
+        console.print(f"warm start: reusing the finished one in {out}")
+    flags = {p: p.requires_grad for p in model.parameters()}
+    try:
+        params = select_layers(model, ws.train_layers) if ws.train_layers else trainable_parameters(model)
+        optimizer = make_optimizer(params, sft_optim(cfg), sharded=sharding.is_sharded(model))
+        cloner = Cloner(model, trained, policy.tokenizer, optimizer, ws, sft_optim(cfg), out, console, live)
+        summary = cloner.run(train, held)
+    finally:
+        for p, flag in flags.items():
+            p.requires_grad_(flag)
+    if done:
+        saved = out / "summary.json"
+        summary = json.loads(saved.read_text(encoding="utf-8")) if saved.exists() else summary
+    summary |= counts
+    if is_main():
+        summary["model"] = str(
+            out / MODEL_DIR if done and (out / MODEL_DIR).is_dir() else export_merged(out, out / MODEL_DIR)
+        )
+        atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+    return summary
+
+
+def run_sft(cfg: TrainConfig, out: Path, *, resume: bool = False, console: Console | None = None) -> dict[str, Any]:
+    """``rubricgym sft``: load ``cfg.model`` as the GRPO trainer does (LoRA, FSDP2 as configured) and clone."""
+    from rubricgym.trainers.distributed import backend_for, init_from_env, local_device
+    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.step import unique_tasks
+
+    console = console or Console()
+    check(cfg)
+    if latest_checkpoint(out) is not None and not resume:
+        raise ConfigError(f"{out} holds a warm start's checkpoints: pass --resume to continue it, or another --out")
+    device = local_device(cfg.model.device)
+    init_from_env(backend_for(device))
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
+    g = cfg.generation
+    policy = TrainingPolicy(
+        cfg.model.name, dtype=cfg.model.dtype, device=device, response_prefix=g.response_prefix, max_new_tokens=1
+    )
+    model = policy.lm
+    torch.manual_seed(cfg.warm_start.seed if cfg.warm_start else 0)
+    peft = None if cfg.model.lora is None else add_adapters(model, cfg.model.lora, cfg.seed)
+    if cfg.model.gradient_checkpointing:  # as the GRPO trainer enables it (step.py)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    if cfg.model.parallel.strategy == "fsdp2":
+        sharding.shard(model, cfg.model.parallel)
+    tasks = (
+        list(unique_tasks(cfg.env.id, cfg.env.train_tasks, cfg.env.task_seed, "train", cfg.env.kwargs))
+        if cfg.warm_start is not None and cfg.warm_start.agent is not None
+        else []
+    )
+    rubric = load_rubric(cfg.env.rubric) if cfg.env.rubric is not None else None
+    path = RewardPath(build_judges(cfg.judge, out), entry=rubric or _default_rubric(cfg))
+    return asyncio.run(
+        clone(
+            cfg,
+            out,
+            policy=policy,
+            model=model,
+            trained=peft if peft is not None else model,
+            tasks=tasks,
+            path_of=lambda task: path,
+            console=console,
+            live=cfg.live,
+        )
+    )
+
+
+def _default_rubric(cfg: TrainConfig) -> Any:
+    from rubricgym.core.registry import spec
+
+    if cfg.env.suite is not None:
+        return None
+    return spec(cfg.env.id).load().default_rubric()
+
+
+async def warm_start(trainer: Any) -> dict[str, Any]:
+    """``rubricgym train``'s warm start: clone into the trainer's freshly loaded policy in place, in
+    ``RUN/warm_start`` (reused when finished, resumed when interrupted), before any GRPO step. A full fine-tuning
+    KL reference is reset to the warm-started weights (under LoRA it stays the base with the adapters off)."""
+    cfg: TrainConfig = trainer.cfg
+    out = Path(cfg.run_dir) / WARM_START_DIR
+    summary = await clone(
+        cfg,
+        out,
+        policy=trainer.policy,
+        model=trainer.model,
+        trained=trainer.trained,
+        tasks=list(trainer.train_tasks),
+        path_of=lambda task: trainer.entry_for(task).path,
+        console=trainer.console or Console(),
+        live=cfg.live,
+    )
+    if trainer.ref_model is not None and trainer.peft is None:
+        trainer.ref_model.load_state_dict(trainer.model.state_dict())
+    trainer.policy.release_packed()  # the sampler's packed copies hold the weights from before cloning
+    trainer.backend.push_weights(trainer.model)  # a vLLM server or Ray workers sample the warm-started weights
+    return summary
