@@ -57,6 +57,38 @@ class SeededAgent(BaseAgent):
         return type(self)(seed if seed is not None else self.seed)
 
 
+class ReplayingAgent(SeededAgent):
+    """A scripted agent whose next action is a function of its seed and the messages alone, never of the task: a
+    teacher's (``DESIGN.md``). Handed a history it did not play itself (an episode taken over mid-way, a test that
+    replays a prefix), it first replays its own decisions on that history, so the same messages give the same
+    action. A subclass sets up its episode state in ``_restart`` (with ``self.acted = 0``) and decides one action
+    in ``_decide`` (counting it in ``self.acted``)."""
+
+    acted: int
+
+    def __init__(self, seed: int | None = None):
+        super().__init__(seed)
+        self._restart()
+
+    def _restart(self) -> None:
+        raise NotImplementedError
+
+    def _decide(self, messages: list[Message]) -> str:
+        raise NotImplementedError
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        return self.decide(messages)
+
+    def decide(self, messages: list[Message]) -> str:
+        """The next action for ``messages`` (a history this instance did not play is replayed first)."""
+        if sum(1 for m in messages if m.role == "assistant") != self.acted:
+            self._restart()
+            for k, m in enumerate(messages):
+                if m.role == "assistant":
+                    self._decide(messages[:k])
+        return self._decide(messages)
+
+
 class TaskAgent(BaseAgent):
     """A scripted agent that reads the episode's task (an oracle plays from its hidden record): ``episode`` makes a
     fresh one holding the task, and ``episode_task`` refuses to act without one."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from rubricgym.core.agent import Agent, SeededAgent, tool_call
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.deepsearch.questions import FORWARD, INVERSE
-from rubricgym.envs.deepsearch.world import EVENT_KINDS, OCCUPATIONS, ORG_KINDS, PLACE_KINDS
+from rubricgym.envs.deepsearch.world import EVENT_KINDS, OCCUPATIONS, ORG_KINDS, PLACE_KINDS, PREDICATES
 
 KIND_OF_NOUN: dict[str, str] = {
     **{n: "person" for n in OCCUPATIONS},
@@ -37,16 +37,8 @@ KIND_OF_NOUN: dict[str, str] = {
 }
 """The head noun of a question's slot -> the kind of entity it names."""
 KIND_ATTR = {"person": "occupation", "place": "place_kind", "organisation": "org_kind", "event": "event_kind"}
-ROLES = {  # predicate -> (subject kind, object kind)
-    "born_in": ("person", "place"),
-    "works_at": ("person", "organisation"),
-    "founded": ("person", "organisation"),
-    "studied_under": ("person", "person"),
-    "headquartered_in": ("organisation", "place"),
-    "held_in": ("event", "place"),
-    "organised_by": ("event", "organisation"),
-    "won_by": ("event", "person"),
-}
+ROLES = PREDICATES
+"""Predicate -> (subject kind, object kind): the corpus's public schema, what any reader of its pages learns."""
 _LINKS = sorted(
     [(phrase, pred, True) for pred, phrase in FORWARD.items()] + [(p, pred, False) for pred, p in INVERSE.items()],
     key=lambda x: -len(x[0]),

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rubricgym.core.agent import SeededAgent, last_observation, tool_call
-from rubricgym.core.types import Message, ToolSpec
+from rubricgym.core.agent import ReplayingAgent, last_observation, tool_call
+from rubricgym.core.types import Message
 
 _ELEMENT = re.compile(
     r"^(?P<indent>\s*)- (?P<q>'?)(?P<role>[\w-]+)(?: \"(?P<name>(?:[^\"\\]|\\.)*)\")?(?P<attrs>[^\n]*?)"
@@ -472,15 +472,11 @@ def _cheapest(page: str) -> str | None:
 # ---- the agent --------------------------------------------------------------------------------------------------
 
 
-class Teacher(SeededAgent):
+class Teacher(ReplayingAgent):
     """Reads the task text, takes the steps it implies on the pages it sees, reads answers off those pages, then
     calls ``done()``. Acts only on ``messages``; one instance per episode (``episode``)."""
 
     name = "teacher"
-
-    def __init__(self, seed: int | None = None):
-        super().__init__(seed)
-        self._restart()
 
     def _restart(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -490,19 +486,6 @@ class Teacher(SeededAgent):
         self.stuck = 0
         self.opened: str | None = None
         self.acted = 0
-
-    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        return self.decide(messages)
-
-    def decide(self, messages: list[Message]) -> str:
-        """The next action: a function of the seed and ``messages`` alone (a history this instance did not play
-        itself, e.g. handed over mid-episode, is replayed first)."""
-        if sum(1 for m in messages if m.role == "assistant") != self.acted:
-            self._restart()
-            for k, m in enumerate(messages):
-                if m.role == "assistant":
-                    self._decide(messages[:k])
-        return self._decide(messages)
 
     def _decide(self, messages: list[Message]) -> str:
         self.acted += 1

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rubricgym.core.agent import SeededAgent, last_observation, tool_call
-from rubricgym.core.types import Message, ToolSpec
+from rubricgym.core.agent import ReplayingAgent, last_observation, tool_call
+from rubricgym.core.types import Message
 from rubricgym.envs.swe.patch import is_test_path
 
 _FAILED = re.compile(r"^FAILED (\S+)", re.M)
@@ -68,7 +68,7 @@ class _Work:
     context: int = 0
 
 
-class Teacher(SeededAgent):
+class Teacher(ReplayingAgent):
     """Reproduce, localise from the failure output, try fixes of the usual bug kinds at the function under test,
     verify with the tests, submit. Acts only on ``messages``; one instance per episode (``episode``)."""
 
@@ -76,28 +76,11 @@ class Teacher(SeededAgent):
     budget = 30
     """The episode's step limit it plans for (``SweEnv.default_max_steps``): it submits on the last step."""
 
-    def __init__(self, seed: int | None = None):
-        super().__init__(seed)
-        self._restart()
-
     def _restart(self) -> None:
         self.rng = np.random.default_rng(self.seed)
         self.work = _Work()
         self.phase = "start"
         self.acted = 0
-
-    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        return self.decide(messages)
-
-    def decide(self, messages: list[Message]) -> str:
-        """The next action: a function of the seed and ``messages`` alone (a history this instance did not play
-        itself, e.g. handed over mid-episode, is replayed first)."""
-        if sum(1 for m in messages if m.role == "assistant") != self.acted:
-            self._restart()
-            for k, m in enumerate(messages):
-                if m.role == "assistant":
-                    self._decide(messages[:k])
-        return self._decide(messages)
 
     def _decide(self, messages: list[Message]) -> str:
         turn, self.acted = self.acted, self.acted + 1
