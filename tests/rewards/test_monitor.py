@@ -103,13 +103,18 @@ async def test_monitor_reads_breakdowns_masked_rollouts_and_other_rubrics_add_no
 
 
 async def steps_of(rubric, trajs, series) -> list[list[ScoredTrajectory]]:
-    """One observed step per (rubric totals, outcome rewards) pair: real scored rollouts with those values set."""
+    """One observed step per (rubric totals, outcome rewards) pair: real scored rollouts with those values set (a
+    reward of 1 is a solve)."""
     base = (await score(rubric, trajs[:1]))[0]
     return [
         [
             ScoredTrajectory(
                 base.trajectory.model_copy(
-                    update={"outcome": base.trajectory.outcome.model_copy(update={"reward": outcome})}
+                    update={
+                        "outcome": base.trajectory.outcome.model_copy(
+                            update={"reward": outcome, "solved": outcome >= 1.0}  # the env's verdict with it
+                        )
+                    }
                 ),
                 base.breakdown.model_copy(update={"total": total}),
             )

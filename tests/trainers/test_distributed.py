@@ -54,7 +54,7 @@ def test_torchrun_rubricgym_train_runs_data_parallel_and_ranks_stop_together(tin
 
     from rubricgym.trainers.config import dump_config
 
-    cfg = tiny_config(tmp_path / "run", steps=3, tasks_per_step=2, time_budget_s=1e9)
+    cfg = tiny_config(tmp_path / "run", steps=3, tasks_per_step=2, time_budget_s=1e7)
     dump_config(cfg, tmp_path / "train.yaml")
     proc = torchrun(["-m", "rubricgym", "train", "--config", str(tmp_path / "train.yaml"), "--no-live"])
     assert proc.returncode == 0, proc.stderr[-3000:]
