@@ -70,11 +70,13 @@ class ReplayingAgent(SeededAgent):
         super().__init__(seed)
         self._restart()
 
+    @abstractmethod
     def _restart(self) -> None:
-        raise NotImplementedError
+        """Set up the episode's state from the seed alone (``self.acted = 0``)."""
 
+    @abstractmethod
     def _decide(self, messages: list[Message]) -> str:
-        raise NotImplementedError
+        """One action for ``messages``, counted in ``self.acted``."""
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         return self.decide(messages)

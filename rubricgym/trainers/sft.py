@@ -42,7 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
 from rubricgym.core.jsonl import read_jsonl
-from rubricgym.core.registry import env_agents
+from rubricgym.core.registry import env_agents, spec
 from rubricgym.core.rollout import rollout_many
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TRAJECTORIES, TrajectoryStore
@@ -53,11 +53,13 @@ from rubricgym.trainers import sharding
 from rubricgym.trainers.batching import lockstep_batches
 from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from rubricgym.trainers.config import ConfigError, OptimConfig, TrainConfig, WarmStartConfig, dump_config
-from rubricgym.trainers.distributed import is_main, shard
+from rubricgym.trainers.distributed import backend_for, init_from_env, is_main, local_device, shard
 from rubricgym.trainers.lora import add_adapters, export_merged, trainable_parameters
 from rubricgym.trainers.optim import make_optimizer
+from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import MetricsLog
-from rubricgym.trainers.samples import Sample, build_samples
+from rubricgym.trainers.samples import Sample, build_samples, collate
+from rubricgym.trainers.step import unique_tasks
 from rubricgym.trainers.update import NonFiniteUpdate, logprobs_of, normalizer, sync_gradients
 
 WARM_START_DIR = "warm_start"
@@ -310,8 +312,6 @@ def heldout_metrics(
     assistant tokens, on whole weights (a sharded model is gathered for it)."""
     if not samples:
         return {}
-    from rubricgym.trainers.samples import collate
-
     body = getattr(model, getattr(model, "base_model_prefix", "model"))
     head = model.get_output_embeddings()  # type: ignore[operator]
     device = next(model.parameters()).device
@@ -718,10 +718,6 @@ async def clone(
 
 def run_sft(cfg: TrainConfig, out: Path, *, resume: bool = False, console: Console | None = None) -> dict[str, Any]:
     """``rubricgym sft``: load ``cfg.model`` as the GRPO trainer does (LoRA, FSDP2 as configured) and clone."""
-    from rubricgym.trainers.distributed import backend_for, init_from_env, local_device
-    from rubricgym.trainers.policy import TrainingPolicy
-    from rubricgym.trainers.step import unique_tasks
-
     console = console or Console()
     check(cfg)
     if latest_checkpoint(out) is not None and not resume:
@@ -764,8 +760,6 @@ def run_sft(cfg: TrainConfig, out: Path, *, resume: bool = False, console: Conso
 
 
 def _default_rubric(cfg: TrainConfig) -> Any:
-    from rubricgym.core.registry import spec
-
     if cfg.env.suite is not None:
         return None
     return spec(cfg.env.id).load().default_rubric()

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from rubricgym.core.agent import Agent, tool_call
+from rubricgym.core.agent import Agent, TaskAgent, tool_call
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make
 from rubricgym.core.types import Message, Task, ToolSpec
@@ -56,22 +56,15 @@ DEEPSEARCH_DEMO = {"hops": 1, "n_docs": 100, "distractors": 0, "max_steps": 4, "
 """configs/demo-deepsearch.yaml's env kwargs."""
 
 
-class _PeekingDeepSearchTeacher(Agent):
+class _PeekingDeepSearchTeacher(TaskAgent):
     """The broken variant: keeps the task and searches the hidden start of the chain, then answers the hidden
     answer (what the deep-search oracle does, and what a teacher must never do)."""
 
     name = "teacher"
-    model = None
-
-    def __init__(self, task: Task | None = None):
-        self.task = task
-
-    def episode(self, task: Task, seed: int | None) -> Agent:
-        return _PeekingDeepSearchTeacher(task)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        assert self.task is not None
-        hidden = self.task.hidden
+        task = self.episode_task()
+        hidden = task.hidden
         if not any(m.role == "assistant" for m in messages):
             leaf = hidden["entities"][f"E{len(hidden['entities']) - 1}"]["name"]
             return tool_call("search", query=leaf)
@@ -154,42 +147,28 @@ async def peeks_blind(env: RubricEnv, agent: Agent, task: Task, others: list[Tas
     return out
 
 
-class _PeekingClinicalTeacher(Agent):
+class _PeekingClinicalTeacher(TaskAgent):
     """The broken variant: keeps the task, asks about the chart's first finding, then diagnoses the hidden
     diagnosis (the clinical oracle's habit, which a teacher must never have)."""
 
     name = "teacher"
-    model = None
-
-    def __init__(self, task: Task | None = None):
-        self.task = task
-
-    def episode(self, task: Task, seed: int | None) -> Agent:
-        return _PeekingClinicalTeacher(task)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        assert self.task is not None
+        task = self.episode_task()
         if not any(m.role == "assistant" for m in messages):
-            finding = next(iter(self.task.params["case"]["history"]))
+            finding = next(iter(task.params["case"]["history"]))
             return tool_call("ask", question=f"Have you had {finding}?")
-        return tool_call("diagnose", diagnosis=self.task.hidden["diagnosis"]["name"], reason="the presentation")
+        return tool_call("diagnose", diagnosis=task.hidden["diagnosis"]["name"], reason="the presentation")
 
 
-class _PeekingToyTeacher(Agent):
+class _PeekingToyTeacher(TaskAgent):
     """The broken variant: answers the hidden answer at once."""
 
     name = "teacher"
-    model = None
-
-    def __init__(self, task: Task | None = None):
-        self.task = task
-
-    def episode(self, task: Task, seed: int | None) -> Agent:
-        return _PeekingToyTeacher(task)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
-        assert self.task is not None
-        return tool_call("answer", value=self.task.hidden["answer"])
+        task = self.episode_task()
+        return tool_call("answer", value=task.hidden["answer"])
 
 
 @pytest.mark.parametrize(("env_id", "kwargs"), [("clinical-v0", CLINICAL_DEMO), ("clinical-v0", {})])
@@ -259,24 +238,17 @@ def _need_browser() -> None:
         missing_dependency(reason)
 
 
-class _PeekingSweTeacher(Agent):
+class _PeekingSweTeacher(TaskAgent):
     """The broken variant: keeps the task, runs its hidden failing tests at once, applies the gold patch's edit and
     submits (the oracle's plan, which a teacher must never follow)."""
 
     name = "teacher"
-    model = None
-
-    def __init__(self, task: Task | None = None):
-        self.task = task
-
-    def episode(self, task: Task, seed: int | None) -> Agent:
-        return _PeekingSweTeacher(task)
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         from rubricgym.envs.swe.patch import hunk_edits, parse_patch
 
-        assert self.task is not None
-        inst = self.task.hidden["instance"]
+        task = self.episode_task()
+        inst = task.hidden["instance"]
         turn = sum(1 for m in messages if m.role == "assistant")
         if turn == 0:
             return tool_call("run_tests", selector=" ".join(inst["FAIL_TO_PASS"]))
