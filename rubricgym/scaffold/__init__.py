@@ -100,6 +100,7 @@ _COMMON = {
     "common/pyproject.toml.tmpl": "pyproject.toml",
     "common/README.md.tmpl": "README.md",
     "common/Dockerfile.tmpl": "Dockerfile",
+    "common/openenv.yaml.tmpl": "openenv.yaml",
     "common/dot-dockerignore.tmpl": ".dockerignore",
     "common/dot-gitignore.tmpl": ".gitignore",
     "common/wheels-README.md.tmpl": "wheels/README.md",

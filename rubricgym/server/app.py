@@ -22,17 +22,20 @@ from typing import Any, Literal
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from starlette.routing import Route
 
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.inline import InlineSteps
+from rubricgym.server.mcp import MCPEndpoint
 from rubricgym.server.policy import IssuedTasks
 from rubricgym.server.protocol import (
     MAX_IDLE_S,
     MAX_ISSUED,
     MAX_MESSAGE_BYTES,
+    MAX_SEED,
     MAX_SESSIONS,
     MAX_WORKERS,
     MIN_IDLE_S,
@@ -44,6 +47,7 @@ from rubricgym.server.protocol import (
     schema,
 )
 from rubricgym.server.session import Session, SessionPolicy
+from rubricgym.server.tasks import TaskSource, add_task_routes
 from rubricgym.server.threads import EnvThreads
 from rubricgym.server.worker import ProcessRunner, ThreadRunner, start_forkserver, worker_context
 from rubricgym.server.ws import WebSocketEndpoint
@@ -85,6 +89,10 @@ class ServerConfig(BaseModel):
     (``inline``: the thread hop costs more than such a call); off: every env call on a thread."""
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
     """Server processes sharing the port (``cluster``): sessions spread over them, each served by its owner."""
+    tasks_per_split: int = Field(default=100, ge=1, le=MAX_ISSUED)
+    """How many numbered tasks each split has in OpenEnv's Task API (``reset(split, index)``; see ``tasks``)."""
+    task_seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    """The seed of the Task API's task lists (``env.task_set(tasks_per_split, task_seed, split)``)."""
 
     @model_validator(mode="after")
     def _issued_fits(self) -> ServerConfig:
@@ -128,6 +136,8 @@ class EnvServer:
         self._ctx = (
             worker_context(["rubricgym", type(self._probe).__module__]) if config.isolation == "process" else None
         )  # built now so bad env kwargs fail at start; answers /metadata, never stepped
+        self.task_source = TaskSource(self._probe, self.executor, config.tasks_per_split, config.task_seed)
+        self.policy.numbered_task = self.task_source.task
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -265,12 +275,15 @@ def create_app(  # noqa: C901 (declares the nested route handlers)
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await server.start()
         try:
-            yield
+            async with mcp.run():
+                yield
         finally:
             await server.shutdown()
 
-    app = EnvApp(WebSocketEndpoint(server), title=f"rubricgym: {config.env_id}", lifespan=lifespan)
+    mcp = MCPEndpoint(server)
+    app = EnvApp(WebSocketEndpoint(server), title=f"rubricgym: {config.env_id}", version=__version__, lifespan=lifespan)
     app.state.server = server
+    app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["POST", "GET", "DELETE"]))
 
     @app.middleware("http")
     async def auth(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -382,6 +395,7 @@ def create_app(  # noqa: C901 (declares the nested route handlers)
                 raise HTTPException(404, "no such task")
             return Response(task.model_dump_json(), media_type="application/json")
 
+    add_task_routes(app, config.env_id, server.task_source, config.trusted)
     return app
 
 

@@ -81,6 +81,15 @@ def serve_cmd(
     inline_steps: Annotated[
         bool, typer.Option(help="step and reset a session on the event loop while those are short (thread isolation)")
     ] = True,
+    tasks_per_split: Annotated[
+        int,
+        typer.Option(
+            help="numbered tasks per split in OpenEnv's Task API (reset(split, index))", callback=bounded(1, MAX_ISSUED)
+        ),
+    ] = 100,
+    task_seed: Annotated[
+        int, typer.Option(help="seed of the Task API's task lists", callback=bounded(0, 2**63 - 1))
+    ] = 0,
     docker: Annotated[
         str | None, typer.Option(help="run the server inside this image (docker SDK; $DOCKER_HOST honoured)")
     ] = None,
@@ -117,6 +126,8 @@ def serve_cmd(
             isolation=isolation,
             workers=workers,
             inline_steps=inline_steps,
+            tasks_per_split=tasks_per_split,
+            task_seed=task_seed,
         )
     except ValidationError as e:
         _fail("; ".join(f"{'.'.join(map(str, x['loc'])) or 'options'}: {x['msg']}" for x in e.errors()))

@@ -60,10 +60,14 @@ class _Strict(BaseModel):
 
 
 class WireAction(_Strict):
-    """A step's action: model text (tool calls inside it are parsed), or a structured tool call."""
+    """A step's action: model text (tool calls inside it are parsed), or a structured tool call.
 
-    text: str = ""
-    tool_call: ToolCall | None = None
+    ``text`` is required (``""`` beside a structured ``tool_call``): the schema's one required field is what
+    generic OpenEnv clients (verifiers' OpenEnv taskset) fill with a model's raw reply.
+    """
+
+    text: str = Field(description="The model's reply; tool calls written in it are parsed (empty with tool_call)")
+    tool_call: ToolCall | None = Field(default=None, description="A structured tool call (its name and arguments)")
 
     def to_action(self) -> Action | str:
         if self.tool_call is None:
@@ -99,6 +103,10 @@ class ResetData(_Strict):
     options: dict[str, Any] | None = None
     task: dict[str, Any] | None = None
     task_id: str | None = Field(default=None, max_length=1024)
+    split: str | None = Field(default=None, min_length=1, max_length=64)
+    """With ``index``: OpenEnv's Task API, ``reset(split, index)`` plays task ``index`` of the server's ``split``
+    (``GET /{env}/tasks`` lists them)."""
+    index: int | None = Field(default=None, ge=0)
 
     def the_task(self) -> dict[str, Any] | None:
         if self.task is not None:

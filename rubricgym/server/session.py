@@ -42,6 +42,8 @@ class SessionPolicy:
     issued: IssuedTasks = field(default_factory=lambda: IssuedTasks(10_000))
     find_task: Callable[[str], Awaitable[Task | None]] | None = None
     """Asks the server's other workers for a task they handed out (``--workers``; see ``cluster``)."""
+    numbered_task: Callable[[str, int], Awaitable[Task]] | None = None
+    """Task ``index`` of ``split`` in the server's task source (OpenEnv's Task API; see ``tasks``)."""
     task_builds: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     """One ``tasks`` reply built at a time: task sets are built in Python on the server's threads, and several at
     once took the interpreter lock from the event loop (4 x 1000 deep-search tasks held ``/health`` up to 1.4-2 s
@@ -114,7 +116,17 @@ class Session:
         return {"observation": wire, "reward": None, "done": False}
 
     async def _task_of(self, req: ResetData) -> Task | None:
-        """The task ``req`` chooses: one this server handed out, or (if accepted) a checked client task."""
+        """The task ``req`` chooses: one this server handed out or numbered (``split`` + ``index``), or (if
+        accepted) a checked client task."""
+        if req.split is not None or req.index is not None:
+            if req.split is None or req.index is None:
+                raise ProtocolError(
+                    ErrorCode.VALIDATION_ERROR,
+                    "reset: split and index go together (task `index` of `split`, as GET /{env}/tasks lists them)",
+                )
+            if self.policy.numbered_task is None:
+                raise ProtocolError(ErrorCode.UNKNOWN_TASK, "reset: this server has no numbered task source")
+            return await self.policy.numbered_task(req.split, req.index)
         if req.task_id is not None:
             issued = await self.policy.issued_task(req.task_id, self.id)
             if issued is None:
@@ -144,7 +156,8 @@ class Session:
         return task
 
     async def step(self, data: Any) -> dict[str, Any]:
-        """Apply one action; ``data`` is a ``WireAction`` dict (``{"text": ...}`` or ``{"tool_call": ...}``)."""
+        """Apply one action; ``data`` is a ``WireAction`` dict: ``{"text": ...}``, or ``{"text": "", "tool_call": ...}``
+        for a structured call."""
         if not self.started:
             raise ProtocolError(ErrorCode.NOT_RESET, "no episode yet: send reset before step")
         if self.done:
@@ -154,7 +167,9 @@ class Session:
             action = data["text"] if fast else WireAction.model_validate(data).to_action()
         except ValidationError as e:
             raise ProtocolError(
-                ErrorCode.VALIDATION_ERROR, f'step: {_short(e)}; send {{"text": "..."}} or {{"tool_call": {{...}}}}'
+                ErrorCode.VALIDATION_ERROR,
+                f'step: {_short(e)}; send {{"text": "..."}} or '
+                '{"text": "", "tool_call": {"name": ..., "arguments": {...}}}',
             ) from None
         obs, info, messages = await self.runner.call("step", action)  # info: public keys only (worker._stepped)
         self.done = obs.done or obs.truncated

@@ -205,3 +205,18 @@ def test_the_web_scaffold_round_trip(tmp_path):
     assert "web-sum-page-v0" in [row["id"] for row in listed]
     tests = _sh(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", env=env, cwd=pkg)
     assert "4 passed" in tests, tests
+
+
+def test_the_scaffold_passes_openenv_validate(tmp_path):
+    """``openenv validate`` (OpenEnv 0.10) reads the scaffold's ``openenv.yaml``: the manifest passes, and nothing
+    fails (the image-building runtime checks are skipped with --skip-build)."""
+    root = init_package("price-check", "tools", tmp_path)
+    assert (root / "openenv.yaml").is_file()
+    openenv = Path(sys.executable).with_name("openenv")
+    done = subprocess.run(
+        [str(openenv), "validate", str(root), "--skip-build", "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    statuses = {r["check_id"]: r["status"] for r in report["results"]}
+    assert statuses["static.manifest"] == "pass" and "fail" not in statuses.values()

@@ -42,7 +42,9 @@ def test_sync_client_and_error_replies_raise_with_their_code(toy_server):
         env.reset(seed=1)
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
             env.step({"bogus": 1})
-        result = env.step({"tool_call": {"name": "answer", "arguments": {"value": -1}}})  # structured, wrong answer
+        result = env.step(
+            {"text": "", "tool_call": {"name": "answer", "arguments": {"value": -1}}}
+        )  # structured, wrong answer
         assert result.done is True and result.reward == 0.0
         assert result.observation["messages"][1]["role"] == "tool"
         with pytest.raises(RuntimeError, match="EPISODE_OVER"):
