@@ -124,6 +124,12 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
 
     # ---- task sets --------------------------------------------------------------------------------------
 
+    def task_origin(self, task: Task) -> str:
+        """Where ``task`` came from, for messages to the person who owns the data (a check's report, a loader
+        error): ``""`` for generated tasks; an env that loads a user's file names the record (its own id and
+        ``FILE:LINE``), since task ids may be opaque on purpose. Never shown to the agent."""
+        return ""
+
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
         """``n`` tasks of ``split``, deterministic in ``seed`` (task i uses its own child seed)."""
         seeds = np.random.SeedSequence([seed, _split_key(split)]).spawn(n)

@@ -355,10 +355,13 @@ class Leak:
     path: str
     value: str
     form: str = "plain"
+    origin: str = ""
+    """Where the task came from in the user's data (``RubricEnv.task_origin``: own id and ``FILE:LINE``)."""
 
     def line(self) -> str:
         how = "" if self.form == "plain" else f" ({self.form})"
-        return f"{self.channel}: hidden {self.path} = {self.value!r}{how} (task {self.task_id}, agent {self.agent})"
+        task = f"task {self.task_id}" + (f", {self.origin}" if self.origin else "")
+        return f"{self.channel}: hidden {self.path} = {self.value!r}{how} ({task}, agent {self.agent})"
 
 
 @dataclass(frozen=True)
@@ -527,7 +530,9 @@ class _Episode:
         self.report.heads.append(_Head(self.task.id, text))
 
     def _leak(self, channel: str, s: Secret) -> Leak:
-        return Leak(self.report.env_id, self.agent, self.task.id, channel, s.path, s.value, s.form)
+        return Leak(
+            self.report.env_id, self.agent, self.task.id, channel, s.path, s.value, s.form, self.env.task_origin(self.task)
+        )
 
     def allowed(self, s: Secret, tool: str | None) -> bool:
         """Whether ``tool``'s successful output may show the field of ``s`` (``discoverable``)."""

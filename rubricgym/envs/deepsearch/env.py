@@ -181,7 +181,7 @@ class DeepSearchEnv(RubricEnv):
         self._train_names: frozenset[str] | None = None
         self._corpus, self._index = self._resources(self._world_params())
         if questions:
-            resolve_gold(self.questions, self._corpus, str(questions))
+            resolve_gold(self.questions, self._corpus)
         self._opened: set[str] = set()
         self._reopened = False
         self._observed: list[Observed] = []
@@ -235,6 +235,10 @@ class DeepSearchEnv(RubricEnv):
             hidden=copy.deepcopy(q["hidden"]),
             rubric=task_rubric(q["id"], q["hidden"]),
         )
+
+    def task_origin(self, task: Task) -> str:
+        """A question of the user's file by its own id and ``FILE:LINE`` (generated questions: ``""``)."""
+        return next((q["origin"] for q in self.questions if q["id"] == task.id), "")
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
         """Generated questions, or (real corpus) the first ``n`` questions of the file, in file order, each once."""

@@ -89,10 +89,17 @@ def question_record(rec: Any, where: str) -> dict[str, Any]:
         "prompt": rec["question"].strip() + PROMPT_SUFFIX,
         "hops": max(1, len(entities) - 1),
         "hidden": hidden,
+        "origin": origin(own, where),
     }
 
 
-def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus, where: str) -> None:
+def origin(own_id: str, where: str) -> str:
+    """How messages name a question of the user's file: its own id (when it has one) and ``FILE:LINE``; the task
+    id is an opaque hash the user never wrote."""
+    return f"question {own_id!r} at {where}" if own_id else f"the question at {where}"
+
+
+def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus) -> None:
     """Replace each question's ``gold_docs`` references by page URLs; an unknown page names the question."""
     for q in questions:
         urls = []
@@ -100,7 +107,7 @@ def resolve_gold(questions: list[dict[str, Any]], corpus: Corpus, where: str) ->
             doc = corpus.resolve(ref)
             if doc is None:
                 raise CorpusError(
-                    f"{where}: question {q['id']!r}: gold_docs entry {ref!r} is no page of the corpus "
+                    f"{q['origin']}: gold_docs entry {ref!r} is no page of the corpus "
                     f"(use a URL, doc id, relative path or exact title, e.g. {corpus.docs[0].url!r})"
                 )
             urls.append(corpus.docs[doc].url)
@@ -115,7 +122,12 @@ def load_questions(path: str | Path) -> list[dict[str, Any]]:
     out = [question_record(rec, f"{p}:{n}") for n, rec in read_jsonl(p, CorpusError)]
     if not out:
         raise CorpusError(f"{p}: no questions")
-    ids = [q["id"] for q in out]
-    if len(set(ids)) != len(ids):
-        raise CorpusError(f"{p}: question ids must be unique")
+    seen: dict[str, str] = {}
+    for q in out:
+        if q["id"] in seen:
+            raise CorpusError(
+                f"{q['origin']} repeats {seen[q['id']]} (the same 'id', or the same question without one): "
+                "give each question its own 'id' or remove the repeat"
+            )
+        seen[q["id"]] = q["origin"]
     return out

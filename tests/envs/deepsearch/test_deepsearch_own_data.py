@@ -181,3 +181,30 @@ def test_hops_searched_on_a_fictional_chain_ignores_searching_the_answer(ds_env,
     ds_env.step(call("search", query=task.hidden["answer"]))
     ds_env.step(call("answer", text=f"Answer: {task.hidden['answer']}"))
     assert hops(ds_env.trajectory()).score == 0.0
+
+
+def test_errors_name_a_question_by_its_own_id_and_line_not_its_hash(plain):
+    """Issue #44 item 9: the task id is an opaque hash; messages to the file's owner name the record."""
+    q = Path(plain[1]).with_name("gold.jsonl")
+    rows = [PLAIN[1], {**PLAIN[0], "gold_docs": ["nowhere.md"]}]
+    q.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(CorpusError) as bad:
+        make("deepsearch-v0", corpus=plain[0], questions=str(q))
+    assert f"question 'q-poet' at {q}:2" in str(bad.value) and "q-" + "0" * 12 not in str(bad.value)
+    twice = Path(plain[1]).with_name("twice.jsonl")
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [PLAIN[0], PLAIN[1], PLAIN[0]]))
+    with pytest.raises(CorpusError, match=rf"question 'q-poet' at {twice}:3 repeats question 'q-poet' at {twice}:1"):
+        make("deepsearch-v0", corpus=plain[0], questions=str(twice))
+
+
+def test_a_leak_in_the_users_question_names_its_id_and_line(plain):
+    """A question that states its own answer is a leak the audit reports by the record's id and line."""
+    from rubricgym.rewards.leaks import audit_leaks
+
+    q = Path(plain[1]).with_name("leaky.jsonl")
+    rows = [PLAIN[1], {"id": "q-gives-away", "question": "Is Ada Vell the poet born in Brook?", "answer": "Ada Vell"}]
+    q.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kw = {"corpus": plain[0], "questions": str(q)}
+    report = asyncio.run(audit_leaks("deepsearch-v0", n_tasks=2, env_kwargs=kw, agents={"oracle": AGENTS["oracle"]}))
+    lines = [leak.line() for leak in report.leaks if leak.value == "Ada Vell"]
+    assert lines and all(f"question 'q-gives-away' at {q}:2" in line for line in lines), lines
