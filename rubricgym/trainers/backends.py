@@ -18,6 +18,7 @@ from rubricgym.core.types import Task
 from rubricgym.trainers.config import TrainConfig
 from rubricgym.trainers.distributed import rank_world
 from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.proxy_backend import ProxyBackend
 from rubricgym.trainers.ray_backend import RayBackend
 from rubricgym.trainers.ray_ranks import RankedPool
 from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
@@ -70,6 +71,8 @@ class LocalBackend:
 def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
     """The backend ``cfg`` asks for: vLLM (``generation.backend``), Ray (``ray``) or the local policy."""
     env_of = fixed_env(cfg.env.id, cfg.env.kwargs)
+    if cfg.generation.agent_program is not None:
+        return ProxyBackend(policy, env_of, cfg.generation.agent_program, tool_limits(cfg))
     if cfg.generation.backend == "vllm":
         return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:

@@ -167,6 +167,10 @@ class GenerationConfig(_Strict):
     vllm_push: Literal["merged", "adapter"] = "merged"
     """What a push sends under ``model.lora``: ``merged`` weights ``W + (alpha / r) B A`` reloaded in place, or
     the ``adapter`` alone, loaded through vLLM's runtime LoRA API (``trainers/vllm_backend.py``)."""
+    agent_program: str | None = None
+    """``module:function``: the user's own agent (LangGraph, the OpenAI Agents SDK, a script with an OpenAI client)
+    plays every episode through the recording proxy, calling the policy as an OpenAI-compatible model
+    (``rubricgym/proxy/backend.py``); ``None``: the built-in agent loop."""
     ray_weight_sync: Literal["object_store", "collective"] = "object_store"
     """How ``ray: true`` sends the new weights to the rollout actors after each update: ``object_store`` (one
     ``ray.put`` every actor loads) or ``collective`` (a gloo broadcast in buckets over a ``WeightSync`` group of the

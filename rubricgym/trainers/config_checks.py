@@ -117,6 +117,7 @@ def check_train(cfg: TrainConfig) -> None:
         )
     if cfg.generation.vllm_push == "adapter" and cfg.model.lora is not None and cfg.model.lora.r > 512:
         raise ValueError("generation.vllm_push 'adapter' needs model.lora.r <= 512 (vLLM's largest --max-lora-rank)")
+    check_agent_program(cfg)
     check_async(cfg)
     check_ray_weight_sync(cfg)
     check_ray_learners(cfg)
@@ -128,6 +129,23 @@ def check_train(cfg: TrainConfig) -> None:
             "rubric_buffer.writer 'llm' writes criteria only an LLM can judge: add a judge: section "
             "(base_url and model), or use writer 'checks'"
         )
+
+
+def check_agent_program(cfg: TrainConfig) -> None:
+    """``generation.agent_program`` names a function that imports, and the run plays it the way the proxy can:
+    in this process (not ray or vllm), one env (not a suite), with no guidance hint to show it."""
+    ref = cfg.generation.agent_program
+    if ref is None:
+        return
+    from rubricgym.proxy.episodes import load_agent_program
+
+    load_agent_program(ref)
+    if cfg.ray or cfg.generation.backend == "vllm" or cfg.env.suite is not None:
+        raise ValueError(
+            "generation.agent_program runs with the transformers backend on one env (not ray, vllm or env.suite)"
+        )
+    if cfg.guidance is not None:
+        raise ValueError("generation.agent_program: guidance hints cannot be shown to your agent: remove guidance")
 
 
 def check_ray_learners(cfg: TrainConfig) -> None:

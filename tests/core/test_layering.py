@@ -18,12 +18,13 @@ LAYERS: dict[str, set[str]] = {
     "suites": _BASE,
     "__init__": _BASE,
     "env_checker": _MIDDLE,
-    "trainers": _TOOLS,
+    "proxy": _MIDDLE,
+    "trainers": _TOOLS | {"proxy"},
     "arena": _TOOLS,
     "server": _TOOLS,
     "interop": _TOOLS | {"server"},
     "demo": _TOOLS | {"trainers"},
-    "cli": _TOOLS | {"trainers", "arena", "server", "interop", "demo", "scaffold"},
+    "cli": _TOOLS | {"trainers", "arena", "server", "interop", "demo", "scaffold", "proxy"},
     "scaffold": _TOOLS | {"cli"},  # borrows the CLI's console; `cli` registers its command
 }
 GROUP = {"cli_env": "cli", "cli_show": "cli", "cli_export": "cli", "__main__": "cli"}
