@@ -10,11 +10,10 @@ import json
 import pytest
 
 from rubricgym.core.registry import make
+from rubricgym.proxy import examples as programs
 from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.proxy_backend import ProxyBackend
 from rubricgym.trainers.rollouts import fixed_env
-
-from . import programs
 
 ENV = "toy-calculator-v0"
 KW = {"min_ops": 1, "max_ops": 1, "max_steps": 3}
@@ -67,7 +66,7 @@ def test_grpo_trains_an_agent_program_through_the_proxy(tiny_config, tmp_path):
     from rubricgym.trainers.trainer import Trainer
 
     over = {
-        "generation": {"agent_program": "tests.proxy.programs:langgraph_react", "response_prefix": PREFIX},
+        "generation": {"agent_program": "rubricgym.proxy.examples:langgraph_react", "response_prefix": PREFIX},
         "env": {"kwargs": KW},
     }
     cfg = tiny_config(tmp_path / "run", **over)

@@ -171,8 +171,8 @@ def test_build_installs_the_projects_test_dependencies(samples):
 def test_the_readme_commands_run_as_written(samples, monkeypatch):
     tmp, _ = samples
     monkeypatch.chdir(tmp)
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    block = re.search(r"```bash\n(.*?)```", readme.split("### SWE-bench records", 1)[1], re.S)
+    readme = (Path(__file__).parents[3] / "docs" / "tutorials" / "public-data.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", readme.split("## SWE-bench records", 1)[1], re.S)
     assert block is not None
     for line in block.group(1).splitlines():
         argv = shlex.split(line, comments=True)

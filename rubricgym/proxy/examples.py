@@ -1,5 +1,7 @@
-"""Agent programs written as their frameworks' users write them, pointed at the recording proxy through the
-``ProxyEpisode`` they are given (``generation.agent_program: tests.proxy.programs:NAME``)."""
+"""Agent programs as their frameworks' users write them, pointed at the recording proxy through the
+``ProxyEpisode`` they are given: templates for your own, and what the tests train
+(``generation.agent_program: rubricgym.proxy.examples:NAME``). LangGraph and the OpenAI Agents SDK are imported only
+by the program that uses them (``pip install 'rubricgym[agents]'``)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ import contextlib
 import json
 from typing import Any
 
-import openai
-
 from rubricgym.proxy.episodes import ProxyEpisode
 
 MAX_TURNS = 6
@@ -17,15 +17,20 @@ MAX_TURNS = 6
 
 def plain_openai(ep: ProxyEpisode) -> None:
     """A script with the OpenAI client: call the model, run the tool it asks for, repeat until it stops."""
+    import openai
+
     client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key, max_retries=0)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": ep.prompt}]
+    tools: Any = ep.tools
+    messages: list[Any] = [{"role": "user", "content": ep.prompt}]
     for _ in range(MAX_TURNS):
-        reply = client.chat.completions.create(model=ep.model, messages=messages, tools=ep.tools)
+        reply = client.chat.completions.create(model=ep.model, messages=messages, tools=tools)
         message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
             return
         for call in message.tool_calls:
+            if call.type != "function":
+                return
             out = ep.call_tool(call.function.name, json.loads(call.function.arguments or "{}"))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": out})
 
@@ -52,6 +57,7 @@ def langgraph_react(ep: ProxyEpisode) -> None:
 
 async def openai_agents_sdk(ep: ProxyEpisode) -> None:
     """The OpenAI Agents SDK: an ``Agent`` on a chat-completions model whose client points at the proxy."""
+    import openai
     from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
     from agents.exceptions import MaxTurnsExceeded
 
