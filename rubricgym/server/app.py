@@ -252,13 +252,15 @@ def _tools(env: RubricEnv) -> list[dict[str, Any]]:
 class EnvApp(FastAPI):
     """The server's FastAPI app; ``WS /ws`` goes straight to its ASGI endpoint (``ws``), past the routing."""
 
-    def __init__(self, ws_endpoint: WebSocketEndpoint, **kwargs: Any):
+    def __init__(self, ws_endpoint: WebSocketEndpoint, mcp_endpoint: MCPEndpoint, **kwargs: Any):
         super().__init__(**kwargs)
-        self.ws_endpoint = ws_endpoint
+        self.ws_endpoint, self.mcp_endpoint = ws_endpoint, mcp_endpoint
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and scope["path"] == "/ws":
             await self.ws_endpoint(scope, receive, send)
+        elif scope["type"] == "websocket" and scope["path"] == "/mcp":
+            await self.mcp_endpoint.websocket(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
 
@@ -281,7 +283,9 @@ def create_app(  # noqa: C901 (declares the nested route handlers)
             await server.shutdown()
 
     mcp = MCPEndpoint(server)
-    app = EnvApp(WebSocketEndpoint(server), title=f"rubricgym: {config.env_id}", version=__version__, lifespan=lifespan)
+    app = EnvApp(
+        WebSocketEndpoint(server), mcp, title=f"rubricgym: {config.env_id}", version=__version__, lifespan=lifespan
+    )
     app.state.server = server
     app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["POST", "GET", "DELETE"]))
 

@@ -1,4 +1,4 @@
-"""``POST /mcp``: the env's tools over MCP (JSON-RPC), served by the official ``mcp`` SDK.
+"""``POST /mcp`` and ``WS /mcp``: the env's tools over MCP (JSON-RPC), served by the official ``mcp`` SDK.
 
 The SDK's low-level ``Server`` answers ``tools/list`` and ``tools/call`` through its Streamable HTTP transport
 (stateless, JSON replies: one POST, one JSON-RPC answer, no ``initialize`` needed, as OpenEnv clients expect).
@@ -134,6 +134,89 @@ class MCPEndpoint:
 
         await self.manager.handle_request({**scope, "headers": headers}, replay, send)
 
+    # ---- WS /mcp ------------------------------------------------------------------------------------------
+
+    async def websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """``WS /mcp``: the same JSON-RPC methods, one message in, one answer out, each handled by the SDK exactly
+        as a ``POST /mcp`` body is. The connection remembers the sessions it opened: a request without
+        ``params.session_id`` acts on the last of them, and they are closed when the socket closes (as OpenEnv's
+        own ``/mcp`` WebSocket ties an episode to its connection)."""
+        if (await receive())["type"] != "websocket.connect":
+            return
+        if not self.server.authorized(_ws_header(scope, b"authorization")):
+            await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong bearer token"})
+            return
+        await send({"type": "websocket.accept"})
+        opened: list[str] = []
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text")
+                body = raw.encode() if raw is not None else (message.get("bytes") or b"")
+                reply = await self._one(scope, body, opened[-1] if opened else None)
+                created = reply.get("result") if isinstance(reply, dict) else None
+                if isinstance(created, dict) and isinstance(created.get("session_id"), str):
+                    if created.get("closed"):
+                        opened[:] = [s for s in opened if s != created["session_id"]]
+                    elif created["session_id"] not in opened:
+                        opened.append(created["session_id"])
+                await send({"type": "websocket.send", "text": json.dumps(reply)})
+        except (OSError, RuntimeError):
+            return  # the client left mid-answer
+        finally:
+            for session_id in opened:
+                session = self.server.sessions.get(session_id)
+                if session is not None:
+                    await self.server.close(session)
+
+    async def _one(self, scope: dict[str, Any], body: bytes, default_session: str | None) -> Any:
+        """One JSON-RPC message through the HTTP handler (the SDK), ``default_session`` filled in where the
+        request names none; the JSON answer."""
+        if len(body) > self.server.config.max_message_bytes:
+            return _rpc_error(INVALID_REQUEST, "message over the server's limit")
+        problem = _not_jsonrpc(body)
+        if problem is not None:
+            return problem
+        message = json.loads(body)
+        if default_session and isinstance(message, dict) and message.get("method") in NEEDS_SESSION:
+            params = message.setdefault("params", {})
+            if isinstance(params, dict):
+                params.setdefault("session_id", default_session)
+            body = json.dumps(message).encode()
+        http = {
+            "type": "http",
+            "asgi": scope.get("asgi", {"version": "3.0"}),
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "root_path": scope.get("root_path", ""),
+            "query_string": b"",
+            "headers": [(k, v) for k, v in scope.get("headers", []) if k == b"authorization"],
+            "client": scope.get("client"),
+            "server": scope.get("server"),
+        }
+        chunks: list[bytes] = []
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def capture(event: dict[str, Any]) -> None:
+            if event["type"] == "http.response.body":
+                chunks.append(event.get("body", b""))
+
+        await self(http, receive, capture)
+        text = b"".join(chunks)
+        return json.loads(text) if text else {"jsonrpc": "2.0", "id": message.get("id"), "result": {}}
+
     # ---- handlers -----------------------------------------------------------------------------------------
 
     def _session(self, session_id: str | None, method: str) -> Session:
@@ -199,6 +282,17 @@ class MCPEndpoint:
         session = self._session(params.session_id, "openenv/session/close")
         await self.server.close(session)
         return {"session_id": session.id, "closed": True}
+
+
+NEEDS_SESSION = ("tools/list", "tools/call", "openenv/session/close")
+"""The methods a ``WS /mcp`` connection fills its session into."""
+
+
+def _ws_header(scope: dict[str, Any], name: bytes) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k == name:
+            return bytes(v).decode("latin-1")
+    return None
 
 
 def _rpc_error(code: int, message: str) -> dict[str, Any]:

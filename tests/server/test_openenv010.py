@@ -155,3 +155,36 @@ def test_a_generic_client_maps_a_raw_reply_onto_our_action(toy_server):
         sid = http.post(f"{toy_server.http_url}/reset", json={"seed": 0}).json()["session_id"]
         out = http.post(f"{toy_server.http_url}/step", json={"action": action, "session_id": sid}).json()
     assert out["observation"]["text"] == "4"
+
+
+def test_mcp_over_websocket_ties_the_episode_to_the_connection(toy_server):
+    """``WS /mcp``: the same methods as ``POST /mcp``; the connection's session fills in where a request names none,
+    and closing the socket closes the episode."""
+    import json
+    import time
+
+    from websockets.sync.client import connect
+
+    url = toy_server.http_url.replace("http://", "ws://") + "/mcp"
+
+    def ask(ws, method: str, **params) -> dict:
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}))
+        reply = json.loads(ws.recv(timeout=30))
+        assert reply["jsonrpc"] == "2.0" and reply["id"] == 3
+        return reply
+
+    with connect(url) as ws:
+        assert {t["name"] for t in ask(ws, "tools/list")["result"]["tools"]} == {"calculator", "answer"}
+        assert ask(ws, "tools/call", name="calculator", arguments={"expression": "1"})["error"]["data"]["code"] == (
+            "NOT_RESET"
+        )
+        sid = ask(ws, "openenv/session/create", split="train", index=2)["result"]["session_id"]
+        ok = ask(ws, "tools/call", name="calculator", arguments={"expression": "6*7"})["result"]  # no session_id
+        assert ok["content"] == [{"type": "text", "text": "42"}]
+        ws.send("{}")
+        assert json.loads(ws.recv(timeout=30))["error"]["code"] == -32600
+        assert sid in toy_server.app.state.server.sessions
+    deadline = time.monotonic() + 10
+    while sid in toy_server.app.state.server.sessions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sid not in toy_server.app.state.server.sessions  # the socket's episode closed with it
