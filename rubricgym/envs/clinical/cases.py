@@ -78,7 +78,9 @@ def load_cases(path: str | Path, kb: KnowledgeBase, strict: bool = True) -> list
     load = read_cases(path, kb)
     if load.skipped and strict:
         raise CaseFileError(
-            f"{load.summary()}\n(fix these, or load the valid cases only with lenient=True)", load.problems
+            f"{load.summary()}\n(fix these, or load only the valid cases: `--env-arg lenient=true` on the command line, "
+            "`lenient=True` in Python)",
+            load.problems,
         )
     if load.skipped:
         warnings.warn(load.summary(), stacklevel=2)

@@ -118,6 +118,30 @@ def test_every_error_of_every_case_in_one_run_and_lenient_loading(tmp_path):
     ):
         assert expected in text, expected
     assert len(e.value.problems) == 5
+    # the way out is spelled in the syntax of the command line too (issue #44 item 12), and it works there
+    assert "`--env-arg lenient=true` on the command line" in text
+    from typer.testing import CliRunner
+
+    from rubricgym.cli import app
+
+    out = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "clinical-v0",
+            "--env-arg",
+            f"cases={p}",
+            "--env-arg",
+            "lenient=true",
+            "--agent",
+            "oracle",
+            "--tasks",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
+    assert out.exit_code == 0, out.output
     load = read_cases(p, load_kb())
     assert len(load.cases) == 18 and len(load.skipped) == 3
     with pytest.warns(UserWarning, match="18 case"):
