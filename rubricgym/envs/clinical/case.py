@@ -11,7 +11,7 @@ import random
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.schema import AGE_BANDS, Condition, KnowledgeBase
@@ -23,9 +23,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MAX_AGE_YEARS = 120
+"""The oldest age a profile takes, in years; in months or days the bound is the same span in that unit."""
+_PER_YEAR = {"years": 1, "months": 12, "days": 365}
+
+
 class Profile(_Strict):
-    age: int = Field(ge=0, le=120)
-    """In ``age_unit`` (an infant's age in months or days, as the case gives it)."""
+    age: int = Field(ge=0)
+    """In ``age_unit`` (an infant's age in months or days, as the case gives it); at most ``MAX_AGE_YEARS``
+    years in that unit (231 days is a 7-month-old, not an age over 120)."""
     sex: Literal["M", "F", "U"]
     """``U``: not stated by the case."""
     age_unit: Literal["years", "months", "days"] = "years"
@@ -35,10 +41,20 @@ class Profile(_Strict):
     allergies: str = "No known drug allergies."
     social: str = ""
 
+    @model_validator(mode="after")
+    def _age_within_bound_in_its_unit(self) -> Profile:
+        limit = MAX_AGE_YEARS * _PER_YEAR[self.age_unit]
+        if self.age > limit:
+            raise ValueError(
+                f"age {self.age} {self.age_unit} is over {MAX_AGE_YEARS} years ({limit} {self.age_unit}); give the "
+                "age with its unit (age_unit: years, months or days)"
+            )
+        return self
+
     @property
     def years(self) -> float:
         """The age in years (fractional for an infant)."""
-        return self.age / {"years": 1, "months": 12, "days": 365}[self.age_unit]
+        return self.age / _PER_YEAR[self.age_unit]
 
     @property
     def adult(self) -> bool:

@@ -7,8 +7,8 @@ import difflib
 import functools
 import re
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from rubricgym.core.tools import ToolError
 from rubricgym.envs.clinical.matching import _ICD, STOP, NameIndex, close_words, fold
@@ -303,3 +303,52 @@ def impression_fit(kb: KnowledgeBase, facts: dict[str, Any], impression: str, co
         wanted |= set(facts.get("key_exams", []))
     wanted |= {"vitals", "spo2", "bedside_glucose"}
     return bool(named) and bool(wanted & set(covered))
+
+
+MapsTo = Literal["knowledge base", "alias", "neither"]
+
+
+@dataclass
+class DiagnosisMap:
+    """How a case's diagnosis name maps to the knowledge base."""
+
+    maps_to: MapsTo
+    condition: str | None = None
+    """The knowledge-base condition it is (``None`` for ``neither``)."""
+    via: str | None = None
+    """The name it matched: the condition's name, an alias, or a written variant ("COPD" of "... (COPD)")."""
+    near: list[str] = field(default_factory=list)
+    """For ``neither``: knowledge-base conditions the matcher reads the name as ("Pneumonia due to
+    Streptococcus pneumoniae" is pneumonia to it). The case is not linked to them, so an answer naming one of
+    them ("pneumonia") is not credited; an alias in a knowledge-base overlay links them."""
+
+    def describe(self) -> str:
+        if self.maps_to != "neither":
+            return f"{self.maps_to}: {self.condition} ({self.via!r})"
+        if self.near:
+            return f"neither; reads as {', '.join(self.near)}, but an answer naming it is not credited"
+        return "neither (only the case's own name is credited)"
+
+
+def map_diagnosis(kb: KnowledgeBase, name: str) -> DiagnosisMap:
+    """``knowledge base`` when ``name`` is a condition's name or id; ``alias`` when it is one of a condition's
+    aliases or a written variant of one ("Chronic obstructive pulmonary disease (COPD)" by "COPD"); ``neither``
+    otherwise, with the conditions the env's matcher would read the name as (``near``)."""
+    index = condition_index(kb)
+    folded = fold(name)
+    cid = index.names.get(folded)
+    if cid is not None:
+        cond = kb.conditions[cid]
+        own = {fold(cond.name), fold(cid.replace("_", " "))}
+        return DiagnosisMap("knowledge base" if folded in own else "alias", cid, name)
+    for variant in name_variants(name)[1:]:
+        cid = index.names.get(fold(variant))
+        if cid is not None:
+            return DiagnosisMap("alias", cid, variant)
+    near = []
+    for _, _, cid in index.contained(name):
+        cond = kb.conditions[cid]
+        facts = {"diagnosis": {"name": cond.name, "aliases": list(cond.aliases)}, "condition": cid}
+        if match_diagnosis(kb, facts, name) == "case" and cid not in near:
+            near.append(cid)
+    return DiagnosisMap("neither", near=near)

@@ -9,7 +9,10 @@ case in nesting and naming, so every field is mapped by what it looks like, and 
 was mapped, renamed, added and dropped.
 
 What a case says is kept as it says it: vital signs and examination text verbatim (a section with no system of
-ours is examinable by its own name), results with their units, infant ages in months or days. A test the
+ours is examinable by its own name), results with their units, infant ages in months or days (a gestational age,
+"born at 33 weeks' gestation", is a birth or pregnancy history, never the patient's age). A report given in parts
+(``MRI_Brain: {Findings, Comments}``) is one exam's text, its parts in order; "Findings" or "Comments" is never an
+exam. MIMIC-IV-style records (the same layout: empty fields, "Not Provided", unitless numbers) import too. A test the
 catalogue lacks becomes a report exam of the file's knowledge-base overlay (its ``kb_overlay`` line), so the case
 is still complete; a diagnosis that is a knowledge-base condition brings its aliases, key exams and differential.
 """
@@ -23,31 +26,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubricgym.envs.clinical.diagnosis import case_vocabulary
+from rubricgym.envs.clinical.diagnosis import case_vocabulary, map_diagnosis
 from rubricgym.envs.clinical.matching import fold
 from rubricgym.envs.clinical.patient import (
     EXAM_FILLER,
     SYSTEMS,
     analyte_index,
-    condition_index,
     exam_index,
     resolve_system,
 )
 from rubricgym.envs.clinical.schema import KnowledgeBase
 
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*[- ]?\s*(years?|yrs?|y|months?|mos?|weeks?|wks?|days?|d)\b[- ]*(?:old)?", re.I)
+_AGE = re.compile(
+    r"(\d+(?:\.\d+)?)\s*[- ]?\s*(years?|yrs?|y|months?|mos?|weeks?|wks?|days?|d|hours?|hrs?|h)\b([- ]*old)?", re.I
+)
+_GESTATION_AFTER = re.compile(
+    r"^\s*(?:['’]s?\s*|s['’]\s*)?(?:of\s+)?(?:\d+/\d+\s+)?(?:gestation|gestational|GA\b|pregnan|postmenstrual|corrected)",
+    re.I,
+)
+_GESTATION_BEFORE = re.compile(r"(?:born at|delivered at|gestational age(?: of)?|\bGA(?: of)?:?|gestation:?)\s*$", re.I)
+_AGED = re.compile(r"\b(?:aged?|age:)\s*$", re.I)
 _SEX = (
-    (re.compile(r"\b(female|woman|girl|lady|f)\b", re.I), "F"),
+    (re.compile(r"\b(female|woman|girl|lady|pregnant|f)\b", re.I), "F"),
     (re.compile(r"\b(male|man|boy|gentleman|m)\b", re.I), "M"),
 )
 _NUMBER = re.compile(r"^\s*([<>]=?\s*)?(-?\d[\d,]*(?:\.\d+)?)\s*(.*?)\s*$")
 _REPORT_KEYS = {"findings", "finding", "result", "results", "report", "impression", "interpretation", "value"}
+REPORT_PARTS = frozenset(
+    _REPORT_KEYS
+    | {"comments", "comment", "conclusion", "conclusions", "notes", "note", "description", "technique", "details"}
+    | {"summary", "observations", "observation", "assessment", "additional findings", "other findings", "reading"}
+    | {"unit", "units", "reference range", "reference", "normal range", "ref range", "flag", "remarks", "opinion"}
+)
+"""Sub-keys that are parts of one exam's report (``MRI_Brain: {Findings: ..., Comments: ...}``), never exams."""
+_NOT_GIVEN = {"not provided", "not available", "not done", "not performed", "pending", "n a", "na", "none", "unknown"}
 _NONE = {"none", "none significant", "nil", "n/a", "na", "not applicable", "unremarkable", "no significant history"}
 
 
 @dataclass
 class CaseReport:
-    """What importing one OSCE record did."""
+    """What importing one record (of any layout, ``layouts.py``) did."""
 
     index: int
     case_id: str
@@ -66,6 +84,13 @@ class CaseReport:
     disclosed: list[str] = field(default_factory=list)
     """Test results that name the diagnosis: allowed (a diagnostic test may say what it detects, and the agent
     sees it only by ordering the test), reported."""
+    diagnosis: str = ""
+    maps_to: str | None = None
+    """``knowledge base``, ``alias`` or ``neither`` (``diagnosis.map_diagnosis``)."""
+    maps_via: str | None = None
+    """The condition and the name it matched, when it maps."""
+    oracle: dict[str, Any] | None = None
+    """The env's oracle on the imported case: ``correct``, ``reward``, ``total`` (``verify.oracle_scores``)."""
 
 
 def _humanise(key: str) -> str:
@@ -97,16 +122,51 @@ def _items(value: Any) -> list[str]:
     return []
 
 
+def _age_matches(text: str) -> tuple[list[re.Match[str]], list[re.Match[str]]]:
+    """``(ages, gestations)``: the age-like numbers of ``text`` ("34-year-old", "8 months"), and those that are a
+    gestational age ("born at 32 weeks' gestation", "32 weeks pregnant", "at 28 weeks"), never the patient's age."""
+    ages, gestations = [], []
+    for m in _AGE.finditer(text):
+        unit = m.group(2).lower()
+        weeks = unit.startswith("w")
+        before = text[: m.start()]
+        pregnancy = weeks and re.search(r"\bat\s*$", before, re.I)  # "a woman at 32 weeks"
+        gestation = _GESTATION_AFTER.match(text[m.end() :]) or _GESTATION_BEFORE.search(before) or pregnancy
+        if gestation and not m.group(3) and (weeks or unit.startswith("mo")):  # never "N weeks old", "N years"
+            gestations.append(m)
+        else:
+            ages.append(m)
+    return ages, gestations
+
+
+def gestational_age(text: Any) -> str | None:
+    """The gestational age a demographics text gives ("32 weeks"), or ``None``: kept as what it is (a birth or a
+    pregnancy), never read as the patient's age."""
+    _, gestations = _age_matches(str(text or "") if not isinstance(text, dict) else "")
+    if not gestations:
+        return None
+    m = gestations[0]
+    unit = m.group(2).lower()
+    return f"{m.group(1)} weeks" if unit.startswith("w") else f"{m.group(1)} {unit}"
+
+
 def parse_demographics(text: Any) -> tuple[int | None, str, str]:
     """``(age, unit, sex)`` of free text such as "34-year-old female", "8-month-old boy", "newborn girl, 3 days";
-    a mapping ``{Age, Sex|Gender}`` works too. Sex is ``U`` when the text does not say."""
+    a mapping ``{Age, Sex|Gender}`` works too. Sex is ``U`` when the text does not say.
+
+    The age keeps its unit: months and days for an infant (weeks become days, a fraction of a year under two
+    becomes months, hours make a 0-day-old). A gestational age ("born at 32 weeks' gestation", "28 weeks
+    pregnant") is not the patient's age (``gestational_age`` reads it). "N years old" or "aged N" wins over a
+    bare duration elsewhere in the text."""
     if isinstance(text, dict):
         low = {k.lower(): v for k, v in text.items()}
         text = f"{low.get('age', '')} {low.get('sex', low.get('gender', ''))}"
     text = str(text or "")
     age: int | None = None
     unit = "years"
-    m = _AGE.search(text)
+    ages, gestations = _age_matches(text)
+    stated = [m for m in ages if m.group(3) or _AGED.search(text[: m.start()])]
+    m = next(iter(stated or ages), None)
     if m:
         n, u = float(m.group(1)), m.group(2).lower()
         if u.startswith(("w", "wk")):
@@ -115,12 +175,19 @@ def parse_demographics(text: Any) -> tuple[int | None, str, str]:
             age, unit = round(n), "months"
         elif u.startswith("d"):
             age, unit = round(n), "days"
+        elif u.startswith("h"):
+            age, unit = round(n / 24), "days"
+        elif n < 2 and n != int(n):
+            age, unit = round(n * 12), "months"
         else:
             age = round(n)
-    elif re.search(r"\bnewborn|neonate\b", text, re.I):
+    elif re.search(r"\b(newborn|neonate|neonatal|preterm infant|premature infant)\b", text, re.I):
         age, unit = 0, "days"
     else:
-        bare = re.search(r"\b(\d{1,3})\b", text)
+        rest = text
+        for g in gestations:  # never the gestational age's number
+            rest = rest.replace(g.group(0), " ")
+        bare = re.search(r"\b(\d{1,3})\b", rest)
         age = int(bare.group(1)) if bare else None
     sex = next((code for pattern, code in _SEX if pattern.search(text)), "U")
     return age, unit, sex
@@ -130,7 +197,7 @@ MAX_DEPTH = 32
 """Deepest nesting of objects and lists a record may have (OSCE records nest four or five levels)."""
 
 
-def _records(path: Path) -> Iterator[tuple[int, str, Any]]:
+def read_records(path: Path) -> Iterator[tuple[int, str, Any]]:
     """Each record of a JSONL file, a JSON list or a single JSON object: its 1-based position, where it is
     (``FILE:LINE`` or ``FILE record N``), and the record or the ``ValueError`` saying why it cannot be read."""
     text = path.read_text(encoding="utf-8-sig")
@@ -191,7 +258,11 @@ def shape_problem(osce: dict[str, Any]) -> str | None:
         node: Any = osce
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
-        if node is not None and not (isinstance(node, types) and not isinstance(node, bool)):
+        if node in (None, "", [], {}):  # absent or empty (MIMIC-IV-style records write "History": [])
+            continue
+        if path == ("Patient_Actor", "History") and isinstance(node, list) and all(isinstance(x, str) for x in node):
+            continue  # a narrative given as a list of lines: read as one text
+        if not (isinstance(node, types) and not isinstance(node, bool)):
             return f"{'.'.join(path)} must be {what}, got {type(node).__name__} {str(node)[:40]!r}"
     return None
 
@@ -199,9 +270,13 @@ def shape_problem(osce: dict[str, Any]) -> str | None:
 class OsceImporter:
     """Converts OSCE records against one knowledge base, collecting the overlay exams they need."""
 
-    def __init__(self, kb: KnowledgeBase):
+    overlay_prefix = "osce_"
+    """How the ids of the overlay exams this importer adds begin."""
+
+    def __init__(self, kb: KnowledgeBase, overlay: dict[str, dict[str, Any]] | None = None):
         self.kb = kb
-        self.overlay: dict[str, dict[str, Any]] = {}
+        self.overlay: dict[str, dict[str, Any]] = {} if overlay is None else overlay
+        """Overlay exams by id (shared by the importers of one file)."""
 
     # ---- exams ------------------------------------------------------------------------------------------------
 
@@ -218,7 +293,7 @@ class OsceImporter:
         return None
 
     def _overlay_exam(self, name: str, text: str, report: CaseReport) -> str:
-        slug = "osce_" + re.sub(r"[^a-z0-9]+", "_", fold(name)).strip("_")
+        slug = self.overlay_prefix + re.sub(r"[^a-z0-9]+", "_", fold(name)).strip("_")
         if slug not in self.overlay:
             self.overlay[slug] = {
                 "id": slug,
@@ -229,7 +304,9 @@ class OsceImporter:
                 "invasiveness": 1,
                 "turnaround_h": 1,
             }
-        report.added.append(f"test {name!r} (not in the catalogue): overlay exam {slug!r}")
+        note = f"test {name!r} (not in the catalogue): overlay exam {slug!r}"
+        if note not in report.added:
+            report.added.append(note)
         return slug
 
     def _value(self, exam_id: str, raw: Any, label: str, report: CaseReport) -> float | str:
@@ -242,6 +319,7 @@ class OsceImporter:
             m = _NUMBER.match(text)
             if m and not m.group(1):
                 unit, number = m.group(3), float(m.group(2).replace(",", ""))
+                unit = re.sub(r"\s*\((?:ref|reference|normal)[^)]*\)\.?$", "", unit, flags=re.I).strip()  # its range
                 if not unit or fold(unit) == fold(exam.unit or ""):
                     return number
                 factor = _CONVERSIONS.get((_unit_key(unit), _unit_key(exam.unit or "")))
@@ -252,8 +330,44 @@ class OsceImporter:
                 report.renamed.append(f"{label}: kept as given ({text!r}; the catalogue's unit is {exam.unit})")
         return text
 
-    def results(self, tree: Any, report: CaseReport, prefix: str = "Test_Results") -> dict[str, Any]:
-        """Named results of a nested ``Test_Results`` tree: panels by member, reports by their text."""
+    def is_report(self, name: str, value: dict[str, Any]) -> bool:
+        """Whether ``value`` is one exam's report in parts (``MRI_Brain: {Findings, Comments}``), not a group of
+        tests: its parts are text, and a part is named as a report part, or the exam is a catalogue report, or
+        its name is an imaging study or procedure, with no part that is a test itself."""
+        if any(isinstance(v, dict) for v in value.values()):
+            return False
+        if {fold(k) for k in value} & REPORT_PARTS:
+            return True
+        if any(self.exam(_humanise(k)) is not None or _kind(_humanise(k)) != "lab" for k in value):
+            return False
+        found = self.exam(name)
+        if found is not None:
+            exam = self.kb.exams[found]
+            return not exam.members and not exam.is_analyte
+        return _kind(name) != "lab"
+
+    def _report_text(self, value: dict[str, Any], label: str, report: CaseReport) -> str:
+        """A report's parts as one text, in the order given ("Findings: ... Comments: ..."); a bare
+        ``{Value, Unit, Reference_Range}`` is the result "13.2 g/dL" (the catalogue's range applies)."""
+        parts = {fold(k): v for k, v in value.items()}
+        refs = ("reference range", "reference", "normal range", "ref range")
+        if "value" in parts and set(parts) <= {"value", "unit", "units", *refs}:
+            unit = parts.get("unit", parts.get("units", ""))
+            for k in refs:
+                if k in parts:
+                    report.dropped.append(f"{label}: reference range {parts[k]!r} (the catalogue's range applies)")
+            return f"{parts['value']} {unit}".strip()
+        out = ""
+        for key, part in value.items():
+            text = f"{_sentence(_humanise(key))}: {_flatten(part)}"
+            out = text if not out else f"{out} {text}" if out.rstrip()[-1:] in ".!?" else f"{out}; {text}"
+        return out
+
+    def results(
+        self, tree: Any, report: CaseReport, prefix: str = "Test_Results", panel: str | None = None
+    ) -> dict[str, Any]:
+        """Named results of a nested ``Test_Results`` tree: panels by member, reports by their text (a report
+        given in parts, ``MRI_Brain: {Findings, Comments}``, is one exam's text, its parts in order)."""
         out: dict[str, Any] = {}
         if not isinstance(tree, dict):
             if tree not in (None, ""):
@@ -264,12 +378,18 @@ class OsceImporter:
             if value in (None, "", {}, []):
                 report.dropped.append(f"{label}: empty")
                 continue
-            if isinstance(value, dict) and {fold(k) for k in value} <= _REPORT_KEYS:
-                value = _flatten(value)  # {"Findings": "..."}: a report's text
+            if isinstance(value, str) and fold(value) in _NOT_GIVEN:
+                report.dropped.append(f"{label}: {value.strip()!r} (no result given)")
+                continue
+            if fold(key) in REPORT_PARTS:  # "Findings" or "Comments" beside tests: never an exam of its own
+                report.dropped.append(f"{label}: a note on {prefix.rsplit('.', 1)[-1]!r}, not a test (not kept)")
+                continue
+            if isinstance(value, dict) and self.is_report(name, value):
+                value = self._report_text(value, label, report)
             found = self.exam(name)
             if isinstance(value, dict):
                 if found is not None and self.kb.exams[found].members:
-                    members = self.results(value, report, label)
+                    members = self.results(value, report, label, panel=found)
                     out[found] = {k: v for k, v in members.items() if not isinstance(v, dict)}
                     report.mapped.append(f"{label} -> panel {self.kb.exams[found].name}")
                 else:  # a group ("Imaging", "Blood_Tests"): its members are the results
@@ -277,6 +397,14 @@ class OsceImporter:
                 continue
             if isinstance(value, list):
                 value = _flatten(value)
+            if (
+                panel is not None
+                and found is not None
+                and found not in {*self.kb.exams[panel].members, *self.kb.analytes_of(panel)}
+            ):
+                # a member named like another test ("Leukocytes" of a urinalysis is not the blood count's WBC)
+                name = f"{self.kb.exams[panel].name} {name}"
+                found = None
             if found is None:
                 found = self._overlay_exam(name, str(value), report)
                 out[found] = str(value).strip()
@@ -312,8 +440,12 @@ class OsceImporter:
         if not dx:
             report.error = "no Correct_Diagnosis"
             return None, report
+        if not re.search(r"[^\W\d_]", dx):
+            report.error = f"Correct_Diagnosis {dx!r} names no condition (give the diagnosis' name)"
+            return None, report
         report.mapped.append(f"Demographics -> age {age} {unit}, sex {sex}")
         history, profile = self._history(actor, report)
+        self._gestation(actor.get("Demographics"), age, unit, history, report)
         symptoms = actor.get("Symptoms") or {}
         primary = symptoms.get("Primary_Symptom") if isinstance(symptoms, dict) else None
         complaint = str(primary or osce.get("Objective_for_Doctor") or "feeling unwell").strip().rstrip(".")
@@ -349,7 +481,8 @@ class OsceImporter:
         if not isinstance(symptoms, dict):
             symptoms = {"Secondary_Symptoms": symptoms}
         primary = str(symptoms.get("Primary_Symptom") or "").strip()
-        narrative = str(actor.get("History") or "").strip()
+        lines = actor.get("History") or ""
+        narrative = (" ".join(str(x).strip() for x in lines) if isinstance(lines, list) else str(lines)).strip()
         if primary:
             history[primary.lower()] = narrative or f"Yes, {primary.lower()}."
             report.mapped.append("Symptoms.Primary_Symptom + History -> history")
@@ -382,6 +515,18 @@ class OsceImporter:
                 report.renamed.append(f"{key} -> history {_humanise(key)!r}")
         return history, profile
 
+    @staticmethod
+    def _gestation(demographics: Any, age: int, unit: str, history: dict[str, str], report: CaseReport) -> None:
+        """Keep a gestational age the demographics give as what it is: a birth history for an infant, a
+        pregnancy for anyone older (never the patient's age)."""
+        weeks = gestational_age(demographics)
+        if weeks is None:
+            return
+        infant = age / {"years": 1, "months": 12, "days": 365}[unit] < 2
+        key, text = ("birth", f"Born at {weeks}' gestation.") if infant else ("pregnancy", f"I am {weeks} pregnant.")
+        history.setdefault(key, text)
+        report.mapped.append(f"Demographics: gestational age {weeks} -> history {key!r} (not the patient's age)")
+
     def _examination(self, findings: Any, report: CaseReport) -> dict[str, str]:
         out: dict[str, str] = {}
         if not isinstance(findings, dict):
@@ -405,11 +550,17 @@ class OsceImporter:
         return out
 
     def _diagnosis(self, case: dict[str, Any], report: CaseReport) -> None:
+        """Link the case to the knowledge-base condition its diagnosis names (by name, alias, or a form the env's
+        matcher credits as that condition), and record on the report which of these it is."""
         name = case["diagnosis"]["name"]
-        index = condition_index(self.kb)
-        cid = index.names.get(fold(name))
+        found = map_diagnosis(self.kb, name)
+        report.diagnosis, report.maps_to = name, found.maps_to
+        report.maps_via = None if found.condition is None else f"{found.condition} ({found.via})"
+        cid = found.condition
         if cid is None:
-            report.mapped.append("Correct_Diagnosis -> diagnosis (not a knowledge-base condition: no key exams)")
+            report.mapped.append("diagnosis -> its own name (not a knowledge-base condition: no key exams)")
+            if found.near:
+                report.maps_via = f"reads as {', '.join(found.near)} (not linked: an answer naming it is not credited)"
             return
         cond = self.kb.conditions[cid]
         case["diagnosis"] = {"name": name, "aliases": [cond.name, *cond.aliases], "icd10": cond.icd10}
@@ -417,7 +568,10 @@ class OsceImporter:
         case["key_exams"] = list(cond.key_exams)
         case["differential"] = list(cond.differential)
         case["cant_miss"] = list(cond.cant_miss)
-        report.mapped.append(f"Correct_Diagnosis -> condition {cid!r} (aliases, ICD-10, key exams, differential)")
+        report.mapped.append(
+            f"diagnosis -> condition {cid!r} by {found.maps_to} {found.via!r} (aliases, ICD-10, key exams, "
+            "differential)"
+        )
 
 
 def diagnosis_mentions(kb: KnowledgeBase, case: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -457,7 +611,11 @@ def diagnosis_mentions(kb: KnowledgeBase, case: dict[str, Any]) -> tuple[list[st
 _SYSTEM_WORDS = {fold(s) for s in SYSTEMS}
 _KINDS = (
     (
-        re.compile(r"x ?ray|\bct\b|\bmri\b|ultrasound|sonograph|\bscan\b|imaging|echocardiogra|angiogra", re.I),
+        re.compile(
+            r"x ?ray|radiograph|\bct\b|\bmri\b|ultrasound|sonograph|\bscan\b|imaging|echocardiogra|angiogra|doppler|"
+            r"mammogra|\bpet\b|fluoroscop|tomograph",
+            re.I,
+        ),
         "imaging",
     ),
     (re.compile(r"biopsy|scopy\b|endoscop|aspirat|puncture", re.I), "procedure"),
@@ -473,9 +631,17 @@ def _kind(name: str) -> str:
 
 
 _COUNT_UNITS = ("/mm3", "/mm^3", "/ul", "/µl", "/μl", "cells/mm3", "cells/ul", "cells/µl", "per mm3", "/cumm")
+_THOUSANDS_UNITS = tuple(
+    f"{a}{b}" for a in ("x10^3", "10^3", "x10e3", "k", "thou", "x1000") for b in ("/ul", "/µl", "/μl", "/mm3", "/cumm")
+)
 _CONVERSIONS: dict[tuple[str, str], float] = {
     **{(u, "x10^9/l"): 1e-3 for u in _COUNT_UNITS},
+    **{(u, "x10^9/l"): 1.0 for u in _THOUSANDS_UNITS},
     ("g/dl", "g/l"): 10.0,
+    ("mg/l", "ng/mlfeu"): 1000.0,
+    ("mg/lfeu", "ng/mlfeu"): 1000.0,
+    ("µg/ml", "ng/mlfeu"): 1000.0,
+    ("ug/ml", "ng/mlfeu"): 1000.0,
     ("g/l", "g/dl"): 0.1,
 }
 """Unit conversions that hold for any analyte (counts per microlitre to 10^9/L, g/dL to g/L); others stay as
@@ -493,7 +659,7 @@ def import_osce(
     cannot become a case has its report's ``error`` and ``where``."""
     importer = OsceImporter(kb)
     cases, reports = [], []
-    for index, where, record in _records(Path(path)):
+    for index, where, record in read_records(Path(path)):
         case, report = importer.case(index, record)
         report.where = where
         reports.append(report)
