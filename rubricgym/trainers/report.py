@@ -184,53 +184,64 @@ PLOTS = (
 
 
 def write_plots(records: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """One PNG per plot in ``PLOTS``; returns the files written."""
+    """One PNG per plot in ``PLOTS`` whose metric was logged (no flat KL panel when KL is off); integer step
+    ticks; held-out CIs drawn as bands. Returns the files written (a plot no longer drawn is removed)."""
     matplotlib.use("Agg")  # files only: no window, whatever backend the caller had
+    from matplotlib.ticker import MaxNLocator
+
     steps = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, title, keys, eval_key in PLOTS:
-        fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
         if keys is None or isinstance(keys, str):  # a prefix: every logged key that starts with it
             prefix = keys or "stage/"
             keys = sorted({k for r in steps for k in r if k.startswith(prefix)})
-        if name in ("hacking", "credit") and not any(r.get(k) is not None for r in steps for k in keys):
-            plt.close(fig)  # no monitor configured: no empty plot (and no figure left open across steps)
+        logged = [k for k in keys if any(_finite_number(r.get(k)) for r in steps)]
+        ek = eval_key or ""
+        has_evals = bool(ek) and any(_finite_number(r.get(ek)) for r in evals)
+        path = out_dir / f"{name}.png"
+        if not logged and not has_evals:  # metric off (KL with beta 0, no monitor): no flat panel
+            path.unlink(missing_ok=True)
             continue
-        for key in keys:
-            xs = [r["step"] for r in steps if r.get(key) is not None]
-            ys = [r[key] for r in steps if r.get(key) is not None]
-            if xs:
-                ax.plot(xs, ys, marker=".", label=key)
-        if eval_key:
-            xs = [r["step"] for r in evals]
-            ys = [r[eval_key] for r in evals]
-            lo = [r["eval_ci_low"] for r in evals]
-            hi = [r["eval_ci_high"] for r in evals]
-            if xs:
-                ax.errorbar(
-                    xs,
-                    ys,
-                    yerr=[[y - a for y, a in zip(ys, lo, strict=True)], [b - y for y, b in zip(ys, hi, strict=True)]],
-                    fmt="o-",
-                    capsize=3,
-                    label="held-out (95% CI)",
+        fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+        for key in logged:
+            xs = [r["step"] for r in steps if _finite_number(r.get(key))]
+            ys = [r[key] for r in steps if _finite_number(r.get(key))]
+            ax.plot(xs, ys, marker=".", label=key)
+        if has_evals:
+            rows = [r for r in evals if _finite_number(r.get(ek))]
+            xs = [r["step"] for r in rows]
+            ys = [r[ek] for r in rows]
+            (line,) = ax.plot(xs, ys, "o-", label="held-out")
+            banded = [r for r in rows if _finite_number(r.get("eval_ci_low")) and _finite_number(r.get("eval_ci_high"))]
+            if banded:
+                ax.fill_between(
+                    [r["step"] for r in banded],
+                    [r["eval_ci_low"] for r in banded],
+                    [r["eval_ci_high"] for r in banded],
+                    color=line.get_color(),
+                    alpha=0.2,
+                    label="held-out 95% CI",
                 )
-            solved = [(r["step"], r["eval_success"]) for r in evals if r.get("eval_success") is not None]
+            solved = [(r["step"], r["eval_success"]) for r in evals if _finite_number(r.get("eval_success"))]
             if solved:
                 ax.plot(*zip(*solved, strict=True), "s--", label="held-out solved")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         fig.tight_layout()
-        path = out_dir / f"{name}.png"
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def write_html(
@@ -254,6 +265,8 @@ table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;pad
 pre{{background:#f6f6f6;padding:1em}}</style></head><body>
 <h1>rubricgym training run: {html.escape(run_dir.name)}</h1>
 <pre>{html.escape(chr(10).join(summary_lines))}</pre>
+<p>Every kept rollout with its per-step verdicts, each step's groups and the live dashboard:
+<code>rubricgym view {html.escape(str(run_dir))}</code></p>
 {imgs}
 <h2>Last steps</h2><table><tr>{"".join(f"<th>{k}</th>" for k in [*keys, "monitor alarm"])}</tr>{rows}</table>
 <h2>Config</h2><pre>{html.escape(json.dumps(config, indent=2, default=str))}</pre>

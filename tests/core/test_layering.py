@@ -19,12 +19,13 @@ LAYERS: dict[str, set[str]] = {
     "__init__": _BASE,
     "env_checker": _MIDDLE,
     "proxy": _MIDDLE,
+    "viewer": _TOOLS | {"trainers"},
     "trainers": _TOOLS | {"proxy"},
     "arena": _TOOLS,
     "server": _TOOLS,
     "interop": _TOOLS | {"server"},
-    "demo": _TOOLS | {"trainers"},
-    "cli": _TOOLS | {"trainers", "arena", "server", "interop", "demo", "scaffold", "proxy"},
+    "demo": _TOOLS | {"trainers", "arena"},
+    "cli": _TOOLS | {"trainers", "arena", "server", "interop", "demo", "scaffold", "proxy", "viewer"},
     "scaffold": _TOOLS | {"cli"},  # borrows the CLI's console; `cli` registers its command
 }
 GROUP = {"cli_env": "cli", "cli_show": "cli", "cli_export": "cli", "__main__": "cli"}
