@@ -11,6 +11,7 @@ from rubricgym.core import __all__ as _core_all
 from rubricgym.core.registry import register_url_handler as _register_url_handler
 from rubricgym.rewards import CheckJudge, Criterion, LLMJudge, ProcessRewardModel, Rubric, Verdict
 
-_register_url_handler("rubricgym.server.remote:remote_spec")  # make("ws://host:port") drives a served env
+# make("ws://host:port") drives a served env: a rubricgym server's as it serves it, a stock OpenEnv server's mapped
+_register_url_handler("rubricgym.interop.openenv:url_spec")
 __version__ = "0.1.0"
 __all__ = [*_core_all, "CheckJudge", "Criterion", "LLMJudge", "ProcessRewardModel", "Rubric", "Verdict", "__version__"]

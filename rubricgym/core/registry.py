@@ -61,7 +61,7 @@ class _Registry:
         self.discovering = False  # this thread is loading plugins (a plugin that looks an env up must not recurse)
         self.lock = threading.RLock()  # threads wait for discovery to finish instead of seeing half of it
         self.url_spec: str | None = None
-        self.prefixes: dict[str, str] = {}
+        self.prefixes: dict[str, str] = dict(BUILTIN_PREFIXES)
         self.hints: dict[str, str] = {}
 
 
@@ -95,10 +95,10 @@ def _call(target: str, id: str) -> EnvSpec:
     return getattr(importlib.import_module(module), attr)(id)
 
 
+BUILTIN_PREFIXES = (("verifiers:", "rubricgym.interop.verifiers_env:verifiers_spec"),)
+"""Id prefixes every registry resolves (``register_id_prefix`` adds more): ``verifiers:<taskset-id>`` is a
+verifiers environment (``interop.verifiers_env``), imported only when such an id is used."""
 _REGISTRY = _Registry()
-URL_ROUTER = "rubricgym.interop.openenv:route_url"
-"""Decides who builds a URL's env: the registered handler (``rubricgym serve``'s ``RemoteEnv``) or, for a stock
-OpenEnv server, ``interop.openenv``."""
 
 
 def _gym_id(env_id: str) -> str:
@@ -192,10 +192,7 @@ def spec(id: str) -> EnvSpec:
     if "://" in id:
         if _REGISTRY.url_spec is None:
             raise KeyError(f"{id!r} is a URL but no URL handler is registered (import rubricgym registers one)")
-        # a stock OpenEnv server is wrapped by interop.openenv; any other URL goes to the registered handler
-        module, _, attr = URL_ROUTER.partition(":")
-        route: Callable[[str, str], EnvSpec] = getattr(importlib.import_module(module), attr)
-        return route(id, _REGISTRY.url_spec)
+        return _call(_REGISTRY.url_spec, id)
     _discover()
     try:
         return _REGISTRY.specs[id]

@@ -21,7 +21,6 @@ The session is OpenEnv's own ``GenericEnvClient`` over ``WS /ws`` (one connectio
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from typing import Any, ClassVar
 
@@ -34,6 +33,7 @@ from rubricgym.core.env import RubricEnv, ToolOutput
 from rubricgym.core.registry import EnvSpec
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import CheckResult, Message, Task, ToolCall, ToolSpec, Trajectory
+from rubricgym.server.remote import remote_spec
 
 ACT_TOOL = "act"
 _REWARD_KEY = "openenv_reward"
@@ -284,11 +284,7 @@ def openenv_spec(url: str) -> EnvSpec:
     return EnvSpec(id=url, entry_point=cls, description=f"OpenEnv env {cls.env_name!r} served at {url}")
 
 
-def route_url(url: str, handler: str) -> EnvSpec:
-    """The spec of the env at ``url``: ``openenv_spec`` for a stock OpenEnv server, else ``handler``'s
-    (``"module:function"``, the registry's URL handler: ``rubricgym serve``'s ``RemoteEnv``)."""
-    if not is_rubricgym_server(url):
-        return openenv_spec(url)
-    module, _, attr = handler.partition(":")
-    spec: EnvSpec = getattr(importlib.import_module(module), attr)(url)
-    return spec
+def url_spec(url: str) -> EnvSpec:
+    """The spec of the env at ``url`` (the URL handler ``import rubricgym`` registers): a ``rubricgym serve``
+    server is driven as it serves its env (``server.remote``), a stock OpenEnv server through ``openenv_spec``."""
+    return remote_spec(url) if is_rubricgym_server(url) else openenv_spec(url)
