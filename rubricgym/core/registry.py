@@ -61,7 +61,7 @@ class _Registry:
         self.discovering = False  # this thread is loading plugins (a plugin that looks an env up must not recurse)
         self.lock = threading.RLock()  # threads wait for discovery to finish instead of seeing half of it
         self.url_spec: str | None = None
-        self.prefixes: dict[str, str] = dict(BUILTIN_PREFIXES)
+        self.prefixes: dict[str, str] = {}
         self.hints: dict[str, str] = {}
 
 
@@ -95,9 +95,6 @@ def _call(target: str, id: str) -> EnvSpec:
     return getattr(importlib.import_module(module), attr)(id)
 
 
-BUILTIN_PREFIXES = (("verifiers:", "rubricgym.interop.verifiers_env:verifiers_spec"),)
-"""Id prefixes every registry resolves (``register_id_prefix`` adds more): ``verifiers:<taskset-id>`` is a
-verifiers environment (``interop.verifiers_env``), imported only when such an id is used."""
 _REGISTRY = _Registry()
 
 
