@@ -126,6 +126,10 @@ class ProxyEpisode:
             self._observations.append(observation)
             self._cond.notify_all()
 
+    def discard_unread(self) -> None:
+        with self._cond:
+            self._taken = len(self._observations)
+
     def close(self) -> None:
         with self._cond:
             self._over = True
@@ -176,6 +180,7 @@ class ProgramAgent:
             ep.publish(_observation(messages))
         assert ep._queue is not None
         request = None if ep._stopped and ep._queue.empty() else await ep._queue.get()
+        ep.discard_unread()  # an observation the agent never fetched before calling the model again is stale
         if request is None:
             self.tool_turn = False
             return AGENT_STOPPED

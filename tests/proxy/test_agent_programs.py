@@ -61,12 +61,13 @@ def test_each_framework_plays_env_steps_through_the_proxy(policy, program):
 
 
 @pytest.mark.slow
-def test_grpo_trains_an_agent_program_through_the_proxy(tiny_config, tmp_path):
-    """``generation.agent_program`` in a training config: two GRPO steps of the LangGraph agent, then a resume."""
+@pytest.mark.parametrize("program", ["langgraph_react", "openai_agents_sdk"])
+def test_grpo_trains_an_agent_program_through_the_proxy(tiny_config, tmp_path, program):
+    """``generation.agent_program`` in a training config: two GRPO steps of a framework's agent, then a resume."""
     from rubricgym.trainers.trainer import Trainer
 
     over = {
-        "generation": {"agent_program": "rubricgym.proxy.examples:langgraph_react", "response_prefix": PREFIX},
+        "generation": {"agent_program": f"rubricgym.proxy.examples:{program}", "response_prefix": PREFIX},
         "env": {"kwargs": KW},
     }
     cfg = tiny_config(tmp_path / "run", **over)
@@ -74,7 +75,7 @@ def test_grpo_trains_an_agent_program_through_the_proxy(tiny_config, tmp_path):
     assert summary
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if line]
     played = [json.loads(line) for line in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
-    assert played and {t["agent"] for t in played} == {"langgraph_react"}  # every episode was the program's
+    assert played and {t["agent"] for t in played} == {program}  # every episode was the program's
     steps = [r for r in rows if r.get("kind") == "train" and "step" in r]
     assert steps and steps[-1]["step"] >= 1, rows[-1]
     Trainer(tiny_config(tmp_path / "run", steps=3, **over)).run(resume=True)
