@@ -13,11 +13,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from rubricgym.cli_env import EnvArgOption, EnvConfigOption, endpoint_teacher, env_kwargs_or_exit
-from rubricgym.cli_show import format_gui, format_tools, print_examples, summarize
+from rubricgym.cli_show import format_gui, format_tools, print_examples, solved_line, summarize
 from rubricgym.core.agent import Agent
 from rubricgym.core.bounds import MAX_SEED, bounded
+from rubricgym.core.fmt import fit_table
 
 
 def shared_cores_wait_policy() -> str | None:
@@ -82,12 +84,24 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
     if as_json:
         print(json.dumps(rows, indent=2))
         return
+    console.print(fit_table(console, envs_table(rows), [ENV_IDS]))
+
+
+ENV_IDS = "env id / gymnasium id"
+
+
+def envs_table(rows: list[dict[str, Any]]) -> Table:
+    """The ``envs`` listing: each env id above its Gymnasium id in a column that is never cut (people copy them),
+    the description, stages and scripted agents (``--agent`` names) wrapped beside it."""
     table = Table(title="rubricgym envs")
-    for col in ("id", "gymnasium id", "stages", "scripted agents", "description"):
-        table.add_column(col)
+    table.add_column(ENV_IDS)
+    table.add_column("description · stages · scripted agents", ratio=1)
     for r in rows:
-        table.add_row(r["id"], r["gym_id"], ", ".join(r["stages"]), ", ".join(r["agents"]), r["description"])
-    console.print(table)
+        about = Text(r["description"] or "")
+        about.append(f"\nstages: {', '.join(r['stages'])}", style="dim")
+        about.append(f"\nagents: {', '.join(r['agents'])}", style="dim")
+        table.add_row(Text.assemble(r["id"], "\n", (r["gym_id"], "dim")), about)
+    return table
 
 
 # ---- run -----------------------------------------------------------------------------------------------------
@@ -296,10 +310,16 @@ def show(
     if as_json:
         print(json.dumps(summary, indent=2))
         return
-    table = Table(
-        title=f"{run_dir}: {summary['count']} trajectories of {', '.join(summary['envs'])} "
-        f"by {', '.join(summary['agents'])}"
+    console.print(
+        f"{run_dir}: {summary['count']} trajectories of {', '.join(summary['envs'])} by {', '.join(summary['agents'])}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
+    console.print(solved_line(summary["solved"]), highlight=False, markup=False)
+    for w in summary["warnings"]:
+        console.print(w, style="yellow", highlight=False, markup=False)
+    table = Table()
     table.add_column("field")
     table.add_column("n", justify="right")
     table.add_column("mean", justify="right")
@@ -307,7 +327,7 @@ def show(
     for k, s in {**summary["rewards"], "steps": summary["steps"]}.items():
         mean = "-" if s["mean"] is None else f"{s['mean']:.3f}"
         table.add_row(k, str(s["n"]), mean, f"{s['std']:.3f}")
-    console.print(table)
+    console.print(fit_table(console, table, ["field"]))
     console.print("errors: " + ", ".join(f"{k}={v}" for k, v in summary["errors"].items()))
     console.print(format_tools(summary["tools"], summary["count"]), highlight=False)
     if "gui" in summary:
@@ -324,15 +344,36 @@ def check(
     fuzz: Annotated[
         int, typer.Option(help="number of random/malformed actions to try", callback=bounded(0, MAX_COUNT))
     ] = 200,
+    tasks: Annotated[
+        int,
+        typer.Option(
+            "--tasks",
+            "--episodes",
+            help="tasks each audit plays per split (at most what the data holds: a 1-record file is checked on "
+            "its one record)",
+            callback=bounded(1, 10_000),
+        ),
+    ] = 2,
+    seed: Annotated[int, typer.Option(help="seed of the tasks and episodes", callback=bounded(0, MAX_SEED))] = 0,
     env_arg: EnvArgOption = None,
     env_config: EnvConfigOption = None,
 ) -> None:
-    """Check an env: Gymnasium's check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks."""
-    from rubricgym.env_checker import check_env_id
+    """Check an env on its own tasks or your data (--env-arg cases=FILE, instances=FILE, ...): Gymnasium's
+    check_env, tool schemas, fuzzing, Unicode, determinism, truncation, checks, and the leak, shortcut, totals and
+    consistency audits. `rubricgym audit-judge` takes the same --env-arg/--env-config options."""
+    from rubricgym.core.progress import progress
+    from rubricgym.env_checker import CheckRow, check_env_id
 
     kwargs = env_kwargs_or_exit(env_id, env_arg, env_config)
     try:
-        report = check_env_id(env_id, fuzz=fuzz, env_kwargs=kwargs)
+        with progress(Console(stderr=True), f"rubricgym check {env_id}", unit="checks") as shown:
+
+            def row_done(row: CheckRow, i: int, total: int) -> None:
+                if i == 1:  # the count is known now
+                    shown.phase(f"rubricgym check {env_id}", total=total, unit="checks", announce=False)
+                shown.advance(status=f"{row[0]}: {'pass' if row[1] else 'FAIL'}")
+
+            report = check_env_id(env_id, fuzz=fuzz, seed=seed, env_kwargs=kwargs, tasks=tasks, on_row=row_done)
     except KeyError as e:
         fail(str(e.args[0]))
     table = Table(title=f"rubricgym check {env_id}")
@@ -340,7 +381,7 @@ def check(
     table.add_column("result")
     table.add_column("detail")
     for name, passed, detail in report.rows:
-        table.add_row(name, "[green]pass[/]" if passed else "[red]FAIL[/]", detail)
+        table.add_row(name, "[green]pass[/]" if passed else "[red]FAIL[/]", escape(detail))
     console.print(table)
     if not report.ok:
         raise typer.Exit(1)
@@ -386,7 +427,8 @@ def demo(
     budget_minutes: Annotated[
         float | None,
         typer.Option(
-            help="wall-clock budget for training plus both evaluations (toy 12, else 15)",
+            help="wall-clock minutes (toy 12: training and both evaluations; --env/--suite 20: loading, warm "
+            "start, the three policies' evaluations and GRPO, up to the table; the arena after it takes seconds)",
             callback=bounded(1.0, 7 * 24 * 60.0),
         ),
     ] = None,
@@ -401,9 +443,21 @@ def demo(
     suite: Annotated[
         bool, typer.Option("--suite", help="train the demo-mix suite (toy, deep search, clinical) with SEC")
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="start from this checkpoint: a model name, a model directory (sft's OUT/model, a run's "
+            "checkpoints/step-N) or a run directory holding one"
+        ),
+    ] = None,
+    sampled: Annotated[
+        int, typer.Option(help="--env/--suite: rollouts per held-out task in the sampled rows", callback=bounded(1, 64))
+    ] = 1,
+    arena: Annotated[bool, typer.Option(help="--env/--suite: rank the three policies in the arena after")] = True,
 ) -> None:
-    """The main job on embedded defaults: train SmolLM2-135M on toy tasks (or --env FAMILY, or --suite), then base
-    vs trained on held-out ones."""
+    """The main job on embedded defaults: train SmolLM2-135M on toy tasks, then base vs trained on held-out ones.
+    With --env FAMILY or --suite: base, warm start (the family's teacher cloned, cached in RUN/warm_start) and warm
+    start + GRPO on the same held-out tasks, greedy and sampled, with paired gains; then the arena over the three."""
     from rubricgym.demo import run_demo
     from rubricgym.trainers.config import ConfigError
 
@@ -421,6 +475,9 @@ def demo(
                 score_only=score_only,
                 env=env,
                 suite=suite,
+                model=model,
+                sampled=sampled,
+                arena=arena,
             )
         )
     except ConfigError as e:
@@ -433,9 +490,11 @@ def _register_subcommands() -> None:
     from rubricgym.envs.clinical.cli import register as register_clinical
     from rubricgym.envs.swe.cli import register as register_swe
     from rubricgym.interop.cli import register as register_interop
+    from rubricgym.proxy.cli import register as register_proxy
     from rubricgym.rewards.cli import register as register_rewards
     from rubricgym.scaffold.cli import register as register_scaffold
     from rubricgym.trainers.cli import register as register_trainers
+    from rubricgym.viewer.cli import register as register_view
 
     register_interop(app)  # serve
     register_export(app)
@@ -445,6 +504,8 @@ def _register_subcommands() -> None:
     register_clinical(app)
     register_arena(app)
     register_scaffold(app)
+    register_proxy(app)
+    register_view(app)
 
 
 _register_subcommands()

@@ -9,6 +9,10 @@ rubric, the leak audit (no hidden value in anything the agent side sees, ``rewar
 battery (no reward for reading ``info``, shotgun answers, wrong answers or leaving the task's scope,
 ``rewards.shortcuts``) and the outcome-consistency audit (no failed episode's rubric total above a solved one's on
 the same task, chance-level agents at most 0.1, ``rewards.consistency``).
+
+It runs on the env's own tasks or on a user's data (``env_kwargs`` such as ``cases=FILE``): the audits play at most
+the tasks the data holds, tasks are drawn without repeats, a row that played nothing fails, and on a user's file the
+advice says what to change in the file (``Data``).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import dataclasses
 import difflib
 import functools
 import json
+import shlex
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gymnasium.utils.env_checker import check_env
@@ -95,57 +102,181 @@ def _run(name: str, fn: Callable[[], str]) -> CheckRow:
         return (name, False, f"{type(e).__name__}: {e} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})")
 
 
-def check_env_id(env_id: str, *, fuzz: int = 200, seed: int = 0, env_kwargs: dict | None = None) -> CheckReport:
-    """Run every check on env ``env_id`` (built with ``env_kwargs``) and return the table of results."""
+def check_env_id(
+    env_id: str,
+    *,
+    fuzz: int = 200,
+    seed: int = 0,
+    env_kwargs: dict | None = None,
+    tasks: int = 2,
+    on_row: Callable[[CheckRow, int, int], None] | None = None,
+) -> CheckReport:
+    """Run every check on env ``env_id`` (built with ``env_kwargs``) and return the table of results.
+
+    ``tasks``: how many tasks each audit plays (per split), at most what the env's task source holds (a user's
+    file of one record is checked on that one record, and the report says so). ``on_row(row, i, total)`` follows
+    progress, row by row."""
     env_spec = spec(env_id)
     if env_kwargs:
         env_spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **env_kwargs})
-    rows: list[CheckRow] = []
     rng = np.random.default_rng(seed)
-
-    rows.append(_run("construct", lambda: _construct(env_spec)))
-    if not rows[-1][1]:
-        return CheckReport(env_id, rows)
-    rows.append(_run("gymnasium check_env", lambda: _gym_check(env_spec)))
-    rows.append(_run("tool schemas", lambda: _tool_schemas(env_spec)))
-    rows.append(_run(f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)))
-    rows.append(_run("hostile argument values in every tool", lambda: _fuzz_arguments(env_spec)))
-    rows.append(_run("distinct task ids", lambda: _task_ids(env_spec, seed)))
-    rows.append(_run("unicode round trip", lambda: _unicode(env_spec)))
-    rows.append(_run("seeded reset determinism", lambda: _determinism(env_spec)))
-    rows.append(_run("truncation at max_steps", lambda: _truncation(env_spec)))
-    played: list[Trajectory] = []
-    rows.append(_run("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed, played)))
-    rows.append(_run("every stage reached by a scripted agent", lambda: _stages_reached(env_spec, played)))
-    rows.append(_run("default rubric validates", lambda: _default_rubric(env_spec)))
+    data = Data(env_id, env_kwargs or {})
     kw = env_kwargs or {}
-    rows.append(_run("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed, kw)))
-    rows.append(_run("leak audit: no hidden value reaches the agent side", lambda: _leaks(env_spec, seed, kw)))
-    rows.append(_run("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, seed, kw)))
-    rows.append(_run(CONSISTENCY_ROW, lambda: _consistency(env_spec, seed, kw)))
+    usable: list[int] = []
+    played: list[Trajectory] = []
+
+    def n() -> int:  # the tasks the audits play, known once the row before them passed
+        return usable[0]
+
+    plan: list[tuple[str, Callable[[], str]]] = [
+        ("construct", lambda: _construct(env_spec)),
+        (f"tasks the audits play (--tasks {tasks})", lambda: _usable(env_spec, tasks, seed, data, usable)),
+        ("gymnasium check_env", lambda: _gym_check(env_spec)),
+        ("tool schemas", lambda: _tool_schemas(env_spec)),
+        (f"fuzz {fuzz} malformed/random actions", lambda: _fuzz(env_spec, rng, fuzz)),
+        ("hostile argument values in every tool", lambda: _fuzz_arguments(env_spec)),
+        ("distinct task ids", lambda: _task_ids(env_spec, seed)),
+        ("unicode round trip", lambda: _unicode(env_spec)),
+        ("seeded reset determinism", lambda: _determinism(env_spec)),
+        ("truncation at max_steps", lambda: _truncation(env_spec)),
+        ("scripted agents + named checks", lambda: _agents_and_checks(env_spec, seed, played)),
+        ("every stage reached by a scripted agent", lambda: _stages_reached(env_spec, played)),
+        ("default rubric validates", lambda: _default_rubric(env_spec)),
+        ("default rubric pays nothing for nothing", lambda: _gaming(env_spec, seed, kw, n(), data)),
+        ("leak audit: no hidden value reaches the agent side", lambda: _leaks(env_spec, seed, kw, n(), data)),
+        ("shortcut battery: no reward without the work", lambda: _shortcuts(env_spec, seed, kw, n(), data)),
+        (CONSISTENCY_ROW, lambda: _consistency(env_spec, seed, kw, n(), data)),
+    ]
+    rows: list[CheckRow] = []
+    for i, (name, fn) in enumerate(plan):
+        rows.append(_run(name, fn))
+        if on_row is not None:
+            on_row(rows[-1], i + 1, len(plan))
+        if i < 2 and not rows[-1][1]:  # no env, or no task: every later row would fail for the same reason
+            break
     return CheckReport(env_id, rows)
 
 
-def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+@dataclass
+class Data:
+    """The data a check runs on: the env arguments as the CLI spells them, and whether they name the user's files
+    (then advice says what to change in the file, not in the env's code)."""
+
+    env_id: str
+    env_kwargs: Mapping[str, Any]
+
+    @property
+    def files(self) -> list[str]:
+        """The env arguments that name a file or folder of the user's (``cases=FILE``, ``instances=FILE``)."""
+        return [f"{k}={v}" for k, v in self.env_kwargs.items() if isinstance(v, str | Path) and _exists(v)]
+
+    @property
+    def imported(self) -> bool:
+        return bool(self.files)
+
+    def cli_args(self) -> str:
+        """The env arguments as ``--env-arg KEY=VALUE`` options (JSON for non-strings), shell-quoted."""
+        parts = []
+        for k, v in self.env_kwargs.items():
+            text = str(v) if isinstance(v, str | Path) else json.dumps(v)
+            parts.append(f"--env-arg {shlex.quote(f'{k}={text}')}")
+        return " ".join(parts)
+
+    def audit_hint(self) -> str:
+        """The ``audit-judge`` call that audits the same env on the same data."""
+        args = self.cli_args()
+        return f"rubricgym audit-judge --env {self.env_id}" + (f" {args}" if args else "")
+
+    def origins(self, env_spec: EnvSpec, n: int, seed: int) -> list[str]:
+        """Where the audited tasks come from in the user's files (``RubricEnv.task_origin``), when the env says."""
+        with contextlib.closing(env_spec.make()) as env:
+            tasks = env.task_set(n, seed=seed, split="test")
+            return [o for t in tasks if (o := env.task_origin(t))]
+
+
+def _exists(path: str | Path) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte: not a file of the user's
+        return False
+
+
+def _usable(env_spec: EnvSpec, want: int, seed: int, data: Data, out: list[int]) -> str:
+    """How many tasks the audits can play: ``want``, or all the env's source holds when that is fewer (a user's
+    file of one record); an env that gives no task at all fails here, before any audit plays nothing."""
+    last: Exception | None = None
+    with contextlib.closing(env_spec.make()) as env:
+        for n in range(want, 0, -1):
+            try:
+                tasks = env.task_set(n, seed=seed, split="test")
+            except ValueError as e:  # "fewer than the n asked for"
+                last = e
+                continue
+            if tasks:
+                out.append(n)
+                where = f" of {', '.join(data.files)}" if data.imported else ""
+                if n < want:
+                    return f"the source{where} holds {n} task(s), fewer than --tasks {want}: the audits play all {n}"
+                return f"{n} task(s){where} per split"
+    fix = "add records to the file" if data.imported else "make task_set(n) return n tasks"
+    raise AssertionError(f"the env gives no task to play ({last}): {fix}")
+
+
+def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict, n_tasks: int = 2, data: Data | None = None) -> str:
     """Seeded episodes of every scripted agent, every agent-side channel scanned for the tasks' hidden values
-    (up to ``audit_leaks``'s default 4 episodes in flight, each in its own env)."""
-    report = asyncio.run(audit_leaks(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
-    if not report.ok:
+    (up to ``audit_leaks``'s default 4 episodes in flight, each in its own env). No episode played is a failure."""
+    data = data or Data(env_spec.id, env_kwargs)
+    report = asyncio.run(audit_leaks(env_spec.id, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs))
+    if report.episodes == 0:
         raise AssertionError(
-            report.line() + " (keep it in the private record: Step.info outside public_info_keys, Task.hidden; "
-            "declare a field the agent may find with a tool in RubricEnv.discoverable; text the agent reads anyway in "
-            "RubricEnv.public_text)"
+            "played no episode, so nothing was audited: the env gave no task of the train and test splits "
+            f"for {n_tasks} task(s) (try `rubricgym check {env_spec.id} --tasks 1`)"
         )
+    if not report.ok:
+        if data.imported:
+            fix = (
+                f" (the leaking record is in your data, {', '.join(data.files)}: edit the fields the agent reads (the "
+                "prompt, problem statement, question, case text) so they do not contain the hidden value, or remove "
+                "the record; a value the agent may rightly find with a tool is declared by the env, not the file)"
+            )
+        else:
+            fix = (
+                " (keep it in the private record: Step.info outside public_info_keys, Task.hidden; declare a field the "
+                "agent may find with a tool in RubricEnv.discoverable; text the agent reads anyway in "
+                "RubricEnv.public_text)"
+            )
+        raise AssertionError(report.line() + fix)
     return report.line()
 
 
-def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+def _shortcuts(env_spec: EnvSpec, seed: int, env_kwargs: dict, n_tasks: int = 2, data: Data | None = None) -> str:
     """The shortcut battery: each probe <= 0.05 on the env reward and the default rubric, the oracle >= 0.9
     (up to ``run_battery``'s default 4 episodes in flight, each in its own env)."""
-    report = asyncio.run(run_battery(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
+    data = data or Data(env_spec.id, env_kwargs)
+    report = asyncio.run(run_battery(env_spec.id, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs))
+    if not any(p.episodes for p in [*report.probes, *([report.oracle] if report.oracle else [])]):
+        raise AssertionError(f"played no episode, so nothing was probed (details: {data.audit_hint()})")
     if not report.ok:
-        raise AssertionError("; ".join(report.problems()) + f" (details: rubricgym audit-judge --env {env_spec.id})")
+        advice = _data_advice(env_spec, n_tasks, seed, data)
+        raise AssertionError("; ".join(report.problems()) + f"{advice} (details: {data.audit_hint()})")
     return report.line()
+
+
+def _data_advice(env_spec: EnvSpec, n: int, seed: int, data: Data) -> str:
+    """What to look at in the user's file when an audit fails on imported data (``""`` for an env's own tasks)."""
+    if not data.imported:
+        return ""
+    try:
+        where = data.origins(env_spec, n, seed)
+    except Exception:  # noqa: BLE001  (advice only: the failure itself is reported either way)
+        where = []
+    records = f" ({'; '.join(where[:3])})" if where else ""
+    return (
+        f". On your data ({', '.join(data.files)}): look at the records audited{records}; a known-good agent that "
+        "scores low means a record's answer or gold fix is wrong or cannot be reached from what the record shows "
+        "(correct or remove it); a probe that scores means a record's answer can be guessed without the work "
+        "(make the record's expected answer specific)"
+    )
 
 
 CONSISTENCY_ROW = "outcome consistency: failed work never outranks solved work"
@@ -153,19 +284,23 @@ SHOWN_BREACHES = 5
 """How many breach pairs the row names (the worst first); ``rubricgym.rewards.consistency`` lists them all."""
 
 
-def _consistency(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+def _consistency(env_spec: EnvSpec, seed: int, env_kwargs: dict, n_tasks: int = 2, data: Data | None = None) -> str:
     """The outcome-consistency audit: on the same task no failed episode's rubric total exceeds a solved one's,
     and chance-level agents average <= 0.1 (programmatic criteria; up to 4 episodes in flight)."""
-    report = asyncio.run(audit_consistency(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
+    report = asyncio.run(audit_consistency(env_spec.id, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs))
     if not report.criteria:
         return "no programmatic criterion to audit (LLM criteria are not audited here)"
+    if not report.episodes:
+        raise AssertionError("played no episode, so nothing was compared")
     table = ", ".join(f"{role} {total}/{rate}" for role, _, total, rate in report.table_rows())
     problems = report.problems()
     if problems:
         shown = problems[:SHOWN_BREACHES]
         if len(problems) > SHOWN_BREACHES:
             shown.append(f"... {len(problems) - SHOWN_BREACHES} more")
-        raise AssertionError("; ".join(shown) + f" (per role, total/solved: {table}). Fix: {GATE_HINT}")
+        data = data or Data(env_spec.id, env_kwargs)
+        fix = _data_advice(env_spec, n_tasks, seed, data).removeprefix(". ") or f"Fix: {GATE_HINT}"
+        raise AssertionError("; ".join(shown) + f" (per role, total/solved: {table}). {fix}")
     return f"{report.line()}; per role, total/solved: {table}"
 
 
@@ -284,21 +419,40 @@ def _fuzz_arguments(env_spec: EnvSpec) -> str:
     return f"{sent} calls of {len(env.tools())} tools, none raised; {reached} reached tool code"
 
 
+TASK_DRAWS = 40
+"""Distinct tasks the id check wants; it draws up to ten times as many before it concludes the source holds fewer."""
+
+
 def _task_ids(env_spec: EnvSpec, seed: int) -> str:
-    """Generated tasks that share an id must be the same task (a fixed pool drawn again), never two tasks."""
+    """Generated tasks that share an id must be the same task (a fixed pool drawn again), never two tasks.
+
+    Draws until ``TASK_DRAWS`` distinct tasks (or ten times as many draws): a source holding fewer (a user's file)
+    has all its tasks checked, and the row says so rather than counting repeats."""
     env = env_spec.make()
-    tasks = [env.sample_task(np.random.default_rng([seed, i])) for i in range(40)]
-    env.close()
-    first: dict[str, Task] = {}
-    clashes = sorted({t.id for t in tasks if first.setdefault(t.id, t) != t})
+    try:
+        first: dict[str, Task] = {}
+        clashes: set[str] = set()
+        draws = 0
+        while len(first) < TASK_DRAWS and draws < 10 * TASK_DRAWS:
+            t = env.sample_task(np.random.default_rng([seed, draws]))
+            draws += 1
+            if first.setdefault(t.id, t) != t:
+                clashes.add(t.id)
+    finally:
+        env.close()
     if clashes:
         raise AssertionError(
-            f"{len(clashes)} task id(s) name different tasks among 40 generated (e.g. {clashes[0]!r}): derive "
-            f'the id from everything that makes a task differ, e.g. f"{{split}}-{{hashlib.sha256(key.encode())'
+            f"{len(clashes)} task id(s) name different tasks among {draws} generated (e.g. {sorted(clashes)[0]!r}): "
+            f'derive the id from everything that makes a task differ, e.g. f"{{split}}-{{hashlib.sha256(key.encode())'
             f'.hexdigest()[:12]}}" with key the prompt plus the hidden values (an opaque hash: an id must not say '
             f"the answer either)"
         )
-    return f"40 generated tasks: {len(first)} distinct, no id names two different tasks"
+    if len(first) < TASK_DRAWS:
+        return (
+            f"the source holds {len(first)} distinct task(s) (no new one in {draws} draws): checked them all, no id "
+            "names two different tasks"
+        )
+    return f"{len(first)} distinct tasks, no id names two different tasks"
 
 
 def _unicode(env_spec: EnvSpec) -> str:
@@ -371,7 +525,12 @@ def _agents_and_checks(env_spec: EnvSpec, seed: int, played: list[Trajectory] | 
             else:
                 c(traj)
         results.append(f"{name}: {len(traj.steps)} steps, reward {traj.outcome.reward:g}")
-    return f"{len(checks)} checks ran on trajectories of " + ("; ".join(results) or "no scripted agents")
+    if not results:
+        raise AssertionError(
+            f"{cls.__name__} has no scripted agent, so no episode was played: add an oracle to its scripted_agents "
+            "(one that reads Task.hidden and solves the task) so check can play it"
+        )
+    return f"{len(checks)} checks ran on trajectories of " + "; ".join(results)
 
 
 def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
@@ -381,7 +540,9 @@ def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
     if not cls.stages:
         return "the env declares no stages"
     if not played:
-        return "no scripted agents to play the stages (add an oracle to scripted_agents so check can see them)"
+        raise AssertionError(
+            "no scripted agent played, so no stage was seen (add an oracle to scripted_agents so check can see them)"
+        )
     seen = {s.stage for t in played for s in t.steps}
     missing = [st for st in cls.stages if st not in seen]
     if missing:
@@ -394,17 +555,30 @@ def _stages_reached(env_spec: EnvSpec, played: list[Trajectory]) -> str:
     return f"{len(cls.stages)} stages, each labels a step: {', '.join(cls.stages)}"
 
 
-def _gaming(env_spec: EnvSpec, seed: int, env_kwargs: dict) -> str:
+def _gaming(env_spec: EnvSpec, seed: int, env_kwargs: dict, n_tasks: int = 2, data: Data | None = None) -> str:
     """Master keys and doing nothing earn <= 0.05 in total, the known-good agent >= 0.9 (programmatic criteria;
     up to ``audit_totals``'s default 4 episodes in flight, each in its own env)."""
-    report = asyncio.run(audit_totals(env_spec.id, n_tasks=2, seed=seed, env_kwargs=env_kwargs))
+    data = data or Data(env_spec.id, env_kwargs)
+    report = asyncio.run(audit_totals(env_spec.id, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs))
     if not report.criteria:
-        return "no programmatic criterion to audit (audit LLM criteria with `rubricgym audit-judge --judge URL`)"
-    if report.problems():
-        raise AssertionError(
-            "; ".join(report.problems()) + " (gate vacuous criteria with applies_if; "
-            f"details: rubricgym audit-judge --env {env_spec.id})"
+        return (
+            "no programmatic criterion to audit (audit LLM criteria with "
+            f"`{data.audit_hint()} --judge URL --judge-model NAME`)"
         )
+    if not report.tasks:
+        raise AssertionError("played no task, so nothing was totalled")
+    if report.good is None and report.worst is None:
+        raise AssertionError(
+            f"no rubric total could be computed ({report.errors} error(s)): every scored episode failed to score "
+            f"(details: {data.audit_hint()})"
+        )
+    if report.problems():
+        problems = "; ".join(report.problems())
+        if data.imported:
+            raise AssertionError(
+                f"{problems}{_data_advice(env_spec, n_tasks, seed, data)} (details: {data.audit_hint()})"
+            )
+        raise AssertionError(f"{problems} (gate vacuous criteria with applies_if; details: {data.audit_hint()})")
     return report.line()
 
 

@@ -1,15 +1,33 @@
 """`rubricgym check` passes for every registered env (the promise every env family makes)."""
 
+import datetime
+import os
+
 import pytest
 
 import rubricgym
 from rubricgym.env_checker import check_env_id
 
 SANDBOXED = {"swe-v0"}
-MINIWOB_CHECKED = {"miniwob-click-link-v0", "miniwob-enter-text-v0"}
-"""The 96 MiniWoB++ envs are one class over one generated spec each (~20-30 s of `check` apiece): two pages with an
-oracle, one answered by a click and one by typed text, stand for them here (check holds an oracle to 0.9 and needs
-one to reach every stage); tests/envs/gui/test_miniwob.py resets every page and plays every oracle."""
+MINIWOB_PASSING = [
+    "miniwob-click-checkboxes-v0",
+    "miniwob-click-link-v0",
+    "miniwob-click-option-v0",
+    "miniwob-enter-password-v0",
+    "miniwob-enter-text-v0",
+    "miniwob-enter-text-2-v0",
+    "miniwob-login-user-v0",
+]
+"""The MiniWoB++ pages `check` passes on (measured 2026-12-07 with fuzz 20: 7 of the 16 pages with an oracle; the
+other 9 fail the stage row on one-click pages or the consistency row where random clicks earn 0.5, and the 80
+pages without an oracle cannot pass; issue 44 item 11 is open). The 96 pages are one class over a generated spec
+each (~40-100 s of `check` apiece): under CI=true every passing page is checked, otherwise click-link and
+enter-text (a click and typed text) plus one more that rotates by the day, so every page comes round in a week."""
+MINIWOB_CHECKED = (
+    set(MINIWOB_PASSING)
+    if os.environ.get("CI", "").lower() == "true"
+    else {"miniwob-click-link-v0", "miniwob-enter-text-v0", MINIWOB_PASSING[datetime.date.today().toordinal() % 7]}
+)
 ENV_IDS = [
     pytest.param(s.id, marks=pytest.mark.sandbox) if s.id in SANDBOXED else s.id
     for s in rubricgym.list_envs()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubricgym.core.bounds import MAX_SEED, bounded
+from rubricgym.core.envargs import EnvArgError, env_kwargs
 from rubricgym.core.fmt import fmt_number
 from rubricgym.rewards.audit import INJECTIONS, MASTER_KEYS, AuditReport, audit_judge
 from rubricgym.rewards.consistency import ConsistencyReport, audit_consistency
@@ -127,20 +128,25 @@ async def _run(
     good_agent: str | None,
     threshold: float,
     good_min: float,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[AuditReport, TotalsReport, BatteryReport, ConsistencyReport]:
     from rubricgym.core.registry import make, spec
     from rubricgym.core.rollout import rollout_many
 
     cls = spec(env_id).load()
-    env = make(env_id)
-    tasks = env.task_set(n_tasks, seed=seed, split="test")
+    kw = env_kwargs or {}
+    env = make(env_id, **kw)
+    try:
+        n_tasks, tasks = _available(env, n_tasks, seed)
+    finally:
+        env.close()
     rubric = rubric or load_rubric(cls.default_rubric())
     good = []
     if good_agent:
         agents = cls.agents()
         if good_agent not in agents:
             raise typer.BadParameter(f"env {env_id!r} has no agent {good_agent!r}; it has: {', '.join(agents)}")
-        rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False)
+        rep = await rollout_many(env_id, agents[good_agent](), tasks, progress=False, env_kwargs=kw)
         good = rep.trajectories
     report = await audit_judge(judge, rubric, tasks, good)
     judges = [CheckJudge(), judge] if not isinstance(judge, CheckJudge) else [judge]
@@ -154,10 +160,23 @@ async def _run(
         threshold=threshold,
         good_min=good_min,
         good=good or None,
+        env_kwargs=kw,
     )
-    battery = await run_battery(env_id, n_tasks=n_tasks, seed=seed, threshold=threshold, good_min=good_min)
-    consistency = await audit_consistency(env_id, n_tasks=n_tasks, seed=seed, rubric=rubric)
+    battery = await run_battery(
+        env_id, n_tasks=n_tasks, seed=seed, threshold=threshold, good_min=good_min, env_kwargs=kw
+    )
+    consistency = await audit_consistency(env_id, n_tasks=n_tasks, seed=seed, rubric=rubric, env_kwargs=kw)
     return report, totals, battery, consistency
+
+
+def _available(env: Any, want: int, seed: int) -> tuple[int, list[Any]]:
+    """``want`` test tasks of ``env``, or all its source holds when that is fewer (a user's file of one record)."""
+    for n in range(want, 0, -1):
+        try:
+            return n, env.task_set(n, seed=seed, split="test")
+        except ValueError as e:  # the env's "fewer than the n asked for"
+            last = e
+    raise typer.BadParameter(f"the env gives no task to audit: {last}")
 
 
 async def _run_all(
@@ -170,6 +189,21 @@ async def _run_all(
     finally:
         if isinstance(judge, LLMJudge):
             await judge.aclose()
+
+
+def _data_kwargs(env: str, pairs: list[str] | None, config: Path | None, console: Console) -> dict[str, Any]:
+    """The env arguments of ``--env-arg``/``--env-config`` (checked against the env), or exit 2 saying why."""
+    if not pairs and not config:
+        return {}
+    if env == "all":
+        raise typer.BadParameter("--env-arg/--env-config need one env: name it with --env, not all")
+    try:
+        return env_kwargs(env, pairs or [], config)
+    except EnvArgError as e:
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+    except KeyError as e:
+        console.print(f"[red]error:[/red] {e.args[0]}", soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def audit_command(
@@ -208,6 +242,17 @@ def audit_command(
         ),
     ] = 0.0,
     out: Annotated[Path | None, typer.Option(help="write the report as JSON here")] = None,
+    env_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env-arg",
+            help="env constructor argument KEY=VALUE (repeat; JSON values, else strings): audit your data, e.g. "
+            "--env-arg cases=cases.jsonl (the same option as rubricgym check)",
+        ),
+    ] = None,
+    env_config: Annotated[
+        Path | None, typer.Option("--env-config", help="YAML/JSON/TOML mapping of env arguments (--env-arg overrides)")
+    ] = None,
 ) -> None:
     """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, the
     total reward of each master key and of doing nothing next to the known-good agent's, and the shortcut
@@ -215,8 +260,10 @@ def audit_command(
     failed, chance-level, shortcuts), and the judge's susceptibility to prompt injection (exit 1 if the rubric or
     the env pays for nothing, a failed episode outranks a solved one, or the judge credits more injections than
     allowed).
-    ``--env all`` audits every registered env."""
+    ``--env all`` audits every registered env. ``--env-arg``/``--env-config`` run the audit on your data (the same
+    options as ``rubricgym check``), e.g. ``--env clinical-v0 --env-arg cases=cases.jsonl``."""
     console = Console()
+    kwargs = _data_kwargs(env, env_arg, env_config, console)
     try:
         override = Rubric.load(rubric) if rubric else None
     except RubricError as e:
@@ -232,7 +279,9 @@ def audit_command(
 
     env_ids = [s.id for s in list_envs()] if env == "all" else [env]
     results, flagged = [], []
-    audits = asyncio.run(_run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min))
+    audits = asyncio.run(
+        _run_all(env_ids, override, the_judge, tasks, seed, good_agent or None, threshold, good_min, kwargs)
+    )
     for env_id, report, totals, battery, consistency in audits:
         tables = [*report_tables(report), totals_table(totals), battery_table(battery), consistency_table(consistency)]
         for table in tables:

@@ -1,11 +1,12 @@
-"""``rubricgym swe build`` (bug-injection tasks from a package) and ``swe import`` (SWE-bench records), to a
-portable tasks file.
+"""``rubricgym swe build`` (bug-injection tasks from a package), ``swe import`` (SWE-bench records) to a portable
+tasks file, and ``swe record`` (a SWE-bench record from a bug-fix commit).
 
 Added to the main app by ``register(app)``. The tasks file (with its ``<stem>.data/`` folder) is what ``swe-v0``
 takes as ``instances``::
 
     rubricgym swe build inflection==0.5.1 --n 4 --out tasks.jsonl
     rubricgym swe import records.jsonl --repos clones/ --out tasks.jsonl
+    rubricgym swe record clones/project HEAD --out records.jsonl
     rubricgym run swe-v0 --env-arg instances=tasks.jsonl --agent oracle --tasks 4 --out runs/swe
 """
 
@@ -21,6 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rubricgym.core.bounds import MAX_SEED, bounded
+from rubricgym.core.progress import progress
 
 swe_app = typer.Typer(
     help="Software-engineering tasks: build them from your own package or import SWE-bench records.",
@@ -157,21 +159,13 @@ def import_(
     if not records.is_file():
         console.print(f"[bold red]error:[/] {records}: no such file (give a JSONL file of SWE-bench records)")
         raise typer.Exit(2)
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} · {task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    with bar:
-        task_id = bar.add_task(f"swe import {records.name}", total=None, status="loading records")
+    total = _count_records(records)
+    with progress(console, f"swe import {records.name}", total, unit="records") as shown:
 
         def show(i: int, total: int, item: Imported) -> None:
             v = item.verdict
-            colour = "green" if v.ok else "red"
-            bar.console.print(f"[{colour}]{'✓' if v.ok else '✗'}[/] {escape(v.line())}", soft_wrap=True)
-            bar.update(task_id, completed=i, total=total, status=f"last: {v.instance_id}")
+            shown.line(f"{'✓' if v.ok else '✗'} {v.line()}")
+            shown.advance(status=f"last: {v.instance_id}")
 
         try:
             results = asyncio.run(
@@ -215,6 +209,115 @@ def import_(
         raise typer.Exit(1)
 
 
+@swe_app.command("record")
+def record(
+    repo: Annotated[Path, typer.Argument(help="folder of a local git clone of the project")],
+    commit: Annotated[
+        str | None, typer.Argument(help="the bug-fix commit (hash, branch, tag or HEAD~N); its parent is the base")
+    ] = None,
+    fix: Annotated[
+        str | None, typer.Option("--fix", help="a span A..B instead of COMMIT: A is the buggy commit, B the fixed one")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSONL file the record is written to")] = Path("records.jsonl"),
+    append: Annotated[bool, typer.Option(help="add the record to --out instead of replacing the file")] = False,
+    problem: Annotated[
+        Path | None, typer.Option(help="file holding the problem statement (default: the commit message)")
+    ] = None,
+    instance_id: Annotated[
+        str | None, typer.Option("--id", help="the record's instance_id (default NAME-COMMIT)")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="the record's repo (default: the clone folder's name, found by --repos PARENT)")
+    ] = None,
+    tests: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tests", help="pytest selector to run (repeatable; default the whole suite), e.g. --tests tests/"
+        ),
+    ] = None,
+    wheelhouse: WheelhouseOption = None,
+    index_url: IndexUrlOption = None,
+    with_: WithOption = None,
+    timeout: Annotated[
+        float, typer.Option(help="seconds a test run may take", callback=bounded(1.0, 86_400.0))
+    ] = 300.0,
+    backend: Annotated[str, typer.Option(help="sandbox: bwrap | docker")] = "bwrap",
+    docker_url: Annotated[str | None, typer.Option(help="Docker API URL for --backend docker")] = None,
+) -> None:
+    """Turn a bug-fix commit of a local clone into a SWE-bench record: base commit, gold patch and test patch
+    (split by path), FAIL_TO_PASS / PASS_TO_PASS from running the tests before and after the fix in the sandbox,
+    the problem statement from the commit message or --problem FILE. `swe import` then verifies it."""
+    import json
+
+    from rubricgym.envs.swe.commit import record_commit
+    from rubricgym.envs.swe.sandbox import SandboxError, get_backend
+    from rubricgym.envs.swe.swebench import RecordError
+
+    console = Console(stderr=True)
+    if (commit is None) == (fix is None):
+        console.print("[bold red]error:[/] give either COMMIT (a bug-fix commit) or --fix A..B, not both or neither")
+        raise typer.Exit(2)
+    statement = None
+    if problem is not None:
+        try:
+            statement = problem.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as e:
+            console.print(f"[bold red]error:[/] --problem {problem}: {e} (give a UTF-8 text file)", soft_wrap=True)
+            raise typer.Exit(2) from None
+    try:
+        sandbox = get_backend(backend, **({"base_url": docker_url} if backend == "docker" else {}))
+    except (ValueError, RuntimeError) as e:
+        console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    with progress(console, f"swe record {repo.name} {commit or fix}") as shown:
+        try:
+            made = asyncio.run(
+                record_commit(
+                    repo,
+                    commit,
+                    fix_range=fix,
+                    problem=statement,
+                    instance_id=instance_id,
+                    repo=name,
+                    tests=tests,
+                    backend=sandbox,
+                    wheelhouse=wheelhouse,
+                    index_url=index_url,
+                    extra_requirements=with_,
+                    timeout=timeout,
+                    on_stage=lambda what: shown.phase(f"swe record {repo.name}: {what}"),
+                )
+            )
+        except (RecordError, SandboxError, OSError) as e:
+            console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
+    rec = made.record
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a" if append else "w", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+    for note in made.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    clones = Path(repo).expanduser().resolve().parent
+    Console().print(
+        f"recorded {rec['instance_id']}: base {rec['base_commit'][:12]}, FAIL_TO_PASS {len(rec['FAIL_TO_PASS'])}, "
+        f"PASS_TO_PASS {len(rec['PASS_TO_PASS'])} (before the fix: {made.before.summary()}; after: "
+        f"{made.after.summary()})\n{'added to' if append else 'wrote'} {out}\n"
+        f"verify and import it: rubricgym swe import {out} --repos {clones} --out tasks.jsonl",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
+def _count_records(path: Path) -> int | None:
+    """How many records (non-blank lines) the file holds, for the progress total; ``None`` when unreadable (the
+    import then says why)."""
+    try:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``swe`` command group (``swe build``, ``swe import``) to ``app``."""
+    """Add the ``swe`` command group (``swe build``, ``swe import``, ``swe record``) to ``app``."""
     app.add_typer(swe_app, name="swe")

@@ -31,7 +31,7 @@ from rubricgym.envs.swe.guidance import hint
 from rubricgym.envs.swe.instance import ENV_ID, SweInstance
 from rubricgym.envs.swe.records import RECORDS, Submit, SweRecord, changed_files, ran_tests
 from rubricgym.envs.swe.sandbox import Limits, Sandbox, SandboxBackend, get_backend
-from rubricgym.envs.swe.taskfile import load_instances, raw_record_hint
+from rubricgym.envs.swe.taskfile import load_instances, load_instances_at, raw_record_hint
 from rubricgym.envs.swe.tools import SweTools
 
 __all__ = ["SweEnv", "load_instances"]
@@ -85,8 +85,11 @@ class SweEnv(SweTools, RubricEnv):
         render_mode: str | None = None,
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
+        self._origins: dict[str, str] = {}
         if isinstance(instances, str | Path):
-            instances = list(load_instances(instances))
+            located = load_instances_at(instances)
+            instances = [inst for inst, _ in located]
+            self._origins = {inst.instance_id: f"{inst.instance_id} at {where}" for inst, where in located}
         for n, i in enumerate(instances or []):
             if hint := raw_record_hint(i, f"instances[{n}]"):
                 raise ValueError(hint)
@@ -110,6 +113,11 @@ class SweEnv(SweTools, RubricEnv):
         if not self._instances:
             self._instances = builtin_instances()
         return self._instances
+
+    def task_origin(self, task: Task) -> str:
+        """The record of the user's tasks file a task came from (its instance id and ``FILE:LINE``); ``""`` for
+        built-in tasks and instances given as objects."""
+        return self._origins.get(task.id, "")
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
         """``n`` distinct tasks in a seeded order; asking for more than there are says how to build more."""

@@ -21,7 +21,7 @@ from rubricgym.envs.swe.patch import is_test_infrastructure, patch_files, tamper
 from rubricgym.envs.swe.records import Grading
 from rubricgym.envs.swe.sandbox.base import Sandbox, SandboxPathError
 from rubricgym.envs.swe.sandbox.treediff import walk
-from rubricgym.envs.swe.testrun import run_pytest
+from rubricgym.envs.swe.testrun import TestRun, run_pytest, unknown_ids
 
 PATCH_FILE = ".rubricgym_test.patch"
 
@@ -38,6 +38,9 @@ class Grade:
     """Each graded test's outcome (``passed``, ``failed``, ``error``, ``skipped``, ``not run``); not recorded."""
     skip_reasons: dict[str, str] = field(default_factory=dict)
     """Why each skipped graded test was skipped, as pytest said it (a missing module shows up here)."""
+    unknown: dict[str, str] = field(default_factory=dict)
+    """Graded ids that name no test of the repository -> why, with near matches (they count as not passing;
+    the other tests are run and graded as usual)."""
 
     @property
     def f2p_fraction(self) -> float:
@@ -143,12 +146,29 @@ async def grade(sandbox: Sandbox, inst: SweInstance, timeout: float = 300.0) -> 
     ids = list(dict.fromkeys(inst.FAIL_TO_PASS + inst.PASS_TO_PASS))
     watch = [p for p in patch_files(out.model_patch) if p.endswith(".py") and not is_test_infrastructure(p)]
     run = await run_pytest(sandbox, ids, inst.python_path, timeout=timeout, watch=watch[:200])
+    unrun = [t for t in ids if run.outcome(t) is None]
+    if unrun and not run.limit:  # one wrong id makes pytest run nothing: name it, run the others
+        out.unknown = await unknown_ids(sandbox, unrun, inst.python_path, timeout=timeout)
+        rest = [t for t in unrun if t not in out.unknown]
+        if out.unknown and rest:
+            run = _merged(run, await run_pytest(sandbox, rest, inst.python_path, timeout=timeout, watch=watch[:200]))
     out.tampering += [t for t in run.tampering if not _plugin_code(snapshot, t)]
-    if run.error and not run.results:
+    if run.error and not run.results and len(out.unknown) < len(ids):
         out.error = run.error
     passed = run.passed()
-    out.outcomes = {t: run.outcome(t) or "not run" for t in ids}
+    out.outcomes = {t: "unknown" if t in out.unknown else run.outcome(t) or "not run" for t in ids}
     out.skip_reasons = {t: run.skip_reason(t) for t, o in out.outcomes.items() if o == "skipped"}
     out.fail_to_pass = {t: t in passed for t in inst.FAIL_TO_PASS}
     out.pass_to_pass = {t: t in passed for t in inst.PASS_TO_PASS}
     return out
+
+
+def _merged(first: TestRun, second: TestRun) -> TestRun:
+    """``second``'s outcomes over ``first``'s (a rerun of the ids ``first`` never ran)."""
+    first.results.update(second.results)
+    first.messages.update(second.messages)
+    first.tampering += second.tampering
+    first.error = second.error
+    first.limit = second.limit
+    first.report = second.report
+    return first

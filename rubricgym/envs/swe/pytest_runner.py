@@ -127,6 +127,10 @@ def child(fd: int, roots: list[str], selectors: list[str]) -> int:
                     message=message(report) if outcome != "passed" else "",
                 )
 
+        def pytest_collection_finish(self, session):
+            if "--collect-only" in selectors:  # the ids exist: ``testrun.unknown_ids`` names the ones that do not
+                send("collected", ids=[item.nodeid for item in session.items])
+
         def pytest_collectreport(self, report):
             if report.failed:
                 send("test", id=report.nodeid or "<collection>", outcome="error", message=message(report))
@@ -221,6 +225,7 @@ def parent(key_file: str, selectors: list[str]) -> int:
     results: dict[str, str] = {}
     messages: dict[str, str] = {}
     end: dict | None = None
+    collected: list[str] = []
     for raw in lines:
         try:
             rec = json.loads(raw)
@@ -234,6 +239,8 @@ def parent(key_file: str, selectors: list[str]) -> int:
                 results[tid] = outcome
                 if rec.get("message"):
                     messages[tid] = str(rec["message"])[-600:]
+        elif rec.get("kind") == "collected" and isinstance(rec.get("ids"), list):
+            collected += [str(i) for i in rec["ids"]]
         elif rec.get("kind") == "end":
             end = rec
     tampering = list(end.get("tampering", [])) if end else []
@@ -247,6 +254,7 @@ def parent(key_file: str, selectors: list[str]) -> int:
         "results": results,
         "messages": messages,
         "tampering": tampering,
+        "collected": collected,
         "error": error,
         "report": out.decode("utf-8", "replace")[-REPORT_TAIL:],
     }

@@ -141,6 +141,11 @@ def _resolve(value: str, base: Path, what: str, where: str) -> str:
 
 def load_instances(path: str | Path) -> list[SweInstance]:
     """``SweInstance``s from a JSONL tasks file, their relative paths resolved against the file's folder."""
+    return [inst for inst, _ in load_instances_at(path)]
+
+
+def load_instances_at(path: str | Path) -> list[tuple[SweInstance, str]]:
+    """Each instance of the tasks file at ``path`` with where it is (``FILE:LINE``), for messages to its owner."""
     path = Path(path).expanduser()
     try:
         text = read_text(path)  # bytes that are not UTF-8: a ValueError naming the file, line and column
@@ -166,5 +171,5 @@ def load_instances(path: str | Path) -> list[SweInstance]:
         update = {"snapshot": _resolve(inst.snapshot, base, "snapshot", where)}
         if inst.deps:
             update["deps"] = _resolve(inst.deps, base, "dependency", where)
-        out.append(inst.model_copy(update=update))
+        out.append((inst.model_copy(update=update), where))
     return out

@@ -9,8 +9,10 @@ cache dir, no bytecode), and bytecode found there is deleted before the tests ru
 
 from __future__ import annotations
 
+import difflib
 import json
 import secrets
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +38,8 @@ class TestRun:
     tampering: list[str] = field(default_factory=list)
     """What the runner saw the tested code do to pytest itself (a replaced report class, library code holding
     pytest objects); any entry makes the verdicts untrustworthy."""
+    collected: list[str] = field(default_factory=list)
+    """The node ids pytest collected, in a ``--collect-only`` run (empty otherwise)."""
 
     __test__ = False  # not a pytest test class
 
@@ -100,6 +104,7 @@ def parse_run(res: ExecResult, key: str) -> TestRun:
         duration_s=res.duration_s,
         error=data.get("error"),
         tampering=[str(t) for t in data.get("tampering", [])],
+        collected=[str(t) for t in data.get("collected", [])],
     )
 
 
@@ -149,3 +154,55 @@ def skip_summary(run: TestRun, tests: list[str], most: int = 3) -> str:
         counts[reason[0][:160]] = counts.get(reason[0][:160], 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:most]
     return "; ".join(f"{n}x {why}" for why, n in top)
+
+
+def _near(wanted: str, known: list[str], most: int = 3) -> str:
+    close = difflib.get_close_matches(wanted, known, n=most, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+async def unknown_ids(
+    sandbox: Sandbox, ids: list[str], python_path: list[str] | None = None, timeout: float | None = None
+) -> dict[str, str]:
+    """Which of ``ids`` (pytest node ids that did not run) name no test of the repository: id -> why, with the
+    nearest ids pytest does collect (``difflib``).
+
+    One wrong id makes pytest refuse the whole run ("not found"), so the grader asks here which ones are wrong and
+    runs the rest. An id whose file is missing, or whose file pytest collects without such a test, is unknown; one
+    whose module fails or skips at collection is not (it errors or skips, as a test)."""
+    files = list(dict.fromkeys(t.split("::", 1)[0] for t in ids))
+    probe = "; ".join(f"[ -f {shlex.quote(f)} ] && printf '%s\\0' {shlex.quote(f)}" for f in files)
+    res = await sandbox.exec(f"{probe}; true", timeout=timeout)
+    present = [f for f in res.stdout.split("\0") if f in files]
+    out: dict[str, str] = {}
+    if len(present) < len(files):
+        py_files = await _python_files(sandbox)
+        for f in files:
+            if f not in present:
+                hint = "" if f.endswith(".py") else " (a pytest id reads FILE::TEST, e.g. tests/test_x.py::test_y)"
+                for t in ids:
+                    if t.split("::", 1)[0] == f:
+                        out[t] = f"no file {f} in the repository{hint}{_near(f, py_files)}"
+    if not present:
+        return out
+    run = await run_pytest(sandbox, [*present, "--collect-only"], python_path, timeout=timeout)
+    known = set(run.collected)
+    listed = sorted(known)
+    for t in ids:
+        f = t.split("::", 1)[0]
+        if f not in present or t in known or run.outcome(t) is not None:
+            continue
+        parts = t.split("::")
+        if any(run.results.get("::".join(parts[:n])) for n in range(1, len(parts))):  # its module errs or skips
+            continue
+        in_file = sum(k.split("::", 1)[0] == f for k in known)
+        out[t] = f"{f} has no test {'::'.join(parts[1:])!r} ({in_file} collected there){_near(t, listed)}"
+    return out
+
+
+async def _python_files(sandbox: Sandbox, most: int = 5000) -> list[str]:
+    """The repository's ``.py`` files (relative paths, at most ``most``), for near matches of a missing file."""
+    res = await sandbox.exec(
+        ["/usr/bin/find", ".", "-name", ".git", "-prune", "-o", "-name", "*.py", "-type", "f", "-print"]
+    )
+    return [p.removeprefix("./") for p in res.stdout.splitlines()[:most]]

@@ -83,7 +83,15 @@ def judge(inst: SweInstance, before: Grade, after: Grade | None, apply_error: st
         if after.tampering:
             v.problems.append(f"the grader reads the gold patch as test tampering: {'; '.join(after.tampering[:2])}")
         for name, results in (("FAIL_TO_PASS", after.fail_to_pass), ("PASS_TO_PASS", after.pass_to_pass)):
-            bad = {t: after.outcomes.get(t, "not run") for t, ok in results.items() if not ok}
+            wrong = {t: after.unknown[t] for t in results if t in after.unknown}
+            if wrong:
+                shown = "; ".join(f"{t!r}: {why}" for t, why in list(wrong.items())[:3])
+                more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+                v.problems.append(
+                    f"{len(wrong)} {name} id(s) name no test of the repository: {shown}{more}; fix the id(s) in the "
+                    f"record's {name} list (the other {len(results) - len(wrong)} were run and graded)"
+                )
+            bad = {t: after.outcomes.get(t, "not run") for t, ok in results.items() if not ok and t not in wrong}
             if bad and not after.error:
                 v.problems.append(
                     f"with the gold patch {len(bad)}/{len(results)} {name} test(s) do not pass: "

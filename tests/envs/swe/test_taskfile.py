@@ -43,3 +43,24 @@ def test_files_with_absolute_paths_still_load(tmp_path, monkeypatch):
     inst = builtin_instances()[0]
     (tmp_path / "old.jsonl").write_text(inst.model_dump_json() + "\n")
     assert load_instances(tmp_path / "old.jsonl")[0].snapshot == inst.snapshot
+
+
+def test_a_task_names_its_record_in_the_users_file(tmp_path, monkeypatch):
+    """``check``'s advice on an imported file names the record to change (``task_origin``: id and FILE:LINE)."""
+    from rubricgym.envs.swe import SweEnv
+
+    monkeypatch.setenv("RUBRICGYM_CACHE", str(tmp_path / "cache"))
+    insts = builtin_instances()[:2]
+    out = save_instances(insts, tmp_path / "tasks.jsonl")
+    out.write_text("\n" + out.read_text())  # a blank first line: the records are on lines 2 and 3
+    env = SweEnv(instances=out)
+    try:
+        tasks = {t.id: t for t in env.task_set(2)}
+        assert env.task_origin(tasks[insts[1].instance_id]) == f"{insts[1].instance_id} at {out}:3"
+    finally:
+        env.close()
+    builtin = SweEnv()
+    try:
+        assert builtin.task_origin(builtin.task_set(1)[0]) == ""
+    finally:
+        builtin.close()
