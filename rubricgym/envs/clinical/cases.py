@@ -58,6 +58,8 @@ class CaseLoad:
     cases: list[CaseRecord] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=dict)
     """Case (``line N`` when it has no id) -> its problems."""
+    lines: dict[str, int] = field(default_factory=dict)
+    """Loaded case id -> its line in the file (for messages to the file's owner)."""
 
     @property
     def problems(self) -> list[str]:
@@ -78,8 +80,8 @@ def load_cases(path: str | Path, kb: KnowledgeBase, strict: bool = True) -> list
     load = read_cases(path, kb)
     if load.skipped and strict:
         raise CaseFileError(
-            f"{load.summary()}\n(fix these, or load only the valid cases: `--env-arg lenient=true` on the command line, "
-            "`lenient=True` in Python)",
+            f"{load.summary()}\n(fix these, or load only the valid cases: `--env-arg lenient=true` on the command "
+            "line, `lenient=True` in Python)",
             load.problems,
         )
     if load.skipped:
@@ -131,6 +133,7 @@ def _read_cases(p: Path, stamp: int, kb: KnowledgeBase) -> CaseLoad:
             load.skipped[rec.id] = problems
         else:
             load.cases.append(resolved)
+            load.lines[resolved.id] = n
     return load
 
 

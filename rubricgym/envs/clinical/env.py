@@ -32,7 +32,7 @@ from rubricgym.envs.clinical.case import (
     generate_case,
     specialty_of,
 )
-from rubricgym.envs.clinical.cases import fixed_results, load_cases
+from rubricgym.envs.clinical.cases import fixed_results, load_cases, read_cases
 from rubricgym.envs.clinical.diagnosis import (
     cited_exams,
     considered_conditions,
@@ -55,7 +55,7 @@ from rubricgym.envs.clinical.records import RECORDS, Ask, Diagnose, Examine, Ord
 from rubricgym.envs.clinical.rewards import diaggym_reward
 from rubricgym.envs.clinical.schema import KnowledgeBase
 from rubricgym.envs.clinical.task import case_task, reasoning_judged
-from rubricgym.envs.clinical.visibility import case_secrets, has_overlay
+from rubricgym.envs.clinical.visibility import case_secrets, has_overlay, opaque_id
 
 ENV_ID = "clinical-v0"
 GUIDE = """
@@ -151,6 +151,11 @@ class ClinicalEnv(RubricEnv):
         self.condition = condition
         self.specialty = specialty_of(self.kb, specialty, condition)
         self.cases: list[CaseRecord] = load_cases(cases, self.kb, strict=not lenient) if cases else []
+        lines = read_cases(cases, self.kb).lines if cases else {}
+        self._origins = {
+            opaque_id(c.id): f"case {c.id!r} at {cases}:{lines[c.id]}" for c in self.cases if c.id in lines
+        }
+        """Task id -> the case's id and ``FILE:LINE`` (``task_origin``)."""
         if self.specialty is not None and self.cases:
             self.cases = cases_of_specialty(self.kb, self.cases, self.specialty, str(cases))
         self.label_space = sorted({c.diagnosis.name for c in self.cases}, key=str.lower)
@@ -189,6 +194,10 @@ class ClinicalEnv(RubricEnv):
         return reasoning_judged(cls.default_rubric())
 
     # ---- tasks ------------------------------------------------------------------------------------------
+
+    def task_origin(self, task: Task) -> str:
+        """A case of the user's file by its id and ``FILE:LINE`` (generated cases: ``""``)."""
+        return self._origins.get(task.id, "")
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
         """Generated cases, or (a cases file) the first ``n`` cases of the file, in file order, each once."""

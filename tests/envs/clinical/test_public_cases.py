@@ -147,6 +147,10 @@ def test_every_error_of_every_case_in_one_run_and_lenient_loading(tmp_path):
     with pytest.warns(UserWarning, match="18 case"):
         env = rubricgym.make("clinical-v0", cases=str(p), lenient=True)
     assert len(env.cases) == 18
+    # messages to the file's owner (check's advice, the leak audit) name a case by its id and line, not the hash
+    first = env.task_set(1)[0]
+    assert env.task_origin(first) == f"case {env.cases[0].id!r} at {p}:{load.lines[env.cases[0].id]}"
+    assert first.id not in env.task_origin(first) and load.lines[env.cases[0].id] == 1
 
 
 def test_an_overlay_extends_the_catalogue_and_reports_clashes(tmp_path):
