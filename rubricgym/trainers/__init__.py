@@ -27,15 +27,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "grpo_advantages": "advantages",
-    "rloo_advantages": "advantages",
-    "stage_advantages": "advantages",
-    "stage_returns": "advantages",
-    "k3_kl": "loss",
-    "ppo_clip_loss": "loss",
-    "TournamentResult": "tournament",
-    "rank_advantages": "tournament",
-    "run_tournament": "tournament",
+    "grpo_advantages": "algo.advantages",
+    "rloo_advantages": "algo.advantages",
+    "stage_advantages": "algo.advantages",
+    "stage_returns": "algo.advantages",
+    "k3_kl": "algo.loss",
+    "ppo_clip_loss": "algo.loss",
+    "TournamentResult": "algo.tournament",
+    "rank_advantages": "algo.tournament",
+    "run_tournament": "algo.tournament",
 }
 __all__ = sorted(_EXPORTS)
 

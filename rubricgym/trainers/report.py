@@ -19,8 +19,8 @@ from rubricgym.core.fmt import fmt_number
 from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
-from rubricgym.trainers.estimate import Estimate
-from rubricgym.trainers.rollouts import Group, flatten
+from rubricgym.trainers.algo.estimate import Estimate
+from rubricgym.trainers.algo.rollouts import Group, flatten
 
 
 class Laps:

@@ -32,11 +32,16 @@ from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import Rubric, load_rubric
-from rubricgym.trainers import sharding
-from rubricgym.trainers.backends import make_backend
-from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint
+from rubricgym.trainers.algo.entropy import modulate, turn_entropies
+from rubricgym.trainers.algo.estimate import Estimate, estimate
+from rubricgym.trainers.algo.guidance import Guide
+from rubricgym.trainers.algo.rollouts import Group, Rollout, RolloutBackend, flatten
+from rubricgym.trainers.algo.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.config import ConfigError, TrainConfig
-from rubricgym.trainers.distributed import (
+from rubricgym.trainers.engine import sharding
+from rubricgym.trainers.engine.backends import make_backend
+from rubricgym.trainers.engine.checkpoint import TrainState, latest_checkpoint
+from rubricgym.trainers.engine.distributed import (
     backend_for,
     init_from_env,
     is_main,
@@ -44,20 +49,15 @@ from rubricgym.trainers.distributed import (
     rank_world,
     shard,
 )
+from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
+from rubricgym.trainers.engine.optim import make_optimizer
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.sampler_copy import StagedWeights
+from rubricgym.trainers.engine.update import NonFiniteUpdate, UpdateSettings, policy_update
 from rubricgym.trainers.entries import RewardEntry
-from rubricgym.trainers.entropy import modulate, turn_entropies
-from rubricgym.trainers.estimate import Estimate, estimate
 from rubricgym.trainers.evaluation import EvalResult
-from rubricgym.trainers.guidance import Guide
-from rubricgym.trainers.lora import add_adapters, trainable_parameters
-from rubricgym.trainers.optim import make_optimizer
-from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, RolloutLog, train_record
-from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
-from rubricgym.trainers.sampler_copy import StagedWeights
-from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.trackers import TrackedLog
-from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
 
 
 @dataclass
@@ -145,7 +145,7 @@ class StepTrainer:
         self.ref_model: Any = None
         if cfg.loss.beta > 0:  # the frozen initial policy: under LoRA the same network with its adapters off
             self.ref_model = self.peft if self.peft is not None else self.frozen_copy()
-        if cfg.model.parallel.strategy == "fsdp2":  # each rank keeps 1/world of the weights (trainers/sharding.py)
+        if cfg.model.parallel.strategy == "fsdp2":  # each rank keeps 1/world of the weights (engine/sharding.py)
             sharding.shard(self.model, cfg.model.parallel)
             if self.ref_model is not None and self.peft is None:
                 sharding.shard(self.ref_model, cfg.model.parallel)
@@ -323,7 +323,7 @@ class StepTrainer:
             extra |= {"staleness": step - batch.version, "policy_version": batch.version}
         laps.lap("update_s")
         if isinstance(restarts := getattr(self.backend, "restarts", None), int):
-            extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/ray_backend.py)
+            extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/engine/ray_backend.py)
         cursor = self.cursor_at(step + 1)
         record = train_record(step + 1, cursor, groups, est, stats, self.stages, laps)
         monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy
@@ -338,7 +338,7 @@ class StepTrainer:
         return self.backend if self.sampler_backend is None else self.sampler_backend
 
     async def guide_groups(self, step: int, groups: list[Group], laps: Laps) -> dict[str, float]:
-        """Re-roll part of every group that all failed with a hint (``trainers/guidance.py``), in place."""
+        """Re-roll part of every group that all failed with a hint (``trainers/algo/guidance.py``), in place."""
         assert self.guide is not None
         laps.lap("score_s")
         scored = [r.breakdown for r in flatten(groups) if r.breakdown is not None]

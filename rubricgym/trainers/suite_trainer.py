@@ -31,14 +31,14 @@ from rubricgym.core.types import Task
 from rubricgym.rewards.judges import Judge
 from rubricgym.suites.curriculum import SuiteSampler, mean_abs_advantage
 from rubricgym.suites.suite import Suite, load_suite
-from rubricgym.trainers.advantages import grpo_advantages
-from rubricgym.trainers.backends import LocalBackend, tool_limits
+from rubricgym.trainers.algo.advantages import grpo_advantages
+from rubricgym.trainers.algo.estimate import reward_of
+from rubricgym.trainers.algo.rollouts import Group
 from rubricgym.trainers.config import TrainConfig
+from rubricgym.trainers.engine.backends import LocalBackend, tool_limits
 from rubricgym.trainers.entries import RewardEntry
-from rubricgym.trainers.estimate import reward_of
 from rubricgym.trainers.evaluation import EvalResult, gain_lines, paired_difference, paired_outcome_difference
 from rubricgym.trainers.report import write_html
-from rubricgym.trainers.rollouts import Group
 from rubricgym.trainers.step import unique_tasks
 from rubricgym.trainers.trainer import Trainer
 

@@ -20,17 +20,17 @@ from rich.markup import escape
 
 from rubricgym.core.jsonl import set_aside_lines, unreadable_lines
 from rubricgym.core.safeio import atomic_write
-from rubricgym.trainers.backends import LocalBackend, tool_limits
-from rubricgym.trainers.checkpoint import resume_checkpoint, save_checkpoint
+from rubricgym.trainers.algo.estimate import reward_of
+from rubricgym.trainers.algo.rollouts import flatten
 from rubricgym.trainers.config import dump_config
 from rubricgym.trainers.display import LiveDisplay
-from rubricgym.trainers.distributed import any_rank, is_main
-from rubricgym.trainers.estimate import reward_of
+from rubricgym.trainers.engine.backends import LocalBackend, tool_limits
+from rubricgym.trainers.engine.checkpoint import resume_checkpoint, save_checkpoint
+from rubricgym.trainers.engine.distributed import any_rank, is_main
+from rubricgym.trainers.engine.sampler_copy import PoolWeights, SamplerCopy
 from rubricgym.trainers.evaluation import EvalResult, gain_lines, paired_difference, paired_outcome_difference
 from rubricgym.trainers.pipeline import Pipeline
 from rubricgym.trainers.report import write_html, write_plots
-from rubricgym.trainers.rollouts import flatten
-from rubricgym.trainers.sampler_copy import PoolWeights, SamplerCopy
 from rubricgym.trainers.sft import warm_start
 from rubricgym.trainers.step import StepBatch, StepTrainer
 

@@ -9,7 +9,7 @@ import yaml
 from safetensors.torch import load_file
 
 from rubricgym.trainers.config import ConfigError, TrainConfig, validate_config
-from rubricgym.trainers.sampler_copy import SamplerCopy
+from rubricgym.trainers.engine.sampler_copy import SamplerCopy
 from rubricgym.trainers.suite_trainer import make_trainer
 from rubricgym.trainers.trainer import Trainer
 

@@ -25,10 +25,10 @@ from rubricgym.core.registry import env_agents, make
 from rubricgym.core.rollout import rollout
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Message, Outcome, Task, Trajectory
-from rubricgym.trainers.backends import LocalBackend
+from rubricgym.trainers.algo.rollouts import flatten
 from rubricgym.trainers.config import ConfigError, TrainConfig, WarmStartConfig
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import flatten
+from rubricgym.trainers.engine.backends import LocalBackend
+from rubricgym.trainers.engine.policy import TrainingPolicy
 from rubricgym.trainers.sft import (
     MODEL_DIR,
     Demo,

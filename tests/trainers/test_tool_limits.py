@@ -13,11 +13,11 @@ from rubricgym import ToolOutput, tool
 from rubricgym.core.registry import register, unregister
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.toy.calculator import CalculatorEnv
+from rubricgym.trainers.algo.estimate import Estimate
+from rubricgym.trainers.algo.rollouts import ToolLimits, play_groups
 from rubricgym.trainers.config import ConfigError, validate_config
-from rubricgym.trainers.estimate import Estimate
-from rubricgym.trainers.ray_backend import RolloutWorker
+from rubricgym.trainers.engine.ray_backend import RolloutWorker
 from rubricgym.trainers.report import Laps, train_record
-from rubricgym.trainers.rollouts import ToolLimits, play_groups
 from rubricgym.trainers.trainer import Trainer
 
 

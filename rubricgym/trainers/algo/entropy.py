@@ -24,10 +24,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from rubricgym.trainers.batching import lockstep_batches
+from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import EntropyModulationConfig
-from rubricgym.trainers.samples import Sample
-from rubricgym.trainers.update import UpdateSettings, logprobs_of
+from rubricgym.trainers.engine.batching import lockstep_batches
+from rubricgym.trainers.engine.update import UpdateSettings, logprobs_of
 
 
 def aem_weights(entropies: Sequence[float], lam: float = 1.0, min_range: float = 0.1) -> list[float]:

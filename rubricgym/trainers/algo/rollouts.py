@@ -3,7 +3,7 @@ breakdown. Every step's data flows through these records; nothing is looked up e
 
 ``play_groups`` plays one group of ``group_size`` episodes per task with any ``Recorder`` (the local policy, an
 agent over a vLLM server): an agent whose episodes record a ``Turn`` per generation. A ``RolloutBackend`` (local,
-Ray, vLLM: ``trainers/backends.py``) returns groups of ``Rollout`` and follows the learner's weights.
+Ray, vLLM: ``trainers/engine/backends.py``) returns groups of ``Rollout`` and follows the learner's weights.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Rollout:
     turns: list[Turn]
     breakdown: Breakdown | None = None
     guidance: int = 0
-    """The guidance level its prompt's hint came from (``trainers/guidance.py``); 0: unguided."""
+    """The guidance level its prompt's hint came from (``trainers/algo/guidance.py``); 0: unguided."""
 
 
 Group = list[Rollout]

@@ -4,9 +4,9 @@ policy or the config pieces of generation, model and env. None of them knows the
 
 - ``LocalBackend``: the learner's own ``TrainingPolicy`` in this process (the weights it updates are the ones it
   samples from, so ``push_weights`` has nothing to do);
-- ``RayBackend`` (``trainers/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy; under
-  torchrun rank 0 holds it for every rank (``RankedPool``, ``trainers/ray_ranks.py``);
-- ``VLLMBackend`` (``trainers/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
+- ``RayBackend`` (``trainers/engine/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy; under
+  torchrun rank 0 holds it for every rank (``RankedPool``, ``trainers/engine/ray_ranks.py``);
+- ``VLLMBackend`` (``trainers/engine/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from rubricgym.core.types import Task
+from rubricgym.trainers.algo.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
 from rubricgym.trainers.config import TrainConfig
-from rubricgym.trainers.distributed import rank_world
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.ray_backend import RayBackend
-from rubricgym.trainers.ray_ranks import RankedPool
-from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
-from rubricgym.trainers.vllm_backend import VLLMBackend
+from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.ray_backend import RayBackend
+from rubricgym.trainers.engine.ray_ranks import RankedPool
+from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
 
 class LocalBackend:
@@ -74,7 +74,9 @@ def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
         return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:
         rank, world = rank_world()
-        if world > 1:  # a learner of several torchrun ranks: rank 0 holds the pool for all (trainers/ray_ranks.py)
+        if (
+            world > 1
+        ):  # a learner of several torchrun ranks: rank 0 holds the pool for all (trainers/engine/ray_ranks.py)
             return RankedPool(ray_pool(cfg) if rank == 0 else None)
         return ray_pool(cfg)
     return LocalBackend(policy, env_of, tool_limits(cfg))

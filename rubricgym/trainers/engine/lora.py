@@ -134,7 +134,7 @@ def export_merged(run_dir: Path, out: Path) -> Path:
     ``AutoModelForCausalLM.from_pretrained`` loads: a LoRA checkpoint's adapter merged into the base model named
     in the run's ``config.yaml``, a full fine-tuning checkpoint's weights as they are. ``out`` is written beside
     itself and renamed into place (replacing what is there: the caller decides whether it may)."""
-    from rubricgym.trainers.checkpoint import latest_checkpoint
+    from rubricgym.trainers.engine.checkpoint import latest_checkpoint
 
     ckpt = latest_checkpoint(run_dir)
     if ckpt is None:
@@ -198,7 +198,7 @@ def _write_distributed(ckpt: Path, base: Path, dtype: str, dest: Path) -> None:
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rubricgym.trainers.checkpoint import DCP_DIR, load_distributed
+    from rubricgym.trainers.engine.checkpoint import DCP_DIR, load_distributed
 
     lm = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     if (ckpt / ADAPTER_CONFIG).exists():

@@ -1,4 +1,4 @@
-"""The body of a Ray rollout actor (``trainers/ray_backend.py`` wraps it with ``ray.remote`` when a pool starts, so
+"""The body of a Ray rollout actor (``engine/ray_backend.py`` wraps it with ``ray.remote`` when a pool starts, so
 importing it needs no Ray): its own ``TrainingPolicy``, the weights the learner pushes (a state dict through the
 object store, or a ``WeightSync`` receive), and whole groups played and sent back as ``WireGroup``s."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from rubricgym.core.types import Task
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import ToolLimits, fixed_env, play_groups
-from rubricgym.trainers.weight_sync import WeightSync, WeightSyncError
+from rubricgym.trainers.algo.rollouts import ToolLimits, fixed_env, play_groups
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.weight_sync import WeightSync, WeightSyncError
 
 WireGroup = list[tuple[str, list[dict[str, Any]]]]
 """A group as it crosses the wire: each rollout's trajectory JSON and its turns as dicts."""

@@ -18,7 +18,7 @@ counts the bytes). What the rest of the trainer relies on:
 - **Generation unsharded.** Sampling through sharded layers gathers every layer for every token (~5x slower,
   FACTS.md); ``gathered`` unshards every unit once for the rollout phase and reshards for the update.
 - **Checkpoints** are ``torch.distributed.checkpoint`` directories every rank writes its shard of
-  (``trainers/checkpoint.py``): they load into any world size, sharded or not.
+  (``trainers/engine/checkpoint.py``): they load into any world size, sharded or not.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def decoder_layers(lm: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def _logprobs(self: torch.nn.Module, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from rubricgym.trainers.update import generated_logprobs
+    from rubricgym.trainers.engine.update import generated_logprobs
 
     # one body call per micro-batch: the shared-prefix path would run every unit twice in one forward
     kwargs["share_prefix"] = False

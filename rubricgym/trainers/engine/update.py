@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from rubricgym.trainers.batching import lockstep_batches
+from rubricgym.trainers.algo.corrections import corrections
+from rubricgym.trainers.algo.loss import ppo_clip_loss, selected_logprobs
+from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import LossConfig, OptimConfig, TrainConfig
-from rubricgym.trainers.corrections import corrections
-from rubricgym.trainers.distributed import any_rank
-from rubricgym.trainers.lora import reference
-from rubricgym.trainers.loss import ppo_clip_loss, selected_logprobs
-from rubricgym.trainers.samples import Sample
-from rubricgym.trainers.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded
+from rubricgym.trainers.engine.batching import lockstep_batches
+from rubricgym.trainers.engine.distributed import any_rank
+from rubricgym.trainers.engine.lora import reference
+from rubricgym.trainers.engine.sharding import LOGPROBS_METHOD, grad_norm_and_clip, is_sharded
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ LogProbs = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 
 def logprobs_of(model: torch.nn.Module) -> LogProbs:
     """``generated_logprobs`` bound to ``model``: through the FSDP2 root's registered forward method when the
-    model is sharded (``trainers/sharding.py``), so the root's parameters are gathered for it."""
+    model is sharded (``trainers/engine/sharding.py``), so the root's parameters are gathered for it."""
     method = getattr(model, LOGPROBS_METHOD, None)
     if method is not None:
         return method
