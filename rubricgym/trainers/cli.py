@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from rubricgym.trainers.config import ConfigError, TrainConfig, env_problems, load_config
-        from rubricgym.trainers.suite_trainer import make_trainer
+        from rubricgym.trainers.trainer import Trainer
 
         console = Console()
         try:
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
 
                 summary = run_learners(cfg, resume=resume)
             else:
-                summary = make_trainer(cfg, console=console).run(resume=resume)
+                summary = Trainer(cfg, console=console).run(resume=resume)
         except CheckpointError as e:  # no checkpoint can be resumed safely: the message names every file
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None

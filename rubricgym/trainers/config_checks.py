@@ -108,8 +108,6 @@ def check_train(cfg: TrainConfig) -> None:
     if cfg.model.parallel.strategy == "fsdp2" and (cfg.ray or cfg.generation.backend == "vllm"):
         # both load whole state dicts from the learner; gathering them from the shards is not wired yet
         raise ValueError("model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)")
-    if cfg.env.suite is not None and (cfg.ray or cfg.generation.backend == "vllm"):
-        raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
     if cfg.generation.vllm_push == "adapter" and cfg.model.lora is None:
         raise ValueError(
             "generation.vllm_push 'adapter' pushes LoRA adapters: set model.lora, or keep vllm_push 'merged' "

@@ -37,7 +37,7 @@ class LearnerRank:
         """Train as rank ``rank`` of ``world`` (the environment of a torchrun rank); returns the run's summary."""
         import torch
 
-        from rubricgym.trainers.suite_trainer import make_trainer
+        from rubricgym.trainers.trainer import Trainer
 
         os.environ.update(
             RANK=str(rank),
@@ -48,7 +48,7 @@ class LearnerRank:
             MASTER_PORT=str(master[1]),
         )
         try:
-            return make_trainer(TrainConfig.model_validate(cfg)).run(resume=resume)
+            return Trainer(TrainConfig.model_validate(cfg)).run(resume=resume)
         finally:
             if torch.distributed.is_initialized():
                 torch.distributed.destroy_process_group()

@@ -10,7 +10,6 @@ from safetensors.torch import load_file
 
 from rubricgym.trainers.config import ConfigError, TrainConfig, validate_config
 from rubricgym.trainers.engine.sampler_copy import SamplerCopy
-from rubricgym.trainers.suite_trainer import make_trainer
 from rubricgym.trainers.trainer import Trainer
 
 STYLES = (("expr", "expression"), ("word", "word"))
@@ -59,7 +58,7 @@ def test_a_suite_with_its_curriculum_runs_pipelined_at_staleness_0_as_it_runs_sy
         data["env"] = {"suite": str(suite), "train_tasks": 6, "curriculum": {"method": "sec", "alpha": 0.5}}
         data["async"] = {"enabled": pipelined, "max_staleness": 0}
         cfg = TrainConfig.model_validate(data)
-        make_trainer(cfg).run()
+        Trainer(cfg).run()
         runs.append(
             [{k: v for k, v in r.items() if not k.endswith("_s") and k not in ASYNC_ONLY} for r in records(cfg.run_dir)]
         )

@@ -7,10 +7,11 @@ import math
 import pytest
 import torch
 
-from rubricgym.trainers.algo.entropy import aem_weights, modulate, turn_entropies
+from rubricgym.trainers.algo.entropy import aem_weights, modulate
+from rubricgym.trainers.algo.logprobs import generated_logprobs
 from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import EntropyModulationConfig
-from rubricgym.trainers.engine.update import UpdateSettings, generated_logprobs
+from rubricgym.trainers.engine.update import UpdateSettings, turn_entropies
 
 
 def test_weights_match_the_worked_example():

@@ -13,9 +13,10 @@ from rubricgym.core.types import Message, Outcome, Task, Trajectory
 from rubricgym.rewards.prm import Breakdown
 from rubricgym.trainers.algo.guidance import Guide, rubric_hint
 from rubricgym.trainers.algo.loss import guided_weights
-from rubricgym.trainers.algo.rollouts import Rollout, with_hint
+from rubricgym.trainers.algo.rollouts import Rollout
 from rubricgym.trainers.algo.samples import Sample, build_samples
 from rubricgym.trainers.config import GuidanceConfig, LossConfig
+from rubricgym.trainers.engine.sampling import with_hint
 from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients
 
 

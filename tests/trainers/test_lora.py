@@ -209,7 +209,7 @@ def test_a_checkpoint_resumes_only_with_its_own_kind_of_training(tiny_model_dir,
 def test_export_merge_of_a_full_fine_tuning_run_copies_its_model(tiny_config, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from rubricgym.trainers.engine.lora import export_merged
+    from rubricgym.trainers.engine.export import export_merged
 
     cfg = tiny_config(tmp_path / "run", steps=1)
     trainer = Trainer(cfg)

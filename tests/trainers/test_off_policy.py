@@ -66,8 +66,8 @@ def _model(model_dir):
 
 def _samples(model, sign=None, shift=0.0):
     """Four samples whose sampler log-probs are the model's own plus ``shift`` (advantage +-1, or all ``sign``)."""
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
     from rubricgym.trainers.algo.samples import Sample, collate
-    from rubricgym.trainers.engine.update import generated_logprobs
 
     g = torch.Generator().manual_seed(1)
     out = []

@@ -7,7 +7,7 @@ import torch
 
 from rubricgym.agents.local import LocalAgent
 from rubricgym.core.types import Message, Task
-from rubricgym.trainers.engine.update import generated_logprobs
+from rubricgym.trainers.algo.logprobs import generated_logprobs
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(0.7, 1.0), (0.0, 1.0), (1.0, 0.5)])

@@ -39,10 +39,10 @@ def lora_server(local_model_dir) -> Iterator[tuple[Any, Any]]:
     """(policy, backend): SmolLM2 with rank-8 adapters, and a vLLM backend pushing them to a server it started."""
     if find_vllm_python() is None:
         missing_dependency("no vLLM venv: run `make vllm` (`make test` builds it)")
-    from rubricgym.trainers.algo.rollouts import fixed_env
     from rubricgym.trainers.config import GenerationConfig, LoraConfig
     from rubricgym.trainers.engine.lora import add_adapters
     from rubricgym.trainers.engine.policy import TrainingPolicy
+    from rubricgym.trainers.engine.sampling import fixed_env
     from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
     policy = TrainingPolicy("smollm2-135m-instruct", max_new_tokens=10, threads=1)
@@ -118,8 +118,8 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(lora_server, tmp_
     without pushes sees), then pushes change and restore the base weights. It runs after the adapter tests (file
     order) and serves the base model, so no adapter is in the way."""
     served = lora_server[1]
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
     from rubricgym.trainers.config import TrainConfig
-    from rubricgym.trainers.engine.update import generated_logprobs
     from rubricgym.trainers.trainer import Trainer
 
     cfg = TrainConfig.model_validate(

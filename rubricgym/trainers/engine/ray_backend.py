@@ -45,6 +45,7 @@ from rubricgym.trainers.engine.ray_sync import CollectivePush, _lost
 from rubricgym.trainers.engine.ray_sync import _first_line as _first_line
 from rubricgym.trainers.engine.ray_sync import _free_port as _free_port
 from rubricgym.trainers.engine.ray_worker import RolloutWorker, WireGroup
+from rubricgym.trainers.engine.sampling import EnvOf
 
 Placement = Literal["pack", "spread", "strict_pack", "strict_spread"]
 """A placement group strategy (Ray's PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), one bundle per actor."""
@@ -153,6 +154,7 @@ class RayBackend:
         generation: GenerationConfig,
         env: EnvConfig,
         *,
+        env_of: EnvOf | None = None,
         address: str | None = None,
         workers: int = 2,
         worker_resources: Mapping[str, Any] | None = None,
@@ -211,6 +213,8 @@ class RayBackend:
             model.threads or 1,
             (env.tool_timeout_s, env.max_concurrent_tools),
         )
+        self.env_of = env_of
+        """Which env plays a task (a suite's entries); ``None``: every task in ``env.id`` with ``env.kwargs``."""
         self._actor = ray.remote(RolloutWorker)
         self._weights: Any = None  # the ObjectRef of the last pushed state dict: a replacement actor loads it
         self._group: Any = None
@@ -354,6 +358,7 @@ class RayBackend:
                 anchor_greedy,
                 temperature,
                 None if hints is None else [hints[i] for i in idx],
+                None if self.env_of is None else [self.env_of(tasks[i]) for i in idx],
             )
             failures, ready = 0, None
             while True:

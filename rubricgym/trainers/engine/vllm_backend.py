@@ -48,9 +48,10 @@ from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
 from rubricgym.agents.models import DEFAULT_MODEL, model_path
 from rubricgym.agents.serve import VLLMServer
 from rubricgym.core.types import Message, Task, ToolSpec
-from rubricgym.trainers.algo.rollouts import EnvOf, Group, ToolLimits, play_groups
+from rubricgym.trainers.algo.rollouts import Group
 from rubricgym.trainers.config import GenerationConfig
 from rubricgym.trainers.engine.lora import ADAPTER_FILE, is_peft, merged_state_dict
+from rubricgym.trainers.engine.sampling import EnvOf, ToolLimits, play_groups
 
 
 def base_state_dict(model: Any) -> dict[str, Any]:
