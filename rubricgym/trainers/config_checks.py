@@ -96,7 +96,7 @@ def check_trackers(names: list[str]) -> None:
 
 
 def check_train(cfg: TrainConfig) -> None:
-    """The run's sections fit together: estimator and group size, backend (ray, vllm) against LoRA, fsdp2, a
+    """The run's sections fit together: estimator and group size, backend (ray, vllm) against LoRA and fsdp2,
     suite and async sampling, the vLLM push against LoRA, the judge against the rubric buffer's writer."""
     if cfg.advantage.estimator == "tournament" and cfg.group_size < 2:
         raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
