@@ -71,6 +71,7 @@ def test_the_toy_demo_config_is_unchanged():
     assert demo_config(env="toy-calculator-v0").model_dump() == expected.model_dump()
 
 
+@pytest.mark.slow
 def test_bad_env_id_fails_with_the_demos_before_any_model_loads(tmp_path):
     code = (
         "import sys; from typer.testing import CliRunner; from rubricgym.cli import app; "

@@ -69,6 +69,7 @@ def test_turn_entropies_are_the_mean_token_entropy_of_each_turn(tiny_model_dir):
     assert all(p.grad is None for p in model.parameters())  # no graph, no gradient
 
 
+@pytest.mark.slow
 def test_a_training_step_modulates_and_logs(tiny_config, tmp_path):
     from rubricgym.trainers.trainer import Trainer
 

@@ -175,6 +175,7 @@ def test_vllm_push_sends_merged_weights_under_base_names(trained, monkeypatch):
     assert not torch.equal(pushed[q], base.state_dict()[q].to(torch.bfloat16))
 
 
+@pytest.mark.slow
 def test_a_resumed_lora_run_equals_the_uninterrupted_one(tiny_model_dir, tmp_path):
     full = TrainConfig.model_validate(lora_data(tmp_path / "full", tiny_model_dir, steps=3))
     Trainer(full).run()
@@ -206,6 +207,7 @@ def test_a_checkpoint_resumes_only_with_its_own_kind_of_training(tiny_model_dir,
         Trainer(TrainConfig.model_validate(plain)).resume()
 
 
+@pytest.mark.slow
 def test_export_merge_of_a_full_fine_tuning_run_copies_its_model(tiny_config, tmp_path):
     from transformers import AutoModelForCausalLM
 

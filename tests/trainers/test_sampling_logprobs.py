@@ -10,6 +10,7 @@ from rubricgym.core.types import Message, Task
 from rubricgym.trainers.algo.logprobs import generated_logprobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("temperature", "top_p"), [(0.7, 1.0), (0.0, 1.0), (1.0, 0.5)])
 def test_recorded_logprobs_match_teacher_forcing(local_model_dir, temperature, top_p):
     agent = LocalAgent(

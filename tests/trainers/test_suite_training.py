@@ -44,6 +44,7 @@ def records(run_dir):
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp_path):
     cfg = suite_config(tmp_path / "run")
     trainer = Trainer(cfg)
@@ -76,6 +77,7 @@ def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp
 MONITOR = {"every": 1, "samples": 2, "internalisation_gap": False, "alarms": []}
 
 
+@pytest.mark.slow
 def test_a_suite_runs_a_monitor_and_a_rubric_buffer_per_entry(suite_config, tmp_path):
     stop = {**MONITOR, "alarms": [{"metric": "response_chars", "above": 0.0, "action": "stop"}]}
     cfg = suite_config(tmp_path / "m", steps=3, monitor=stop, rubric_buffer={"caps": [2, 2]})

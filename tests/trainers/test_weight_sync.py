@@ -174,6 +174,7 @@ def test_a_worker_that_never_joins_times_out_the_learner():
     assert time.monotonic() - start < 30  # not the default 300 s
 
 
+@pytest.mark.slow
 def test_a_silent_learner_times_out_the_worker_and_a_dead_worker_the_learner(tmp_path):
     address, out = _address(), tmp_path / "worker.json"
     worker = start_worker("wait", address, tmp_path, out)
