@@ -47,8 +47,8 @@ def run(repeats: int, workers: int) -> tuple[dict[str, list[float]], float]:
     import ray
 
     from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
-    from rubricgym.trainers.policy import TrainingPolicy
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.policy import TrainingPolicy
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     torch.set_num_threads(1)
     ray.init(address="local", num_cpus=2 * workers, include_dashboard=False, log_to_driver=False)

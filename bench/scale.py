@@ -1,14 +1,14 @@
 """Training memory of full fine-tuning vs LoRA, counted from the tensors that exist after one update.
 
 Loads the model (default: the embedded SmolLM2-135M-Instruct) twice, once for full fine-tuning and once with LoRA
-adapters (``trainers/lora.py``; default r=16 on the 7 attention and MLP projections), runs one forward/backward on
+adapters (``engine/lora.py``; default r=16 on the 7 attention and MLP projections), runs one forward/backward on
 a short sequence and one AdamW step over the parameters the trainer optimizes (``trainable_parameters``), then sums
 the bytes of the parameters (trainable and frozen), the gradients and the optimizer state tensors. These are the
 tensor bytes a process holds, not its RSS (glibc keeps freed pages; see FACTS.md "Scale on CPU"). Activations are
 left out: they depend on batch and length, not on the training mode.
 
 With ``--fsdp`` it then launches ``torchrun --nproc-per-node 2`` (gloo) twice, replicated (``ddp``) and sharded
-(``fsdp2``, ``trainers/sharding.py``), each for full fine-tuning and LoRA, and compares them with one unsharded
+(``fsdp2``, ``trainers/engine/sharding.py``), each for full fine-tuning and LoRA, and compares them with one unsharded
 process on the same synthetic batch: per-rank tensor bytes of parameters + gradients + AdamW state (each rank's
 own shards), the gradient of the first update (``||difference|| / ||gradient||`` to one process), the mean
 log-prob of the batch's generated tokens after each of 3 updates (the curve the updates move), and the time per
@@ -27,7 +27,7 @@ import torch
 
 from rubricgym.agents.models import model_path
 from rubricgym.trainers.config import LORA_PROJECTIONS, LoraConfig
-from rubricgym.trainers.lora import add_adapters, trainable_parameters
+from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
 
 MIB = 2**20
 
@@ -115,7 +115,7 @@ def local_bytes(tensors: Any) -> int:
 
 def batch(vocab: int, n: int = 4, length: int = 64, seed: int = 0) -> list[Any]:
     """``n`` synthetic sequences of ``length`` tokens, the second half generated, with fixed advantages."""
-    from rubricgym.trainers.samples import Sample
+    from rubricgym.trainers.algo.samples import Sample
 
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -140,9 +140,9 @@ def run_updates(name: str, lora: LoraConfig | None, strategy: str | None, steps:
     from transformers import AutoModelForCausalLM
 
     from rubricgym.trainers.config import LossConfig, OptimConfig, ParallelConfig
-    from rubricgym.trainers.distributed import shard
-    from rubricgym.trainers.sharding import shard as fsdp_shard
-    from rubricgym.trainers.update import UpdateSettings, compute_gradients, policy_update, sync_gradients
+    from rubricgym.trainers.engine.distributed import shard
+    from rubricgym.trainers.engine.sharding import shard as fsdp_shard
+    from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, policy_update, sync_gradients
 
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
@@ -184,8 +184,8 @@ def run_updates(name: str, lora: LoraConfig | None, strategy: str | None, steps:
 def batch_logprob(lm: torch.nn.Module, samples: list[Any]) -> list[float]:
     """[sum, count] of the generated tokens' log-probs under ``lm`` (this rank's samples; one forward, so every
     rank runs the same collectives): after each update, the curve the updates move."""
-    from rubricgym.trainers.samples import collate
-    from rubricgym.trainers.update import logprobs_of
+    from rubricgym.trainers.algo.samples import collate
+    from rubricgym.trainers.engine.update import logprobs_of
 
     b = collate(samples, 0)
     logp, _ = logprobs_of(lm)(b.input_ids, b.attention_mask, b.loss_mask)
@@ -202,7 +202,7 @@ def relative_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
 
 def worker(out: str, name: str, lora: LoraConfig | None, strategy: str, steps: int) -> None:
     """Under torchrun: one rank's ``run_updates``; rank 0 saves its numbers and the loss summed over ranks."""
-    from rubricgym.trainers.distributed import init_from_env, rank_world
+    from rubricgym.trainers.engine.distributed import init_from_env, rank_world
 
     init_from_env("gloo")
     got = run_updates(name, lora, strategy, steps)

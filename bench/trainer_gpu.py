@@ -10,7 +10,7 @@ Without a GPU it runs on the CPU in a DEGRADED mode (smaller defaults, says so, 
 the numbers then check that the path works, not GPU speed. ``--vllm URL`` also times generation through a vLLM
 server (server mode) and one weight push (``VLLMBackend.push_weights``; the server needs VLLM_SERVER_DEV_MODE=1).
 
-``--lora R`` trains LoRA adapters, ``--fsdp2`` shards the policy with FSDP2 (``trainers/sharding.py``; under
+``--lora R`` trains LoRA adapters, ``--fsdp2`` shards the policy with FSDP2 (``trainers/engine/sharding.py``; under
 ``torchrun --nproc-per-node N`` one GPU per rank over nccl, alone a group of one).
 
     .venv/bin/python bench/trainer_gpu.py [--device cuda] [--group 16] [--new-tokens 256] [--vllm http://...]
@@ -97,13 +97,13 @@ def main() -> None:
         print(f"device: {torch.cuda.get_device_name(device)}")
 
     from rubricgym.agents.decode import sample
+    from rubricgym.trainers.algo.samples import Sample
     from rubricgym.trainers.config import LoraConfig, OptimConfig, ParallelConfig
-    from rubricgym.trainers.distributed import backend_for, init_from_env, local_device
-    from rubricgym.trainers.lora import add_adapters, trainable_parameters
-    from rubricgym.trainers.policy import TrainingPolicy
-    from rubricgym.trainers.samples import Sample
-    from rubricgym.trainers.sharding import gathered, shard
-    from rubricgym.trainers.update import UpdateSettings, policy_update
+    from rubricgym.trainers.engine.distributed import backend_for, init_from_env, local_device
+    from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
+    from rubricgym.trainers.engine.policy import TrainingPolicy
+    from rubricgym.trainers.engine.sharding import gathered, shard
+    from rubricgym.trainers.engine.update import UpdateSettings, policy_update
 
     if a.fsdp2:  # under torchrun: one GPU per rank and nccl; alone: a process group of one
         device = torch.device(local_device(str(device)))
@@ -182,7 +182,7 @@ def vllm_bench(url: str, policy, model, prompts: list[list[int]], new: int) -> N
     """Generation tokens/s through a vLLM server (server mode) and the time of one weight push."""
     import httpx
 
-    from rubricgym.trainers.vllm_backend import VLLMBackend
+    from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
     served = httpx.get(url.rstrip("/") + "/models", timeout=30).json()["data"][0]["id"]
     backend = VLLMBackend(

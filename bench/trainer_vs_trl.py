@@ -109,7 +109,7 @@ def _time_ours(ph: Phases, policy: Any, opt: Any) -> None:
 
     import rubricgym.agents.decode as decode
     import rubricgym.agents.lean as lean
-    import rubricgym.trainers.update as update
+    import rubricgym.trainers.engine.update as update
     from rubricgym.agents.packed import PackedLinears
 
     def body_phase(*args: Any, **kwargs: Any) -> str:
@@ -170,12 +170,12 @@ def run_ours(steps: int, threads: int, bf16: bool, checkpointing: bool, phases: 
     import torch
 
     from rubricgym.core.types import Message, Task
-    from rubricgym.trainers.advantages import grpo_advantages
+    from rubricgym.trainers.algo.advantages import grpo_advantages
+    from rubricgym.trainers.algo.samples import assign_advantages, build_samples
     from rubricgym.trainers.config import OptimConfig
-    from rubricgym.trainers.optim import make_optimizer
-    from rubricgym.trainers.policy import TrainingPolicy
-    from rubricgym.trainers.samples import assign_advantages, build_samples
-    from rubricgym.trainers.update import UpdateSettings, policy_update
+    from rubricgym.trainers.engine.optim import make_optimizer
+    from rubricgym.trainers.engine.policy import TrainingPolicy
+    from rubricgym.trainers.engine.update import UpdateSettings, policy_update
 
     torch.set_num_threads(threads)
     policy = TrainingPolicy(temperature=1.0, max_new_tokens=MAX_NEW, max_batch=8, bf16_autocast=bf16).load()

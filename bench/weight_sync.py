@@ -4,7 +4,7 @@ The learner (this process) holds SmolLM2-135M-Instruct in fp32, as the trainer d
 holds its own copy. Each sync moves the learner's current weights into the worker's model, three ways,
 interleaved (the order rotates every repeat), ``--repeats`` times each after one untimed warm-up sync each:
 
-- **collective fp32**: ``WeightSync.send`` / ``receive`` (``trainers/weight_sync.py``): every parameter, exact;
+- **collective fp32**: ``WeightSync.send`` / ``receive`` (``trainers/engine/weight_sync.py``): every parameter, exact;
 - **collective bf16**: the same, with bf16 tensors on the wire (the bytes the disk path writes), cast back to fp32
   by the worker's ``copy_``;
 - **disk**: what ``VLLMBackend.push_weights`` does today: ``untied_state_dict`` (bf16, explicit ``lm_head``)
@@ -42,7 +42,7 @@ _CMD, _DONE = "bench/cmd/", "bench/done/"
 
 
 def load_policy() -> Any:
-    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.engine.policy import TrainingPolicy
 
     return TrainingPolicy(MODEL).load()  # fp32, the trainer's default
 
@@ -57,7 +57,7 @@ def worker(address: str, bucket_mb: float) -> None:
     """The rollout worker: joins the sync group, then runs the learner's commands until ``quit``."""
     from safetensors.torch import load_file
 
-    from rubricgym.trainers.weight_sync import WeightSync
+    from rubricgym.trainers.engine.weight_sync import WeightSync
 
     torch.set_num_threads(1)
     policy = load_policy()
@@ -87,8 +87,8 @@ def free_address() -> str:
 def run(repeats: int, bucket_mb: float) -> tuple[dict[str, list[dict[str, float]]], dict[str, int]]:
     from safetensors.torch import save_file
 
-    from rubricgym.trainers.vllm_backend import untied_state_dict
-    from rubricgym.trainers.weight_sync import WeightSync, sync_tensors
+    from rubricgym.trainers.engine.vllm_backend import untied_state_dict
+    from rubricgym.trainers.engine.weight_sync import WeightSync, sync_tensors
 
     torch.set_num_threads(1)
     address = free_address()
@@ -143,7 +143,7 @@ def run(repeats: int, bucket_mb: float) -> tuple[dict[str, list[dict[str, float]
 
 
 def wire_bytes(lm: torch.nn.Module) -> dict[str, int]:
-    from rubricgym.trainers.vllm_backend import untied_state_dict
+    from rubricgym.trainers.engine.vllm_backend import untied_state_dict
 
     fp32 = sum(p.numel() * p.element_size() for p in lm.parameters())
     disk = sum(t.numel() * t.element_size() for t in untied_state_dict(lm).values())

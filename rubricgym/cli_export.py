@@ -64,7 +64,7 @@ def export_cmd(
 def merge_model(run_dir: Path, out: Path, force: bool) -> None:
     """``export --merge``: the newest checkpoint of training run ``run_dir`` as a model directory ``out``."""
     from rubricgym.interop.export import ExportError, check_output
-    from rubricgym.trainers.lora import MergeError, export_merged
+    from rubricgym.trainers.engine.export import MergeError, export_merged
 
     try:
         if not force and (out.exists() or out.is_symlink()) and sys.stdin.isatty():

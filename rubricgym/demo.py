@@ -115,7 +115,7 @@ def run_demo(
             **(overrides or {}),
         }
     )
-    from rubricgym.trainers.suite_trainer import make_trainer  # loads torch and transformers: only once valid
+    from rubricgym.trainers.trainer import Trainer  # loads torch and transformers: only once valid
 
     t0 = time.perf_counter()
     what = "one-operation problems" if toy else "toy, deep search, clinical; SEC" if suite else level_text(cfg)
@@ -123,7 +123,7 @@ def run_demo(
         f"[bold]rubricgym demo[/]: {cfg.advantage.estimator} on {cfg.env.suite or cfg.env.id} ({what}) "
         f"with {cfg.model.name}, budget {budget:g} min, run dir {cfg.run_dir}"
     )
-    trainer = make_trainer(cfg, console=console)
+    trainer = Trainer(cfg, console=console)
     summary = trainer.run(resume=resume)  # its live display shows base and trained
     if toy:
         for line in summary["gain_lines"]:  # the paired gains with their CIs, and a warning if they disagree
@@ -172,12 +172,11 @@ def solve_table(trainer: Any, summary: dict[str, Any]) -> list[str]:
         "95% bootstrap CIs over tasks, gains paired per task)",
         *comparison_lines("overall", base, trained, trainer.checked_envs()),
     ]
-    from rubricgym.trainers.suite_trainer import SuiteTrainer
-
-    if isinstance(trainer, SuiteTrainer):
-        per_base, per_trained = trainer.per_entry(base), trainer.per_entry(trained)
+    data = trainer.data
+    if data.suite is not None:
+        per_base, per_trained = data.per_entry(base), data.per_entry(trained)
         for name in per_base:
-            lines += comparison_lines(name, per_base[name], per_trained[name], trainer.entry_specs[name].env)
+            lines += comparison_lines(name, per_base[name], per_trained[name], data.entries[name].env)
     return lines
 
 

@@ -28,6 +28,7 @@ def test_missing_dependency_skips_outside_ci_and_fails_in_ci(monkeypatch):
         missing_dependency("no widget")
 
 
+@pytest.mark.slow  # a nested pytest run: not the fast tier
 @pytest.mark.parametrize("ci", [False, True])
 def test_sandbox_tests_without_bwrap_all_skip_or_all_fail(ci, tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "RUBRICGYM_CACHE": str(tmp_path / "cache")}  # no bwrap on PATH
@@ -50,6 +51,7 @@ def test_sandbox_tests_without_bwrap_all_skip_or_all_fail(ci, tmp_path):
         assert res.returncode == 0 and "3 skipped" in tail and "bwrap backend unavailable" in tail, tail
 
 
+@pytest.mark.slow  # a nested pytest run: not the fast tier
 def test_a_run_that_leaves_a_file_in_the_tree_fails(tmp_path):
     """Issue 23, item 13: a test that writes into the repository fails the whole run, naming the file."""
     assert not (ROOT / "oom").exists(), "the stray `oom` file is back in the tree"

@@ -54,17 +54,15 @@ def test_suite_demo_runs_sec_over_toy_deepsearch_and_clinical_with_default_rubri
 
 
 def test_the_suite_demos_training_and_held_out_tasks_route_to_one_entry_each():
-    """What ``SuiteTrainer`` builds before any model loads, at the demo's ``train_tasks``: with one seed for both
+    """What the trainer builds for a suite before any model loads, at the demo's ``train_tasks``: with one seed for both
     clinical entries, ``rubricgym demo --suite`` stopped at start (a cardiology case in both entries)."""
-    from rubricgym.trainers.step import unique_tasks
-    from rubricgym.trainers.suite_trainer import _entry_tasks
+    from rubricgym.trainers.data import TrainingData
 
     cfg = demo_config(15, suite=True)
+    data = TrainingData(cfg)  # raises when a task id is in two entries
     suite = load_suite(cfg.env.suite)
-    seed, n = cfg.env.task_seed, cfg.env.train_tasks
-    train = _entry_tasks(suite, lambda e: unique_tasks(e.env, n, seed + e.seed, "train", e.kwargs), "training")
-    held_out = _entry_tasks(suite, lambda e: suite.tasks(e.name), "held-out")
-    assert all(train[e.name] and held_out[e.name] for e in suite.entries)
+    assert all(data.entries[e.name].train and data.entries[e.name].held_out for e in suite.entries)
+    assert {data.entry_of[t.id] for t in data.train_tasks} == {e.name for e in suite.entries}
 
 
 def test_the_toy_demo_config_is_unchanged():
@@ -73,6 +71,7 @@ def test_the_toy_demo_config_is_unchanged():
     assert demo_config(env="toy-calculator-v0").model_dump() == expected.model_dump()
 
 
+@pytest.mark.slow
 def test_bad_env_id_fails_with_the_demos_before_any_model_loads(tmp_path):
     code = (
         "import sys; from typer.testing import CliRunner; from rubricgym.cli import app; "

@@ -20,7 +20,7 @@ distribution (greedy rows: under the temperature-1 distribution), so the trainer
 without any (steps x batch x vocab) tensor. Only the current (active rows x vocab) logits ever exist.
 
 Those recorded log-probs are the behaviour policy ``mu`` of the trainer's importance weight ``min(pi_old / mu, cap)``
-(``trainers/update.py``): for a token t drawn at temperature T with top-p, ``log mu(t) = log p_T(t) - log P_T(K)``,
+(``engine/update.py``): for a token t drawn at temperature T with top-p, ``log mu(t) = log p_T(t) - log P_T(K)``,
 ``p_T`` the full-vocabulary softmax of logits / T and ``K`` the kept (nucleus) set, i.e. the distribution is
 renormalised over ``K`` (what vLLM calls ``processed_logprobs``). The learner's ``pi_old`` is the full-vocabulary
 ``log p_T``; at top_p = 1, ``P_T(K) = 1`` and the two are the same distribution.

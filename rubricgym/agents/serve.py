@@ -7,7 +7,7 @@ stops the whole process group on exit.
 The server returns **processed** log-probs (``--logprobs-mode processed_logprobs``): those of the distribution each
 token was drawn from, after temperature and top-k/top-p (renormalised over the kept tokens). vLLM's default,
 ``raw_logprobs``, is the model's temperature-1 distribution before any of that, which is not the behaviour policy
-``mu`` a trainer's importance weight ``pi / mu`` needs (``trainers/vllm_backend.py``).
+``mu`` a trainer's importance weight ``pi / mu`` needs (``trainers/engine/vllm_backend.py``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Trainers: advantage estimators (GRPO, RLOO, stage-structured, per-step, tournament-ranked), PPO-clip loss,
-the training loop and the machinery around it.
+the training loop and the machinery around it, in three floors, each importing only those below
+(``tests/core/test_layering.py``):
 
-Reading order. The algorithm, pure functions first:
+- ``algo/`` -- the math: pure functions over tensors and typed records (estimators, losses, log-probs, samples);
+- ``engine/`` -- how updates and sampling run: the update, sharding, LoRA, checkpoints, rollout backends (local,
+  Ray, vLLM) built from the config in one place, weight sync;
+- the run loop at this folder's root: ``data.py`` (what a run trains on: one env is a one-entry suite),
+  ``step.py`` (one step), ``trainer.py`` (the run), ``config.py`` (the YAML schema every floor reads its section
+  of), the CLI, reports, the demo's configs.
 
-1. ``advantages.py``, ``tournament.py`` -- advantage estimators on arrays (formulas in docs/algorithms.md);
-2. ``loss.py`` -- the PPO-clip loss, k3 KL, aggregation, importance weights, on tensors;
-3. ``samples.py`` -- a rollout's turns as training sequences with per-token advantages;
-4. ``rollouts.py`` -- ``Rollout`` (trajectory + turns + breakdown) and the ``RolloutBackend`` protocol;
-5. ``estimate.py`` -- scored groups -> samples, one estimator function per name;
-6. ``update.py`` -- one policy update (log-probs, loss, backward, step; off-policy weights in ``corrections.py``);
-7. ``step.py`` -- ``StepTrainer.produce`` (collect, score, estimate) and ``consume`` (update, push weights);
-8. ``trainer.py`` -- ``Trainer``: the run (evaluations, steps in order or pipelined by ``pipeline.py``, checkpoints).
-
-Then the infrastructure: ``config.py`` (the YAML schema), ``policy.py`` (the local policy), ``backends.py``,
-``ray_backend.py`` (with ``ray_sync.py``, its collective weight push, and ``ray_ranks.py``, one pool for several
-learner ranks), ``vllm_backend.py`` (where rollouts are generated), ``sampler_copy.py`` (async runs' sampler
-weights), ``distributed.py``, ``checkpoint.py``,
-``monitors.py``, ``evaluation.py``, ``display.py``, ``report.py``, ``suite_trainer.py``, ``demo.py``, ``cli.py``.
+The reading order of a training step, and every module per floor: ``docs/architecture.md``.
 
 Names are imported on first use so that ``import rubricgym.trainers.cli`` (the CLI start-up) does not load torch.
 """
@@ -27,15 +20,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "grpo_advantages": "advantages",
-    "rloo_advantages": "advantages",
-    "stage_advantages": "advantages",
-    "stage_returns": "advantages",
-    "k3_kl": "loss",
-    "ppo_clip_loss": "loss",
-    "TournamentResult": "tournament",
-    "rank_advantages": "tournament",
-    "run_tournament": "tournament",
+    "grpo_advantages": "algo.advantages",
+    "rloo_advantages": "algo.advantages",
+    "stage_advantages": "algo.advantages",
+    "stage_returns": "algo.advantages",
+    "k3_kl": "algo.loss",
+    "ppo_clip_loss": "algo.loss",
+    "TournamentResult": "algo.tournament",
+    "rank_advantages": "algo.tournament",
+    "run_tournament": "algo.tournament",
 }
 __all__ = sorted(_EXPORTS)
 

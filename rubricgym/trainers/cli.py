@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from rubricgym.trainers.config import ConfigError, TrainConfig, env_problems, load_config
-        from rubricgym.trainers.suite_trainer import make_trainer
+        from rubricgym.trainers.trainer import Trainer
 
         console = Console()
         try:
@@ -54,8 +54,8 @@ def register(app: typer.Typer) -> None:
         except ConfigError as e:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None
-        from rubricgym.trainers.checkpoint import CheckpointError
-        from rubricgym.trainers.update import NonFiniteUpdate
+        from rubricgym.trainers.engine.checkpoint import CheckpointError
+        from rubricgym.trainers.engine.update import NonFiniteUpdate
 
         try:
             if cfg.ray and cfg.ray_learners > 1:  # the learner ranks placed by Ray too (trainers/ray_learners.py)
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
 
                 summary = run_learners(cfg, resume=resume)
             else:
-                summary = make_trainer(cfg, console=console).run(resume=resume)
+                summary = Trainer(cfg, console=console).run(resume=resume)
         except CheckpointError as e:  # no checkpoint can be resumed safely: the message names every file
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None
@@ -113,8 +113,8 @@ def register_sft(app: typer.Typer) -> None:
         from rich.console import Console
 
         from rubricgym.trainers.config import ConfigError, TrainConfig, load_config, validate_config
+        from rubricgym.trainers.engine.update import NonFiniteUpdate
         from rubricgym.trainers.sft import WARM_START_DIR, run_sft
-        from rubricgym.trainers.update import NonFiniteUpdate
 
         console = Console()
         flags = {

@@ -78,7 +78,7 @@ LORA_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pro
 
 class LoraConfig(_Strict):
     """LoRA adapters (Hu et al. 2021, arXiv:2106.09685) through PEFT: the base weights stay frozen and only
-    ``W + (alpha / r) B A`` is trained (``trainers/lora.py``); the KL reference is the base with the adapters off."""
+    ``W + (alpha / r) B A`` is trained (``engine/lora.py``); the KL reference is the base with the adapters off."""
 
     r: int = Field(16, ge=1, le=4096)
     """The adapters' rank."""
@@ -98,7 +98,7 @@ class LoraConfig(_Strict):
 
 
 class ParallelConfig(_Strict):
-    """How data-parallel ranks (``torchrun --nproc-per-node N``) hold the policy (``trainers/sharding.py``)."""
+    """How data-parallel ranks (``torchrun --nproc-per-node N``) hold the policy (``trainers/engine/sharding.py``)."""
 
     strategy: Literal["ddp", "fsdp2"] = "ddp"
     """``ddp``: every rank holds the whole model and ranks sum gradients; ``fsdp2``: PyTorch's ``fully_shard`` on
@@ -166,15 +166,15 @@ class GenerationConfig(_Strict):
     """Push the policy's new weights to the vLLM server after each update."""
     vllm_push: Literal["merged", "adapter"] = "merged"
     """What a push sends under ``model.lora``: ``merged`` weights ``W + (alpha / r) B A`` reloaded in place, or
-    the ``adapter`` alone, loaded through vLLM's runtime LoRA API (``trainers/vllm_backend.py``)."""
+    the ``adapter`` alone, loaded through vLLM's runtime LoRA API (``trainers/engine/vllm_backend.py``)."""
     agent_program: str | None = None
     """``module:function``: the user's own agent (LangGraph, the OpenAI Agents SDK, a script with an OpenAI client)
     plays every episode through the recording proxy, calling the policy as an OpenAI-compatible model
-    (``rubricgym/proxy/backend.py``); ``None``: the built-in agent loop."""
+    (``trainers/engine/proxy_backend.py``); ``None``: the built-in agent loop."""
     ray_weight_sync: Literal["object_store", "collective"] = "object_store"
     """How ``ray: true`` sends the new weights to the rollout actors after each update: ``object_store`` (one
     ``ray.put`` every actor loads) or ``collective`` (a gloo broadcast in buckets over a ``WeightSync`` group of the
-    learner and the actors, rebuilt when an actor is replaced: ``trainers/ray_sync.py``)."""
+    learner and the actors, rebuilt when an actor is replaced: ``trainers/engine/ray_sync.py``)."""
 
 
 class EnvConfig(_Strict):
@@ -227,10 +227,10 @@ class LossConfig(_Strict):
     ppo_epochs: int = Field(1, ge=1, le=100)
     off_policy: Literal["tis", "sampler", "none"] = "tis"
     """Sampler/learner mismatch: ``tis`` weights tokens by min(pi_old / mu, tis_cap); ``sampler`` takes the PPO
-    ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/update.py``)."""
+    ratio against the sampler's log-probs mu; ``none`` ignores them (see ``trainers/engine/update.py``)."""
     tis_cap: float | None = Field(2.0, gt=0.0, le=1e6)
     entropy_modulation: EntropyModulationConfig | None = None
-    """AEM (``trainers/entropy.py``): scale each agent turn's advantage by a weight that falls with the turn's
+    """AEM (``trainers/algo/entropy.py``): scale each agent turn's advantage by a weight that falls with the turn's
     mean token entropy relative to its group; None trains without it."""
     skip_zero_advantage: bool = True
     """Leave out of the forward and backward every sample whose loss is identically zero: no generated token with a
@@ -251,7 +251,7 @@ class EntropyModulationConfig(_Strict):
 
 
 class GuidanceConfig(_Strict):
-    """Guidance for groups that all fail (``trainers/guidance.py``): a group whose best rollout scores below
+    """Guidance for groups that all fail (``trainers/algo/guidance.py``): a group whose best rollout scores below
     ``threshold`` has ``share`` of its rollouts re-rolled with a hint in the task prompt, escalating level by level
     in the same step while the guided ones still fail; each task remembers its level (more help while it keeps
     failing, none once an unguided rollout solves it)."""
@@ -304,7 +304,7 @@ class OptimConfig(_Strict):
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     micro_batch: int = Field(8, ge=1, le=MAX_BATCH)
     """At most this many samples per forward and backward; unsharded, the update cuts fewer where padding costs
-    more than another micro-batch (``trainers/batching.py``)."""
+    more than another micro-batch (``trainers/engine/batching.py``)."""
     max_seq_len: int = Field(1024, ge=16, le=MAX_SEQ_LEN)
 
 

@@ -96,7 +96,7 @@ def check_trackers(names: list[str]) -> None:
 
 
 def check_train(cfg: TrainConfig) -> None:
-    """The run's sections fit together: estimator and group size, backend (ray, vllm) against LoRA, fsdp2, a
+    """The run's sections fit together: estimator and group size, backend (ray, vllm) against LoRA and fsdp2,
     suite and async sampling, the vLLM push against LoRA, the judge against the rubric buffer's writer."""
     if cfg.advantage.estimator == "tournament" and cfg.group_size < 2:
         raise ValueError("advantage.estimator 'tournament' needs group_size >= 2")
@@ -108,8 +108,6 @@ def check_train(cfg: TrainConfig) -> None:
     if cfg.model.parallel.strategy == "fsdp2" and (cfg.ray or cfg.generation.backend == "vllm"):
         # both load whole state dicts from the learner; gathering them from the shards is not wired yet
         raise ValueError("model.parallel.strategy 'fsdp2' runs with the transformers backend only (not ray or vllm)")
-    if cfg.env.suite is not None and (cfg.ray or cfg.generation.backend == "vllm"):
-        raise ValueError("training on env.suite runs with the transformers backend only (not ray or vllm)")
     if cfg.generation.vllm_push == "adapter" and cfg.model.lora is None:
         raise ValueError(
             "generation.vllm_push 'adapter' pushes LoRA adapters: set model.lora, or keep vllm_push 'merged' "

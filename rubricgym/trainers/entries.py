@@ -24,9 +24,9 @@ from rubricgym.rewards.evolve import BufferConfig, RubricBuffer, build_buffer
 from rubricgym.rewards.monitor import MonitorConfig
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath
+from rubricgym.trainers.algo.rollouts import Rollout, scored
+from rubricgym.trainers.engine.policy import TrainingPolicy
 from rubricgym.trainers.monitors import RolloutMonitor, build_monitor
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import Rollout, scored
 
 
 @dataclass

@@ -18,8 +18,8 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.core.types import Message, Trajectory
 from rubricgym.rewards.audit import self_internalisation_gap
 from rubricgym.rewards.monitor import GapFn, HackingMonitor, MonitorConfig
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import Rollout, scored
+from rubricgym.trainers.algo.rollouts import Rollout, scored
+from rubricgym.trainers.engine.policy import TrainingPolicy
 
 RUBRIC_NOTE = "\n\nYour work is graded by this rubric:\n"
 

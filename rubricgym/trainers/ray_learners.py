@@ -5,7 +5,7 @@ the rollout actors.
 strategy ``ray_learner_placement``, starts a ``LearnerRank`` actor in each, and gives every rank what ``torchrun``
 would (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` 0, and rank 0's node address with a free port there as
 ``MASTER_ADDR``/``MASTER_PORT``). Each rank then runs the trainer as a torchrun rank does: rank 0 holds the pool of
-rollout actors for every rank (``trainers/ray_ranks.py``), the ranks sum gradients over the process group (gloo on
+rollout actors for every rank (``engine/ray_ranks.py``), the ranks sum gradients over the process group (gloo on
 CPU, nccl when each bundle has a GPU: Ray gives each actor its own), rank 0 writes the checkpoints. The driver
 returns rank 0's summary; a rank that fails stops the others and the driver raises its error. The run directory
 must be one every rank can write (a shared filesystem on a real cluster); it is made absolute before it is sent.
@@ -37,7 +37,7 @@ class LearnerRank:
         """Train as rank ``rank`` of ``world`` (the environment of a torchrun rank); returns the run's summary."""
         import torch
 
-        from rubricgym.trainers.suite_trainer import make_trainer
+        from rubricgym.trainers.trainer import Trainer
 
         os.environ.update(
             RANK=str(rank),
@@ -48,7 +48,7 @@ class LearnerRank:
             MASTER_PORT=str(master[1]),
         )
         try:
-            return make_trainer(TrainConfig.model_validate(cfg)).run(resume=resume)
+            return Trainer(TrainConfig.model_validate(cfg)).run(resume=resume)
         finally:
             if torch.distributed.is_initialized():
                 torch.distributed.destroy_process_group()
@@ -60,7 +60,7 @@ def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 1
     import ray
     from ray.util.placement_group import remove_placement_group
 
-    from rubricgym.trainers.ray_backend import _check_resources, actor_options, bundle_of, reserve
+    from rubricgym.trainers.engine.ray_backend import _check_resources, actor_options, bundle_of, reserve
 
     n = cfg.ray_learners
     data = cfg.model_dump(mode="json", by_alias=True) | {"run_dir": str(Path(cfg.run_dir).resolve()), "live": False}

@@ -19,8 +19,8 @@ from rubricgym.core.fmt import fmt_number
 from rubricgym.core.safeio import append_lines, atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
-from rubricgym.trainers.estimate import Estimate
-from rubricgym.trainers.rollouts import Group, flatten
+from rubricgym.trainers.algo.estimate import Estimate
+from rubricgym.trainers.algo.rollouts import Group, flatten
 
 
 class Laps:
@@ -283,3 +283,37 @@ def _alarms(record: dict[str, Any]) -> str:
 
 def _cell(v: Any) -> str:
     return fmt_number(v, ".4g", "") if isinstance(v, float) or v is None else html.escape(str(v))
+
+
+def per_env_plot(records: list[dict[str, Any]], entries: list[str], path: Path) -> Path:
+    """Training reward per entry with held-out points, and the curriculum's draw probabilities."""
+    matplotlib.use("Agg")  # files only
+    steps = [r for r in records if r.get("kind") == "train"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.2), dpi=100)
+    for name in entries:
+        pts = [(r["step"], r[f"env/{name}/reward"]) for r in steps if r.get(f"env/{name}/reward") is not None]
+        line = ax.plot(*zip(*pts, strict=True), marker=".", label=name) if pts else None
+        ev = [
+            (r["step"], r["eval_mean"])
+            for r in records
+            if r.get("kind") == "eval_env" and r["entry"] == name and r.get("eval_mean") is not None
+        ]
+        if ev:
+            ax.plot(
+                *zip(*ev, strict=True), "s--", color=line[0].get_color() if line else None, label=f"{name} held-out"
+            )
+        probs = [(r["step"], r[f"curriculum/{name}/p"]) for r in steps if f"curriculum/{name}/p" in r]
+        if probs:
+            bx.plot(*zip(*probs, strict=True), marker=".", label=name)
+    ax.set_title("Rubric reward per entry")
+    bx.set_title("Curriculum: P(entry)")
+    for a in (ax, bx):
+        a.set_xlabel("step")
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

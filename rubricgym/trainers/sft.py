@@ -10,7 +10,7 @@ tool protocol, so its groups have reward variance to learn from (DiagAgent, ARMe
   completion the turn's text after the prefix, cut after the first stop string as the sampler cuts (an
   end-of-turn token when the text has none). ``samples.build_samples`` lays the turns out as GRPO's rollouts are, so
   only assistant tokens carry ``loss_mask`` 1.
-- **Loss**: the mean negative log-likelihood of the assistant tokens (``update.generated_logprobs`` through
+- **Loss**: the mean negative log-likelihood of the assistant tokens (``algo.logprobs.generated_logprobs`` through
   ``logprobs_of``, micro-batched with ``lockstep_batches``, normalised by the global token count, gradients
   summed across ranks): the trainer's own update path, so full, top-k layers (``train_layers``), LoRA and FSDP2
   behave as they do under GRPO. TRL's ``SFTTrainer`` renders with its own template: it cannot meet the
@@ -49,18 +49,19 @@ from rubricgym.core.store import TRAJECTORIES, TrajectoryStore
 from rubricgym.core.types import Message, Task, ToolCall, Trajectory
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import load_rubric
-from rubricgym.trainers import sharding
-from rubricgym.trainers.batching import lockstep_batches
-from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
+from rubricgym.trainers.algo.samples import Sample, build_samples, collate
 from rubricgym.trainers.config import ConfigError, OptimConfig, TrainConfig, WarmStartConfig, dump_config
-from rubricgym.trainers.distributed import backend_for, init_from_env, is_main, local_device, shard
-from rubricgym.trainers.lora import add_adapters, export_merged, trainable_parameters
-from rubricgym.trainers.optim import make_optimizer
-from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.data import unique_tasks
+from rubricgym.trainers.engine import sharding
+from rubricgym.trainers.engine.batching import lockstep_batches
+from rubricgym.trainers.engine.checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
+from rubricgym.trainers.engine.distributed import backend_for, init_from_env, is_main, local_device, shard
+from rubricgym.trainers.engine.export import export_merged
+from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
+from rubricgym.trainers.engine.optim import make_optimizer
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.update import NonFiniteUpdate, logprobs_of, normalizer, sync_gradients
 from rubricgym.trainers.report import MetricsLog
-from rubricgym.trainers.samples import Sample, build_samples, collate
-from rubricgym.trainers.step import unique_tasks
-from rubricgym.trainers.update import NonFiniteUpdate, logprobs_of, normalizer, sync_gradients
 
 WARM_START_DIR = "warm_start"
 """Where ``rubricgym train`` keeps its warm start, inside the run directory."""

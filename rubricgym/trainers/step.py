@@ -15,6 +15,7 @@ import contextlib
 import copy
 import functools
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -22,21 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from rubricgym.core.registry import make, spec
-from rubricgym.core.tasks import TaskSet
+from rubricgym.core.safeio import append_lines
 from rubricgym.core.types import Task
 from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
-from rubricgym.rewards.rubric import Rubric, load_rubric
-from rubricgym.trainers import sharding
-from rubricgym.trainers.backends import make_backend
-from rubricgym.trainers.checkpoint import TrainState, latest_checkpoint
+from rubricgym.rewards.rubric import Rubric
+from rubricgym.trainers.algo.entropy import modulate
+from rubricgym.trainers.algo.estimate import Estimate, estimate
+from rubricgym.trainers.algo.guidance import Guide
+from rubricgym.trainers.algo.rollouts import Group, Rollout, flatten
+from rubricgym.trainers.algo.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.config import ConfigError, TrainConfig
-from rubricgym.trainers.distributed import (
+from rubricgym.trainers.data import CURRICULUM_LOG, TrainingData
+from rubricgym.trainers.engine import sharding
+from rubricgym.trainers.engine.backends import make_backend
+from rubricgym.trainers.engine.checkpoint import TrainState, latest_checkpoint
+from rubricgym.trainers.engine.distributed import (
     backend_for,
     init_from_env,
     is_main,
@@ -44,20 +49,16 @@ from rubricgym.trainers.distributed import (
     rank_world,
     shard,
 )
+from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
+from rubricgym.trainers.engine.optim import make_optimizer
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.sampler_copy import StagedWeights
+from rubricgym.trainers.engine.sampling import RolloutBackend
+from rubricgym.trainers.engine.update import NonFiniteUpdate, UpdateSettings, policy_update, turn_entropies
 from rubricgym.trainers.entries import RewardEntry
-from rubricgym.trainers.entropy import modulate, turn_entropies
-from rubricgym.trainers.estimate import Estimate, estimate
 from rubricgym.trainers.evaluation import EvalResult
-from rubricgym.trainers.guidance import Guide
-from rubricgym.trainers.lora import add_adapters, trainable_parameters
-from rubricgym.trainers.optim import make_optimizer
-from rubricgym.trainers.policy import TrainingPolicy
 from rubricgym.trainers.report import Laps, RolloutLog, train_record
-from rubricgym.trainers.rollouts import Group, Rollout, RolloutBackend, flatten
-from rubricgym.trainers.sampler_copy import StagedWeights
-from rubricgym.trainers.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.trackers import TrackedLog
-from rubricgym.trainers.update import NonFiniteUpdate, UpdateSettings, policy_update
 
 
 @dataclass
@@ -72,14 +73,6 @@ class StepBatch:
     extra: dict[str, Any]
     version: int
     guide_state: dict[str, Any] | None
-
-
-def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
-    """``n`` generated tasks of ``split`` without repeats (small task spaces repeat problems)."""
-    seen: dict[str, Task] = {}
-    for t in make(env_id, **env_kwargs).task_set(n, seed=seed, split=split):
-        seen.setdefault(t.id, t)
-    return TaskSet(seen.values(), source=f"{env_id}(seed={seed}, split={split})")
 
 
 class StepTrainer:
@@ -145,7 +138,7 @@ class StepTrainer:
         self.ref_model: Any = None
         if cfg.loss.beta > 0:  # the frozen initial policy: under LoRA the same network with its adapters off
             self.ref_model = self.peft if self.peft is not None else self.frozen_copy()
-        if cfg.model.parallel.strategy == "fsdp2":  # each rank keeps 1/world of the weights (trainers/sharding.py)
+        if cfg.model.parallel.strategy == "fsdp2":  # each rank keeps 1/world of the weights (engine/sharding.py)
             sharding.shard(self.model, cfg.model.parallel)
             if self.ref_model is not None and self.peft is None:
                 sharding.shard(self.ref_model, cfg.model.parallel)
@@ -153,7 +146,7 @@ class StepTrainer:
             trainable_parameters(self.model), cfg.optim, sharded=cfg.model.parallel.strategy == "fsdp2"
         )
         self.settings = UpdateSettings.of(cfg)
-        self.backend: RolloutBackend = make_backend(cfg, self.policy)
+        self.backend: RolloutBackend = make_backend(cfg, self.policy, self.env_of)
         # under async.enabled, while steps run: the sampler's own copy of the weights and the backend over it
         self.sampler_copy: StagedWeights | None = None
         self.sampler_backend: RolloutBackend | None = None
@@ -164,22 +157,18 @@ class StepTrainer:
             entry.attach(cfg.monitor, cfg.rubric_buffer, self.policy, self.entry_dir(name))
         self.guide = None if cfg.guidance is None else Guide(cfg.guidance, self.env_of, self.rubric_of)
 
-    # ---- what the run trains on: tasks and reward entries (a suite overrides these) ---------------------------
+    # ---- what the run trains on: its entries (one env, or a suite's), their tasks and reward parts -----------
 
     def setup_tasks(self) -> None:
-        """The env's stages and its training and held-out tasks."""
-        cfg = self.cfg
-        self.env_cls = spec(cfg.env.id).load()
-        self.stages = list(self.env_cls.stages) or ["act"]
-        kw, seed = cfg.env.kwargs, cfg.env.task_seed
-        self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
-        self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
+        """The run's entries, stages, training and held-out tasks (``trainers/data.py``)."""
+        self.data = TrainingData(self.cfg)
+        self.stages = self.data.stages
+        self.train_tasks, self.eval_tasks = self.data.train_tasks, self.data.eval_tasks
 
     def reward_entries(self, judges: Sequence[Judge]) -> dict[str, RewardEntry]:
-        """One entry, the env: its rubric is ``env.rubric``, else the env's default."""
-        cfg = self.cfg
-        rubric = load_rubric(cfg.env.rubric if cfg.env.rubric is not None else self.env_cls.default_rubric())
-        return {cfg.env.id: self.reward_entry(cfg.env.id, cfg.env.id, rubric, judges)}
+        """Per entry its rubric (the suite entry's own, else ``env.rubric``, else the env's default), pairwise judge,
+        and later its monitor and rubric buffer."""
+        return {e.name: self.reward_entry(e.name, e.env, e.rubric, judges) for e in self.data.entries.values()}
 
     def reward_entry(self, name: str, env_id: str, rubric: Rubric, judges: Sequence[Judge]) -> RewardEntry:
         a = self.cfg.advantage
@@ -196,23 +185,24 @@ class StepTrainer:
 
     def entry_tasks(self, name: str) -> list[Task]:
         """The training and held-out tasks entry ``name`` scores (their rubrics need judges)."""
-        return [*self.train_tasks, *self.eval_tasks]
+        entry = self.data.entries[name]
+        return [*entry.train, *entry.held_out]
 
     def entry_for(self, task: Task) -> RewardEntry:
         """The entry whose reward path scores ``task``."""
-        return next(iter(self.entries.values()))
+        return self.entries[self.data.entry_name(task)]
 
     def env_of(self, task: Task) -> tuple[str, dict[str, Any]]:
-        """The env id and keyword arguments ``task`` is played in."""
-        return self.cfg.env.id, self.cfg.env.kwargs
+        """The env id and keyword arguments ``task`` is played in (its entry's)."""
+        return self.data.env_of(task)
 
     def rubric_of(self, task: Task) -> Rubric:
         """The rubric that scores ``task`` (its own, else its entry's)."""
         return self.entry_for(task).path.rubric_for(task)
 
     def entry_dir(self, name: str) -> Path:
-        """Where entry ``name`` records its rubric versions."""
-        return self.run_dir
+        """Where entry ``name`` records its rubric versions (a suite's entries each in their own folder)."""
+        return self.run_dir if self.data.suite is None else self.run_dir / "entries" / name
 
     @property
     def rubric_hash(self) -> str:
@@ -225,14 +215,8 @@ class StepTrainer:
     # ---- data -------------------------------------------------------------------------------------------
 
     def tasks_at(self, cursor: int, n: int) -> list[Task]:
-        """Tasks ``cursor .. cursor+n-1`` of the endless stream: each epoch is a seeded shuffle of the split."""
-        size = len(self.train_tasks)
-        out = []
-        for pos in range(cursor, cursor + n):
-            epoch, i = divmod(pos, size)
-            order = np.random.default_rng([self.cfg.seed, epoch]).permutation(size)
-            out.append(self.train_tasks[int(order[i])])
-        return out
+        """Tasks ``cursor .. cursor+n-1`` of the endless stream (``TrainingData.tasks_at``)."""
+        return self.data.tasks_at(cursor, n)
 
     def seeds_for(self, step: int, n: int) -> list[int]:
         return [self.cfg.seed * 1_000_003 + step * 10_007 + j * 101 for j in range(n)]
@@ -323,7 +307,7 @@ class StepTrainer:
             extra |= {"staleness": step - batch.version, "policy_version": batch.version}
         laps.lap("update_s")
         if isinstance(restarts := getattr(self.backend, "restarts", None), int):
-            extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/ray_backend.py)
+            extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/engine/ray_backend.py)
         cursor = self.cursor_at(step + 1)
         record = train_record(step + 1, cursor, groups, est, stats, self.stages, laps)
         monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy
@@ -338,7 +322,7 @@ class StepTrainer:
         return self.backend if self.sampler_backend is None else self.sampler_backend
 
     async def guide_groups(self, step: int, groups: list[Group], laps: Laps) -> dict[str, float]:
-        """Re-roll part of every group that all failed with a hint (``trainers/guidance.py``), in place."""
+        """Re-roll part of every group that all failed with a hint (``trainers/algo/guidance.py``), in place."""
         assert self.guide is not None
         laps.lap("score_s")
         scored = [r.breakdown for r in flatten(groups) if r.breakdown is not None]
@@ -394,6 +378,10 @@ class StepTrainer:
             if len(self.entries) > 1:
                 fields = {k.replace("monitor/", f"monitor/{name}/", 1): v for k, v in fields.items()}
             out |= fields
+        if self.data.sampler is not None:  # a suite: per-entry metrics, then its curriculum learns from the step
+            out |= self.data.curriculum_step(groups, self.cfg.advantage.scale, self.cfg.group_size)
+            line = json.dumps({"step": step, "q": self.data.sampler.state_dict()}) + "\n"
+            append_lines(self.run_dir / CURRICULUM_LOG, line.encode("utf-8"))
         return out
 
     @property

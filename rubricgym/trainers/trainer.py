@@ -20,23 +20,27 @@ from rich.markup import escape
 
 from rubricgym.core.jsonl import set_aside_lines, unreadable_lines
 from rubricgym.core.safeio import atomic_write
-from rubricgym.trainers.backends import LocalBackend, tool_limits
-from rubricgym.trainers.checkpoint import resume_checkpoint, save_checkpoint
+from rubricgym.trainers.algo.estimate import reward_of
+from rubricgym.trainers.algo.rollouts import flatten
 from rubricgym.trainers.config import dump_config
+from rubricgym.trainers.data import CURRICULUM_LOG
 from rubricgym.trainers.display import LiveDisplay
-from rubricgym.trainers.distributed import any_rank, is_main
-from rubricgym.trainers.estimate import reward_of
+from rubricgym.trainers.engine.backends import LocalBackend
+from rubricgym.trainers.engine.checkpoint import resume_checkpoint, save_checkpoint
+from rubricgym.trainers.engine.distributed import any_rank, is_main
+from rubricgym.trainers.engine.sampler_copy import PoolWeights, SamplerCopy
 from rubricgym.trainers.evaluation import EvalResult, gain_lines, paired_difference, paired_outcome_difference
 from rubricgym.trainers.pipeline import Pipeline
-from rubricgym.trainers.report import write_html, write_plots
-from rubricgym.trainers.rollouts import flatten
-from rubricgym.trainers.sampler_copy import PoolWeights, SamplerCopy
+from rubricgym.trainers.report import per_env_plot, write_html, write_plots
 from rubricgym.trainers.sft import warm_start
 from rubricgym.trainers.step import StepBatch, StepTrainer
 
 
 class Trainer(StepTrainer):
-    """Trains ``cfg.model`` on ``cfg.env`` with the estimator ``cfg.advantage.estimator``."""
+    """Trains ``cfg.model`` on ``cfg.env`` (one env, or a suite's entries: ``trainers/data.py``) with the estimator
+    ``cfg.advantage.estimator``. A suite run also logs each step's ``env/<entry>/...`` and ``curriculum/<entry>/...``
+    fields and ``curriculum.jsonl``, evaluates per entry (``kind: eval_env``) and overall, and plots
+    ``plots/per_env.png``."""
 
     # ---- evaluation -----------------------------------------------------------------------------------------
 
@@ -70,6 +74,21 @@ class Trainer(StepTrainer):
                 "eval_success": result.success_mean,
             }
         )
+        if self.data.suite is None:
+            return
+        for name, r in self.data.per_entry(result).items():
+            self.metrics.write(
+                {
+                    "kind": "eval_env",
+                    "step": result.step,
+                    "tag": result.tag,
+                    "entry": name,
+                    "eval_mean": r.mean,
+                    "eval_ci_low": r.ci[0],
+                    "eval_ci_high": r.ci[1],
+                    "eval_success": r.success_mean,
+                }
+            )
 
     # ---- the run ------------------------------------------------------------------------------------------
 
@@ -97,6 +116,12 @@ class Trainer(StepTrainer):
         if self.guide is not None:
             self.guide.load_state_dict(self.state.guidance or {})
         self.backend.push_weights(self.model)
+        if self.data.sampler is not None:  # a suite's curriculum as it was after the checkpoint's step
+            path = self.run_dir / CURRICULUM_LOG
+            lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+            at = [rec["q"] for rec in lines if rec["step"] == self.state.step]
+            if at:
+                self.data.sampler.load_state_dict(at[-1])
         return True
 
     def set_aside_torn_lines(self) -> list[str]:
@@ -176,7 +201,7 @@ class Trainer(StepTrainer):
             local = SamplerCopy(self.policy, self.model, version=self.state.step)
             self.sampler_copy, self.sampler_backend = (
                 local,
-                LocalBackend(local.policy, self.env_of, tool_limits(self.cfg)),
+                LocalBackend.of(self.cfg, local.policy, self.env_of),
             )
 
         async def consume(step: int, batch: StepBatch) -> None:
@@ -226,8 +251,9 @@ class Trainer(StepTrainer):
         return False
 
     def checked_envs(self) -> str:
-        """The env a summary's warning sends to ``rubricgym check`` when rubric reward and outcome moved apart."""
-        return self.cfg.env.id
+        """The envs a summary's warning sends to ``rubricgym check`` when rubric reward and outcome moved apart
+        (a suite's, each once: ``rubricgym check`` takes one at a time)."""
+        return " / ".join(dict.fromkeys(e.env for e in self.data.entries.values()))
 
     def finish(self, final: EvalResult) -> dict[str, Any]:
         assert self.base_eval is not None
@@ -243,9 +269,12 @@ class Trainer(StepTrainer):
             if entry.monitor is not None:
                 lines += [f"  {name}:"] if len(self.entries) > 1 else []
                 lines += entry.monitor.summary_lines()
+        per_env = self.per_entry_summary(final, lines) if self.data.suite is not None else None
         records = self.metrics.read()
         plots = write_plots(records, self.run_dir / "plots") if self.cfg.plots else []
-        html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, plots, lines)
+        if self.cfg.plots and self.data.suite is not None:
+            plots.append(per_env_plot(records, self.data.names, self.run_dir / "plots" / "per_env.png"))
+        html = write_html(self.run_dir, self.cfg.model_dump(mode="json"), records, sorted(set(plots)), lines)
         odiff, oci = paired_outcome_difference(final, self.base_eval)
         summary = {
             "base": self.base_eval.model_dump(mode="json"),
@@ -260,12 +289,39 @@ class Trainer(StepTrainer):
             "html": str(html),
             "estimator": self.cfg.advantage.estimator,
         }
+        if self.data.suite is not None:
+            summary.update(per_env=per_env, suite=self.data.suite.name)
         atomic_write(self.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         self.metrics.close()
         self.backend.close()
         if self.guide is not None:
             self.guide.close()
         return summary
+
+    def per_entry_summary(self, final: EvalResult, lines: list[str]) -> dict[str, Any]:
+        """A suite's base vs trained per entry (appending each entry's gain lines to ``lines``): ``per_env``."""
+        assert self.base_eval is not None and self.data.suite is not None
+        base, trained = self.data.per_entry(self.base_eval), self.data.per_entry(final)
+        per_env = {}
+        for name, entry in self.data.entries.items():
+            if name in base and name in trained:
+                b, t = base[name], trained[name]
+                diff, ci = paired_difference(t, b)
+                odiff, oci = paired_outcome_difference(t, b)
+                per_env[name] = {
+                    "base": b.mean,
+                    "trained": t.mean,
+                    "gain": diff,
+                    "gain_ci": list(ci),
+                    "success_base": b.success_mean,
+                    "success_trained": t.success_mean,
+                    "success_gain": odiff,
+                    "success_gain_ci": list(oci),
+                    "weight": entry.weight,
+                }
+                gains = gain_lines(t, b, env=entry.env, prefix="", levels=True)
+                lines += [f"  {name}: {x}" for x in gains]
+        return per_env
 
     def run(self, resume: bool = False) -> dict[str, Any]:
         return asyncio.run(self.arun(resume=resume))

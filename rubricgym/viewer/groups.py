@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
-from rubricgym.trainers.advantages import grpo_advantages
+from rubricgym.trainers.algo.advantages import grpo_advantages
 from rubricgym.viewer.episode import Redactor
 from rubricgym.viewer.index import RunIndex, Summary
 

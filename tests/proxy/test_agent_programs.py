@@ -11,9 +11,9 @@ import pytest
 
 from rubricgym.core.registry import make
 from rubricgym.proxy import examples as programs
-from rubricgym.trainers.policy import TrainingPolicy
+from rubricgym.trainers.engine.policy import TrainingPolicy
 from rubricgym.trainers.proxy_backend import ProxyBackend
-from rubricgym.trainers.rollouts import fixed_env
+from rubricgym.trainers.engine.sampling import fixed_env
 
 ENV = "toy-calculator-v0"
 KW = {"min_ops": 1, "max_ops": 1, "max_steps": 3}

@@ -114,6 +114,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow  # a subprocess server: not the fast tier
 def test_serve_with_two_workers_serves_ws_and_http_sessions_and_survives_a_dead_worker():
     proc = subprocess.Popen(
         [sys.executable, "-m", "rubricgym", "serve", ENV, "--port", "0", "--workers", "2", "--log-level", "warning"],

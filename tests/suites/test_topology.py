@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rubricgym.suites.topology import bracket_order, expected_comparisons, run_tournament
-from rubricgym.trainers.tournament import rank_advantages
+from rubricgym.trainers.algo.tournament import rank_advantages
 
 STRENGTH = [0.5, 0.9, 0.1, 0.7, 0.3]  # rollout 0 is the anchor
 

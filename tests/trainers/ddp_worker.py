@@ -6,12 +6,12 @@ import sys
 import torch
 
 from rubricgym.trainers.config import LossConfig, OptimConfig
-from rubricgym.trainers.distributed import init_from_env, rank_world, shard
-from rubricgym.trainers.update import UpdateSettings, compute_gradients, sync_gradients
+from rubricgym.trainers.engine.distributed import init_from_env, rank_world, shard
+from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, sync_gradients
 
 
 def synthetic_samples(vocab: int, n: int = 6, seed: int = 0):
-    from rubricgym.trainers.samples import Sample
+    from rubricgym.trainers.algo.samples import Sample
 
     g = torch.Generator().manual_seed(seed)
     out = []

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from rubricgym.trainers.checkpoint import load_distributed, save_distributed
 from rubricgym.trainers.config import LoraConfig, LossConfig, OptimConfig, ParallelConfig
-from rubricgym.trainers.distributed import init_from_env, rank_world, shard
-from rubricgym.trainers.sharding import full_state_dict, gathered, grad_norm_and_clip
-from rubricgym.trainers.sharding import shard as fsdp_shard
-from rubricgym.trainers.update import UpdateSettings, compute_gradients, policy_update, sync_gradients
+from rubricgym.trainers.engine.checkpoint import load_distributed, save_distributed
+from rubricgym.trainers.engine.distributed import init_from_env, rank_world, shard
+from rubricgym.trainers.engine.sharding import full_state_dict, gathered, grad_norm_and_clip
+from rubricgym.trainers.engine.sharding import shard as fsdp_shard
+from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, policy_update, sync_gradients
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_worker import synthetic_samples
@@ -34,7 +34,7 @@ def load(model_dir: str, lora: bool = False) -> tuple[torch.nn.Module, torch.nn.
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if not lora:
         return model, model
-    from rubricgym.trainers.lora import add_adapters
+    from rubricgym.trainers.engine.lora import add_adapters
 
     trained = add_adapters(model, LoraConfig(r=4, alpha=8), seed=0)
     for name, p in model.named_parameters():
@@ -68,7 +68,7 @@ def generate(model_dir: str, prompts: list[list[int]], sharded: bool) -> list[li
     """Tokens a ``TrainingPolicy`` (packed weights on) samples for ``prompts`` at temperature 1, seed 11."""
     import asyncio
 
-    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.engine.policy import TrainingPolicy
 
     policy = TrainingPolicy(model_dir, temperature=1.0, max_new_tokens=8)
     policy.load()

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from rubricgym.trainers.config import load_config
-from rubricgym.trainers.distributed import rank_world
-from rubricgym.trainers.ray_ranks import RankedCollectError
+from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.ray_ranks import RankedCollectError
 from rubricgym.trainers.trainer import Trainer
 
 

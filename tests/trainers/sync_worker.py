@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from rubricgym.trainers.weight_sync import WeightSync, WeightSyncMismatch, WeightSyncTimeout
+from rubricgym.trainers.engine.weight_sync import WeightSync, WeightSyncMismatch, WeightSyncTimeout
 
 PROMPT = [1, 9690, 198, 2683, 359, 253, 5356, 11173, 30, 2, 198, 1, 4093, 198]
 LORA = {"r": 4, "alpha": 8}
@@ -45,8 +45,8 @@ def main(scenario: str, address: str, model_dir: str, out: str) -> None:
             result["timeout"] = str(e)
     else:
         from rubricgym.trainers.config import LoraConfig
-        from rubricgym.trainers.lora import add_adapters
-        from rubricgym.trainers.policy import TrainingPolicy
+        from rubricgym.trainers.engine.lora import add_adapters
+        from rubricgym.trainers.engine.policy import TrainingPolicy
 
         policy = TrainingPolicy(model_dir, temperature=1.0, max_new_tokens=8).load()
         result["before"] = sample(policy)
@@ -77,9 +77,9 @@ def whole_weights(scenario: str, address: str, model_dir: str, out: str) -> None
         torch.save(model.state_dict(), out)
         return
     from rubricgym.trainers.config import ParallelConfig
-    from rubricgym.trainers.distributed import init_from_env, rank_world
-    from rubricgym.trainers.sharding import shard
-    from rubricgym.trainers.weight_sync import gather_for_send
+    from rubricgym.trainers.engine.distributed import init_from_env, rank_world
+    from rubricgym.trainers.engine.sharding import shard
+    from rubricgym.trainers.engine.weight_sync import gather_for_send
 
     init_from_env()
     with torch.no_grad():

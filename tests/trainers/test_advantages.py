@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rubricgym.trainers.advantages import (
+from rubricgym.trainers.algo.advantages import (
     PAPER_LAMBDA,
     default_lambda,
     grpo_advantages,

@@ -9,8 +9,7 @@ import yaml
 from safetensors.torch import load_file
 
 from rubricgym.trainers.config import ConfigError, TrainConfig, validate_config
-from rubricgym.trainers.sampler_copy import SamplerCopy
-from rubricgym.trainers.suite_trainer import make_trainer
+from rubricgym.trainers.engine.sampler_copy import SamplerCopy
 from rubricgym.trainers.trainer import Trainer
 
 STYLES = (("expr", "expression"), ("word", "word"))
@@ -26,6 +25,7 @@ def weights(run_dir, step):
     return load_file(str(run_dir / "checkpoints" / f"step-{step:06d}" / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_max_staleness_0_is_the_synchronous_trainer_bit_for_bit(tiny_config, tmp_path):
     """Same samples, same updates, same evaluations: every logged number and every final weight is equal."""
     over = {"steps": 3, "guidance": {"threshold": 1.1, "max_level": 1}, "loss": {"beta": 0.05, "entropy_coef": 0.05}}
@@ -48,6 +48,7 @@ def test_max_staleness_0_is_the_synchronous_trainer_bit_for_bit(tiny_config, tmp
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.slow
 def test_a_suite_with_its_curriculum_runs_pipelined_at_staleness_0_as_it_runs_synchronously(tiny_config, tmp_path):
     toy = {"env": "toy-calculator-v0", "tasks": 2, "kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 2}}
     entries = [{**toy, "name": n, "kwargs": {**toy["kwargs"], "style": style}} for n, style in STYLES]
@@ -59,13 +60,14 @@ def test_a_suite_with_its_curriculum_runs_pipelined_at_staleness_0_as_it_runs_sy
         data["env"] = {"suite": str(suite), "train_tasks": 6, "curriculum": {"method": "sec", "alpha": 0.5}}
         data["async"] = {"enabled": pipelined, "max_staleness": 0}
         cfg = TrainConfig.model_validate(data)
-        make_trainer(cfg).run()
+        Trainer(cfg).run()
         runs.append(
             [{k: v for k, v in r.items() if not k.endswith("_s") and k not in ASYNC_ONLY} for r in records(cfg.run_dir)]
         )
     assert runs[0] == runs[1] and "curriculum/word/q" in runs[0][-1]
 
 
+@pytest.mark.slow
 def test_max_staleness_1_trains_each_batch_one_version_behind_with_the_mismatch_logged(tiny_config, tmp_path):
     """Step k+1's rollouts are generated while update k trains, from the weights after update k-1: staleness 1,
     corrected by TIS against the learner's log-probs, and the run checkpoints and resumes."""

@@ -99,7 +99,7 @@ def test_non_finite_helper_lists_nested_fields():
 def test_the_weights_check_names_the_first_non_finite_tensor_and_passes_finite_ones_whose_sum_overflows():
     import torch
 
-    from rubricgym.trainers.update import NonFiniteUpdate, _check_weights
+    from rubricgym.trainers.engine.update import NonFiniteUpdate, _check_weights
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
     with torch.no_grad():

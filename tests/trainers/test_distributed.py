@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rubricgym.trainers.distributed import shard
+from rubricgym.trainers.engine.distributed import shard
 from tests.trainers.conftest import torchrun
 
 HERE = Path(__file__).parent

@@ -7,10 +7,11 @@ import math
 import pytest
 import torch
 
+from rubricgym.trainers.algo.entropy import aem_weights, modulate
+from rubricgym.trainers.algo.logprobs import generated_logprobs
+from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import EntropyModulationConfig
-from rubricgym.trainers.entropy import aem_weights, modulate, turn_entropies
-from rubricgym.trainers.samples import Sample
-from rubricgym.trainers.update import UpdateSettings, generated_logprobs
+from rubricgym.trainers.engine.update import UpdateSettings, turn_entropies
 
 
 def test_weights_match_the_worked_example():
@@ -68,6 +69,7 @@ def test_turn_entropies_are_the_mean_token_entropy_of_each_turn(tiny_model_dir):
     assert all(p.grad is None for p in model.parameters())  # no graph, no gradient
 
 
+@pytest.mark.slow
 def test_a_training_step_modulates_and_logs(tiny_config, tmp_path):
     from rubricgym.trainers.trainer import Trainer
 

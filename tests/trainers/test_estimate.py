@@ -9,10 +9,10 @@ import pytest
 from rubricgym.agents.local import Turn
 from rubricgym.core.types import Action, Observation, Step, Task, Trajectory
 from rubricgym.rewards.prm import Breakdown
-from rubricgym.trainers.advantages import grpo_advantages, stage_advantages
+from rubricgym.trainers.algo.advantages import grpo_advantages, stage_advantages
+from rubricgym.trainers.algo.estimate import ESTIMATORS, estimate, reward_of
+from rubricgym.trainers.algo.rollouts import Rollout
 from rubricgym.trainers.config import AdvantageConfig, Estimator
-from rubricgym.trainers.estimate import ESTIMATORS, estimate, reward_of
-from rubricgym.trainers.rollouts import Rollout
 
 STAGES = ["compute", "answer"]
 

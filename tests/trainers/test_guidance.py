@@ -11,12 +11,13 @@ import torch
 from rubricgym.core.rubric import Criterion, Rubric, Verdict
 from rubricgym.core.types import Message, Outcome, Task, Trajectory
 from rubricgym.rewards.prm import Breakdown
+from rubricgym.trainers.algo.guidance import Guide, rubric_hint
+from rubricgym.trainers.algo.loss import guided_weights
+from rubricgym.trainers.algo.rollouts import Rollout
+from rubricgym.trainers.algo.samples import Sample, build_samples
 from rubricgym.trainers.config import GuidanceConfig, LossConfig
-from rubricgym.trainers.guidance import Guide, rubric_hint
-from rubricgym.trainers.loss import guided_weights
-from rubricgym.trainers.rollouts import Rollout, with_hint
-from rubricgym.trainers.samples import Sample, build_samples
-from rubricgym.trainers.update import UpdateSettings, compute_gradients
+from rubricgym.trainers.engine.sampling import with_hint
+from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients
 
 
 def _rollout(task: Task, outcome: float) -> Rollout:
@@ -119,7 +120,7 @@ def test_a_hint_that_states_a_secret_is_never_shown():
     task = Task(id="t", env_id="toy-calculator-v0", prompt="p", hidden={"answer": 12345})
     best = _rollout(task, 0.0)
     best.breakdown = _breakdown([Verdict(criterion_id="x", score=0.0, met=False)])
-    from rubricgym.trainers.guidance import GuidanceStats
+    from rubricgym.trainers.algo.guidance import GuidanceStats
 
     stats = GuidanceStats()
     assert rubric_hint(rubric, best.breakdown, 9) == "Your work will be judged on: Answers 12345."
@@ -128,7 +129,7 @@ def test_a_hint_that_states_a_secret_is_never_shown():
 
 
 def test_the_hint_goes_in_the_task_and_the_plain_prompt_is_the_unguided_one(tiny_model_dir):
-    from rubricgym.trainers.policy import TrainingPolicy
+    from rubricgym.trainers.engine.policy import TrainingPolicy
 
     policy = TrainingPolicy(str(tiny_model_dir))
     messages = [Message(role="system", content="tools"), Message(role="user", content="What is 2 + 3?")]

@@ -3,6 +3,7 @@ used (recorded in run.json), reproducing the totals it optimised (issue #24, "sh
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 import rubricgym
@@ -40,6 +41,7 @@ def test_score_reproduces_the_training_time_totals_of_the_kept_rollouts(tiny_con
     assert f"training-time totals reproduced: {2 * per_step - 1} of {2 * per_step}" in result.output
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_each_step_s_rollouts_once(tiny_config, tmp_path):
     part = tiny_config(tmp_path / "part", steps=1)
     Trainer(part).run()

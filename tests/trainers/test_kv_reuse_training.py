@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from rubricgym.trainers.trainer import Trainer
 
 
+@pytest.mark.slow
 def test_a_run_with_kv_reuse_reuses_turns_and_resumes_exactly(tiny_config, tmp_path):
     over = {"generation": {"kv_reuse_tokens": 20_000}, "env": {"kwargs": {"min_ops": 1, "max_ops": 1, "max_steps": 3}}}
     full = Trainer(tiny_config(tmp_path / "full", steps=2, **over))

@@ -4,7 +4,7 @@ shared prompt prefix gives the same tokens and log-probs as prefilling every row
 import pytest
 import torch
 
-from rubricgym.trainers import loss
+from rubricgym.trainers.algo import loss
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -91,7 +91,7 @@ def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
     if temperature == 0:  # identical prompts decode identically
         assert shared[1].tokens == shared[3].tokens and shared[2].tokens == shared[4].tokens[:9]
     # and both equal teacher forcing of the full sequence
-    from rubricgym.trainers.update import generated_logprobs
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
 
     for prompt, r in zip(prompts, shared, strict=True):
         ids = torch.tensor([prompt + r.tokens])
@@ -105,8 +105,8 @@ def test_shared_prefix_decode_matches_unshared(tiny_model_dir, temperature):
 def test_update_shares_the_prompt_and_keeps_values_and_gradients(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
-    from rubricgym.trainers.samples import Sample, collate
-    from rubricgym.trainers.update import generated_logprobs, shared_prefix_len
+    from rubricgym.trainers.algo.logprobs import generated_logprobs, shared_prefix_len
+    from rubricgym.trainers.algo.samples import Sample, collate
 
     g = torch.Generator().manual_seed(2)
     prompt = torch.randint(5, 1000, (20,), generator=g).tolist()
@@ -143,7 +143,7 @@ def test_bf16_with_fp32_islands_keeps_fp32_greedy_decisions(local_model_dir):
     from rubricgym.agents.decode import sample
     from rubricgym.agents.local import LocalAgent
     from rubricgym.core.types import Message
-    from rubricgym.trainers.update import generated_logprobs
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
 
     agent = LocalAgent(str(local_model_dir)).load()
     lm, tok = agent.lm, agent.tokenizer

@@ -1,4 +1,4 @@
-"""LoRA training (``trainers/lora.py``) on the tiny model: only the adapters train, the sampler generates through
+"""LoRA training (``trainers/engine/lora.py``) on the tiny model: only the adapters train, the sampler generates through
 them, the KL reference is the base with the adapters off, checkpoints resume exactly, ``export --merge`` and the
 vLLM weight push carry the merged weights."""
 
@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rubricgym.trainers.config import ConfigError, ModelConfig, TrainConfig, validate_config
-from rubricgym.trainers.lora import ADAPTER_FILE, merged_state_dict, reference
+from rubricgym.trainers.engine.lora import ADAPTER_FILE, merged_state_dict, reference
 from rubricgym.trainers.trainer import Trainer
 
 LORA = {"r": 4, "alpha": 8}
@@ -139,7 +139,7 @@ def test_export_merge_writes_a_model_with_the_adapted_logits(trained, tmp_path):
 def test_vllm_push_sends_merged_weights_under_base_names(trained, monkeypatch):
     import httpx
 
-    from rubricgym.trainers.vllm_backend import VLLMBackend, untied_state_dict
+    from rubricgym.trainers.engine.vllm_backend import VLLMBackend, untied_state_dict
 
     trainer, base = trained
     posts: list[str] = []
@@ -175,6 +175,7 @@ def test_vllm_push_sends_merged_weights_under_base_names(trained, monkeypatch):
     assert not torch.equal(pushed[q], base.state_dict()[q].to(torch.bfloat16))
 
 
+@pytest.mark.slow
 def test_a_resumed_lora_run_equals_the_uninterrupted_one(tiny_model_dir, tmp_path):
     full = TrainConfig.model_validate(lora_data(tmp_path / "full", tiny_model_dir, steps=3))
     Trainer(full).run()
@@ -206,10 +207,11 @@ def test_a_checkpoint_resumes_only_with_its_own_kind_of_training(tiny_model_dir,
         Trainer(TrainConfig.model_validate(plain)).resume()
 
 
+@pytest.mark.slow
 def test_export_merge_of_a_full_fine_tuning_run_copies_its_model(tiny_config, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from rubricgym.trainers.lora import export_merged
+    from rubricgym.trainers.engine.export import export_merged
 
     cfg = tiny_config(tmp_path / "run", steps=1)
     trainer = Trainer(cfg)

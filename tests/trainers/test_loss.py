@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rubricgym.trainers.loss import aggregate, k3_kl, ppo_clip_loss, token_entropy, token_logprobs
+from rubricgym.trainers.algo.loss import aggregate, k3_kl, ppo_clip_loss, token_entropy, token_logprobs
 
 
 def _case(adv):
@@ -78,7 +78,7 @@ def test_token_logprobs_and_entropy_with_temperature():
 
 
 def _random_samples(n=4, length=40, generated=10, seed=0):
-    from rubricgym.trainers.samples import Sample
+    from rubricgym.trainers.algo.samples import Sample
 
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -96,7 +96,7 @@ def _grads(model_dir, samples, **settings):
     from transformers import AutoModelForCausalLM
 
     from rubricgym.trainers.config import OptimConfig
-    from rubricgym.trainers.update import UpdateSettings, compute_gradients
+    from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rubricgym.trainers import batching
-from rubricgym.trainers.batching import micro_batches
-from rubricgym.trainers.samples import Sample
+from rubricgym.trainers.algo.samples import Sample
+from rubricgym.trainers.engine import batching
+from rubricgym.trainers.engine.batching import micro_batches
 
 
 def _of_lengths(lengths: list[int]) -> list[Sample]:
@@ -66,7 +66,7 @@ def test_the_gradient_is_the_one_of_a_single_padded_micro_batch(tiny_model_dir, 
     from transformers import AutoModelForCausalLM
 
     from rubricgym.trainers.config import OptimConfig
-    from rubricgym.trainers.update import UpdateSettings, compute_gradients
+    from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients
 
     g = torch.Generator().manual_seed(0)
     samples = []

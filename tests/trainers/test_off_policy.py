@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from rubricgym.trainers.loss import importance_weights, mismatch_kl, ppo_clip_loss
-from rubricgym.trainers.samples import build_samples
+from rubricgym.trainers.algo.loss import importance_weights, mismatch_kl, ppo_clip_loss
+from rubricgym.trainers.algo.samples import build_samples
 
 
 def test_truncated_importance_weights_by_hand():
@@ -66,8 +66,8 @@ def _model(model_dir):
 
 def _samples(model, sign=None, shift=0.0):
     """Four samples whose sampler log-probs are the model's own plus ``shift`` (advantage +-1, or all ``sign``)."""
-    from rubricgym.trainers.samples import Sample, collate
-    from rubricgym.trainers.update import generated_logprobs
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
+    from rubricgym.trainers.algo.samples import Sample, collate
 
     g = torch.Generator().manual_seed(1)
     out = []
@@ -88,7 +88,7 @@ def _samples(model, sign=None, shift=0.0):
 
 def _grad(model, samples, **kw):
     from rubricgym.trainers.config import LossConfig, OptimConfig
-    from rubricgym.trainers.update import UpdateSettings, compute_gradients
+    from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients
 
     model.zero_grad(set_to_none=True)
     settings = UpdateSettings(LossConfig(**kw), OptimConfig(micro_batch=2))
@@ -132,7 +132,7 @@ def test_sampler_ratio_is_clipped_like_ppo(tiny_model_dir):
 
 def test_several_epochs_use_the_first_epochs_logprobs(tiny_model_dir):
     from rubricgym.trainers.config import LossConfig, OptimConfig
-    from rubricgym.trainers.update import UpdateSettings, compute_gradients, policy_update
+    from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, policy_update
 
     model = _model(tiny_model_dir)
     samples = _samples(model)

@@ -11,8 +11,8 @@ ray = pytest.importorskip("ray")
 
 @pytest.mark.slow
 def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tiny_config, tmp_path):
-    from rubricgym.trainers.backends import LocalBackend
-    from rubricgym.trainers.rollouts import fixed_env
+    from rubricgym.trainers.engine.backends import LocalBackend
+    from rubricgym.trainers.engine.sampling import fixed_env
     from rubricgym.trainers.trainer import Trainer
 
     cfg = tiny_config(tmp_path / "ray", ray=True, ray_workers=2, generation={"max_new_tokens": 5})
@@ -54,7 +54,7 @@ def test_ray_actors_generate_what_the_learner_would_and_follow_weight_pushes(tin
 
 def test_pool_options_are_checked_before_ray_starts():
     from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     configs = (ModelConfig(), GenerationConfig(), EnvConfig())
     with pytest.raises(ValueError, match=r"unknown keys \['cpus'\].*under 'resources'"):

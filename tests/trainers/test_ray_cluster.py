@@ -50,7 +50,7 @@ def configs(model_dir: Path | str, max_new_tokens: int = 24) -> tuple[Any, Any, 
 
 
 def backend(model_dir: Path | str, **kw: Any) -> Any:
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     return RayBackend(*configs(model_dir), **kw)
 
@@ -66,7 +66,7 @@ def test_a_packed_placement_group_puts_the_workers_on_one_node(cluster, tiny_mod
 
 
 def test_a_placement_the_cluster_cannot_hold_fails_with_what_is_free(cluster, tiny_model_dir):
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     with pytest.raises(RuntimeError, match=r"could not place 3 rollout workers .* STRICT_SPREAD .* free"):
         RayBackend(*configs(tiny_model_dir), workers=3, placement="strict_spread", placement_timeout_s=2)
@@ -135,7 +135,7 @@ def test_a_worker_that_keeps_dying_raises_an_error_naming_it_and_the_cause(clust
 
 def test_without_an_address_the_pool_starts_its_own_ray_even_beside_a_running_cluster(cluster, tiny_model_dir):
     # the Cluster (like `ray start`) advertises itself to every plain ray.init() on this machine
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     ray.shutdown()
     try:

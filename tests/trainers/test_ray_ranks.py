@@ -1,4 +1,4 @@
-"""A learner of 2 ranks beside one Ray pool: launched by torchrun with ``ray: true`` (``trainers/ray_ranks.py``), or
+"""A learner of 2 ranks beside one Ray pool: launched by torchrun with ``ray: true`` (``engine/ray_ranks.py``), or
 placed by Ray itself (``ray_learners: 2``, ``trainers/ray_learners.py``). Rank 0's actors play both ranks' groups,
 and the run trains as the same 2 ranks do with in-process rollouts."""
 

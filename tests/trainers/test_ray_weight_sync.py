@@ -33,7 +33,7 @@ def local_ray() -> Iterator[None]:
 
 def pool(model_dir: Path, transport: str) -> Any:
     from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
-    from rubricgym.trainers.ray_backend import RayBackend
+    from rubricgym.trainers.engine.ray_backend import RayBackend
 
     return RayBackend(
         ModelConfig(name=str(model_dir), threads=1),
@@ -140,7 +140,7 @@ def test_a_replaced_actor_rejoins_a_rebuilt_group_and_gets_the_current_weights(c
 def test_a_model_that_does_not_fit_is_refused_on_both_sides_and_nothing_is_written(collective, tiny_model_dir):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rubricgym.trainers.weight_sync import WeightSyncMismatch
+    from rubricgym.trainers.engine.weight_sync import WeightSyncMismatch
 
     model = perturbed(tiny_model_dir, 5)
     collective.push_weights(model)
@@ -170,8 +170,8 @@ def test_the_collective_transport_is_refused_without_ray(tiny_config, tmp_path):
 def test_an_actor_that_left_the_group_fails_the_push_with_each_sides_error_and_the_next_push_recovers(
     collective, tiny_model_dir
 ):
-    from rubricgym.trainers.ray_backend import _free_port
-    from rubricgym.trainers.weight_sync import WeightSyncTimeout
+    from rubricgym.trainers.engine.ray_backend import _free_port
+    from rubricgym.trainers.engine.weight_sync import WeightSyncTimeout
 
     # worker 0 leaves the sync group and is busy when the push starts: it waits 3 s to join a group no one opens
     busy = collective.workers[0].join_sync.remote(f"127.0.0.1:{_free_port()}", 1, 2, 3)

@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from rubricgym.trainers.checkpoint import (
+from rubricgym.trainers.engine.checkpoint import (
     CheckpointError,
     TrainState,
     UnsafeCheckpointError,

@@ -12,7 +12,7 @@ from rubricgym.core.rubric import Rubric
 from rubricgym.envs.toy.agents import CalculatorOracle
 from rubricgym.rewards.evolve import read_versions
 from rubricgym.rewards.prm import ScoredTrajectory
-from rubricgym.trainers.checkpoint import latest_checkpoint
+from rubricgym.trainers.engine.checkpoint import latest_checkpoint
 from rubricgym.trainers.trainer import Trainer
 
 MONITOR = {

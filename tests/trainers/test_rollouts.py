@@ -2,9 +2,9 @@
 
 import asyncio
 
-from rubricgym.trainers.backends import LocalBackend
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import fixed_env
+from rubricgym.trainers.engine.backends import LocalBackend
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.sampling import fixed_env
 
 ENV = "toy-calculator-v0"
 KW = {"min_ops": 1, "max_ops": 1, "max_steps": 2}

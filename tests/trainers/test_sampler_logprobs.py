@@ -112,8 +112,8 @@ def test_vllm_records_processed_logprobs_the_learner_recomputes(vllm_server, loc
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rubricgym.core.types import Message
-    from rubricgym.trainers.update import generated_logprobs
-    from rubricgym.trainers.vllm_backend import VLLMBackend
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
+    from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
     temperature, top_p = 0.7, 0.6
     tok = AutoTokenizer.from_pretrained(local_model_dir)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rubricgym.trainers.samples import assign_advantages, build_samples, collate
+from rubricgym.trainers.algo.samples import assign_advantages, build_samples, collate
 
 
 @dataclass

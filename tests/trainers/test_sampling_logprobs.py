@@ -7,9 +7,10 @@ import torch
 
 from rubricgym.agents.local import LocalAgent
 from rubricgym.core.types import Message, Task
-from rubricgym.trainers.update import generated_logprobs
+from rubricgym.trainers.algo.logprobs import generated_logprobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("temperature", "top_p"), [(0.7, 1.0), (0.0, 1.0), (1.0, 0.5)])
 def test_recorded_logprobs_match_teacher_forcing(local_model_dir, temperature, top_p):
     agent = LocalAgent(

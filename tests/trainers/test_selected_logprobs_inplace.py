@@ -4,7 +4,7 @@ frozen LM head (LoRA) give the naive fp32 log-softmax's values and gradients, ch
 import pytest
 import torch
 
-from rubricgym.trainers import loss
+from rubricgym.trainers.algo import loss
 
 
 def _naive(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:

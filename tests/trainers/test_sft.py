@@ -25,10 +25,10 @@ from rubricgym.core.registry import env_agents, make
 from rubricgym.core.rollout import rollout
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Message, Outcome, Task, Trajectory
-from rubricgym.trainers.backends import LocalBackend
+from rubricgym.trainers.algo.rollouts import flatten
 from rubricgym.trainers.config import ConfigError, TrainConfig, WarmStartConfig
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import flatten
+from rubricgym.trainers.engine.backends import LocalBackend
+from rubricgym.trainers.engine.policy import TrainingPolicy
 from rubricgym.trainers.sft import (
     MODEL_DIR,
     Demo,
@@ -217,6 +217,7 @@ def test_a_warm_start_needs_data_and_refuses_oracles(tiny_model_dir, tmp_path):
 # ---- a tiny run ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_tiny_run_lowers_the_loss_and_its_model_plays_as_a_local_agent(tiny_model_dir, tmp_path):
     out = tmp_path / "sft"
     summary = run_sft(sft_config(tiny_model_dir, tmp_path, lr=1e-2), out)
@@ -252,6 +253,7 @@ def test_train_layers_trains_only_the_top_layers(tiny_model_dir, tmp_path):
     assert changed and all(k.startswith(("model.layers.1.", "model.norm.")) for k in changed)
 
 
+@pytest.mark.slow
 def test_train_runs_the_warm_start_first_and_reuses_it(tiny_config, tmp_path):
     from rubricgym.trainers.trainer import Trainer
 
@@ -321,6 +323,7 @@ def test_rubric_rejection_sampling_scores_unscored_trajectories_with_the_reward_
     assert 0 < len(kept) < len(demos)  # the guesser's wrong answers fall below the threshold
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["lora", "fsdp2"])
 def test_lora_and_fsdp2_clone_and_export_a_model_directory(tiny_model_dir, tmp_path, mode):
     cfg = sft_config(tiny_model_dir, tmp_path, lr=1e-2, steps=4, eval_every=2, save_every=2)

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
+from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import LossConfig, OptimConfig
-from rubricgym.trainers.samples import Sample
-from rubricgym.trainers.update import UpdateSettings, compute_gradients, policy_update, trained_samples
+from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, policy_update, trained_samples
 
 
 def _samples(advantages: list[float], length: int = 30, generated: int = 8, seed: int = 0) -> list[Sample]:

@@ -8,7 +8,6 @@ import yaml
 
 from rubricgym.rewards.evolve import read_versions
 from rubricgym.trainers.config import ConfigError, TrainConfig, validate_config
-from rubricgym.trainers.suite_trainer import SuiteTrainer, make_trainer
 from rubricgym.trainers.trainer import Trainer
 
 ENTRIES = [
@@ -45,10 +44,11 @@ def records(run_dir):
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp_path):
     cfg = suite_config(tmp_path / "run")
-    trainer = make_trainer(cfg)
-    assert isinstance(trainer, SuiteTrainer)
+    trainer = Trainer(cfg)
+    assert trainer.data.suite is not None and list(trainer.entries) == ["expr", "word"]
     summary = trainer.run()
     recs = records(cfg.run_dir)
     train = [r for r in recs if r["kind"] == "train"]
@@ -77,10 +77,11 @@ def test_a_suite_trains_with_per_entry_metrics_and_sec_updates(suite_config, tmp
 MONITOR = {"every": 1, "samples": 2, "internalisation_gap": False, "alarms": []}
 
 
+@pytest.mark.slow
 def test_a_suite_runs_a_monitor_and_a_rubric_buffer_per_entry(suite_config, tmp_path):
     stop = {**MONITOR, "alarms": [{"metric": "response_chars", "above": 0.0, "action": "stop"}]}
     cfg = suite_config(tmp_path / "m", steps=3, monitor=stop, rubric_buffer={"caps": [2, 2]})
-    trainer = SuiteTrainer(cfg)
+    trainer = Trainer(cfg)
     assert {n: (e.monitor is not None, e.buffer is not None) for n, e in trainer.entries.items()} == {
         "expr": (True, True),
         "word": (True, True),
@@ -104,10 +105,10 @@ def test_a_suite_runs_a_monitor_and_a_rubric_buffer_per_entry(suite_config, tmp_
 def test_suite_training_resumes_exactly(suite_config, tmp_path):
     over = {"monitor": MONITOR, "rubric_buffer": {"caps": [2, 2], "retire_after": 1}}
     full = suite_config(tmp_path / "full", **over)
-    SuiteTrainer(full).run()
+    Trainer(full).run()
     part = suite_config(tmp_path / "part", steps=1, **over)
-    SuiteTrainer(part).run()
-    SuiteTrainer(part.with_overrides(steps=3)).run(resume=True)
+    Trainer(part).run()
+    Trainer(part.with_overrides(steps=3)).run(resume=True)
     keys = ("step", "cursor", "reward_mean", "loss", "env/expr/tasks", "curriculum/word/q", "curriculum/expr/p")
     keys += ("rubric_hash", "monitor/expr/credit_drift", "monitor/word/credit_drift")
 
@@ -119,19 +120,16 @@ def test_suite_training_resumes_exactly(suite_config, tmp_path):
 
 def test_weights_curriculum_and_config_errors(suite_config, tmp_path):
     cfg = suite_config(tmp_path / "w", method="weights")
-    trainer = make_trainer(cfg)
-    assert trainer.sampler.probabilities() == {"expr": 0.25, "word": 0.75}
-    assert (
-        type(
-            make_trainer(
-                TrainConfig.model_validate({**cfg.model_dump(mode="json"), "env": {"id": "toy-calculator-v0"}})
-            )
-        )
-        is Trainer
-    )
+    trainer = Trainer(cfg)
+    assert trainer.data.sampler is not None
+    assert trainer.data.sampler.probabilities() == {"expr": 0.25, "word": 0.75}
+    one = Trainer(TrainConfig.model_validate({**cfg.model_dump(mode="json"), "env": {"id": "toy-calculator-v0"}}))
+    assert one.data.suite is None and one.data.sampler is None  # a single env: a one-entry run, no curriculum
+    assert list(one.entries) == ["toy-calculator-v0"] and one.entry_dir("toy-calculator-v0") == one.run_dir
     with pytest.raises(ConfigError, match="env.suite replaces kwargs"):
         validate_config({"env": {"suite": "toy", "kwargs": {"max_ops": 1}}}, "t.yaml")
     with pytest.raises(ConfigError, match="field 'env': .*not a built-in suite"):
         validate_config({"env": {"suite": "nope"}}, "t.yaml")
-    with pytest.raises(ConfigError, match="transformers backend only"):
-        validate_config({"env": {"suite": "toy"}, "ray": True}, "t.yaml")
+    # a suite runs on every backend, as a single env does
+    assert validate_config({"env": {"suite": "toy"}, "ray": True}, "t.yaml").ray
+    assert validate_config({"env": {"suite": "toy"}, "generation": {"backend": "vllm"}}, "t.yaml").env.suite == "toy"

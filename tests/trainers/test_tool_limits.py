@@ -13,11 +13,11 @@ from rubricgym import ToolOutput, tool
 from rubricgym.core.registry import register, unregister
 from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.toy.calculator import CalculatorEnv
+from rubricgym.trainers.algo.estimate import Estimate
 from rubricgym.trainers.config import ConfigError, validate_config
-from rubricgym.trainers.estimate import Estimate
-from rubricgym.trainers.ray_backend import RolloutWorker
+from rubricgym.trainers.engine.ray_backend import RolloutWorker
+from rubricgym.trainers.engine.sampling import ToolLimits, play_groups
 from rubricgym.trainers.report import Laps, train_record
-from rubricgym.trainers.rollouts import ToolLimits, play_groups
 from rubricgym.trainers.trainer import Trainer
 
 
@@ -121,6 +121,7 @@ async def test_play_groups_applies_the_runs_limits_to_every_episode_and_the_step
     assert record["tool_timeouts"] == 8 and record["episode_p99_s"] >= 0.3
 
 
+@pytest.mark.slow
 def test_the_config_takes_the_limits_and_ray_workers_apply_them(tiny_model_dir):
     cfg = validate_config({"env": {"tool_timeout_s": 30, "max_concurrent_tools": 4}, "ray": True})
     assert (cfg.env.tool_timeout_s, cfg.env.max_concurrent_tools) == (30, 4)

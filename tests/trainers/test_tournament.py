@@ -3,8 +3,8 @@
 import numpy as np
 
 from rubricgym.suites import topology
-from rubricgym.trainers import tournament
-from rubricgym.trainers.tournament import rank_advantages
+from rubricgym.trainers.algo import tournament
+from rubricgym.trainers.algo.tournament import rank_advantages
 
 
 def test_rank_to_advantage():

@@ -43,6 +43,7 @@ def test_scalars_are_a_records_numeric_fields_by_kind():
     assert scalars({"kind": "train", "step": 1, "loss": float("nan"), "kl": 0.0}) == (1, {"train/kl": 0.0})
 
 
+@pytest.mark.slow
 def test_tensorboard_events_equal_metrics_jsonl(tiny_config, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -58,6 +59,7 @@ def test_tensorboard_events_equal_metrics_jsonl(tiny_config, tmp_path):
     assert "group_size: 2" in text.tensor_proto.string_val[0].decode()
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_tensorboard_equal_to_metrics_jsonl(tiny_config, tmp_path):
     part = tiny_config(tmp_path / "run", steps=1, report_to=["tensorboard"])
     Trainer(part).run()
@@ -116,6 +118,7 @@ def run_script(body: str, tmp_path: Path, **env: str) -> dict:
     return json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.slow
 def test_wandb_offline_gets_the_records(tmp_path):
     pytest.importorskip("wandb")
     body = """
@@ -135,6 +138,7 @@ def test_wandb_offline_gets_the_records(tmp_path):
     assert got["config"] == {"steps": 2} and got["bytes"] > 0
 
 
+@pytest.mark.slow
 def test_trackio_stores_the_records_locally(tmp_path):
     pytest.importorskip("trackio")
     body = """

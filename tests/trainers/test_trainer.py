@@ -8,6 +8,7 @@ import torch
 from rubricgym.trainers.trainer import Trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["grpo", "stage", "tournament", "step"])
 def test_a_run_writes_metrics_plots_summary_and_checkpoints(tiny_config, tmp_path, estimator):
     cfg = tiny_config(tmp_path / estimator, advantage={"estimator": estimator})
@@ -28,6 +29,7 @@ def test_a_run_writes_metrics_plots_summary_and_checkpoints(tiny_config, tmp_pat
     assert (cfg.run_dir / "checkpoints" / "step-000002" / "optimizer.pt").exists()
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_run(tiny_config, tmp_path):
     full = tiny_config(tmp_path / "full", steps=3)
     Trainer(full).run()

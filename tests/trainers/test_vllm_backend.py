@@ -10,7 +10,7 @@ def test_untied_state_dict_writes_lm_head_as_its_own_tensor(local_model_dir, tmp
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from rubricgym.trainers.vllm_backend import untied_model_dir
+    from rubricgym.trainers.engine.vllm_backend import untied_model_dir
 
     model = AutoModelForCausalLM.from_pretrained(local_model_dir, dtype=torch.float32)
     assert model.config.tie_word_embeddings

@@ -40,10 +40,10 @@ def lora_server(local_model_dir) -> Iterator[tuple[Any, Any]]:
     if find_vllm_python() is None:
         missing_dependency("no vLLM venv: run `make vllm` (`make test` builds it)")
     from rubricgym.trainers.config import GenerationConfig, LoraConfig
-    from rubricgym.trainers.lora import add_adapters
-    from rubricgym.trainers.policy import TrainingPolicy
-    from rubricgym.trainers.rollouts import fixed_env
-    from rubricgym.trainers.vllm_backend import VLLMBackend
+    from rubricgym.trainers.engine.lora import add_adapters
+    from rubricgym.trainers.engine.policy import TrainingPolicy
+    from rubricgym.trainers.engine.sampling import fixed_env
+    from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
     policy = TrainingPolicy("smollm2-135m-instruct", max_new_tokens=10, threads=1)
     add_adapters(policy.lm, LoraConfig(r=RANK, alpha=16), seed=0)
@@ -118,9 +118,9 @@ def test_vllm_rollouts_record_tokens_and_follow_pushed_weights(lora_server, tmp_
     without pushes sees), then pushes change and restore the base weights. It runs after the adapter tests (file
     order) and serves the base model, so no adapter is in the way."""
     served = lora_server[1]
+    from rubricgym.trainers.algo.logprobs import generated_logprobs
     from rubricgym.trainers.config import TrainConfig
     from rubricgym.trainers.trainer import Trainer
-    from rubricgym.trainers.update import generated_logprobs
 
     cfg = TrainConfig.model_validate(
         {

@@ -1,4 +1,4 @@
-"""Weight sync by collective (``trainers/weight_sync.py``): a rollout worker process with its own copy of the
+"""Weight sync by collective (``trainers/engine/weight_sync.py``): a rollout worker process with its own copy of the
 policy receives the learner's weights over gloo and then samples exactly the learner's tokens; a model that does
 not fit is refused on both sides before anything is written; a peer that never joins, dies or never sends raises
 ``WeightSyncTimeout`` instead of hanging."""
@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from rubricgym.trainers.config import LoraConfig
-from rubricgym.trainers.lora import add_adapters
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.weight_sync import (
+from rubricgym.trainers.engine.lora import add_adapters
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.weight_sync import (
     TensorMeta,
     WeightSync,
     WeightSyncMismatch,
@@ -174,6 +174,7 @@ def test_a_worker_that_never_joins_times_out_the_learner():
     assert time.monotonic() - start < 30  # not the default 300 s
 
 
+@pytest.mark.slow
 def test_a_silent_learner_times_out_the_worker_and_a_dead_worker_the_learner(tmp_path):
     address, out = _address(), tmp_path / "worker.json"
     worker = start_worker("wait", address, tmp_path, out)

@@ -1,4 +1,4 @@
-"""What a weight sync moves and in which order: the manifest and the bucket plan (``trainers/weight_sync.py``).
+"""What a weight sync moves and in which order: the manifest and the bucket plan (``trainers/engine/weight_sync.py``).
 
 The learner announces a ``Manifest`` (each tensor's name, whole shape and dtype, the policy version) before any
 weight; a worker checks it against its own model (``first_difference``) and both sides derive the same broadcast

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rubricgym.rewards.prm import Breakdown
-from rubricgym.trainers import advantages as adv
+from rubricgym.trainers.algo import advantages as adv
+from rubricgym.trainers.algo.rollouts import Group, Rollout
+from rubricgym.trainers.algo.samples import Sample, assign_advantages, build_samples
+from rubricgym.trainers.algo.tournament import TournamentResult, rank_advantages
 from rubricgym.trainers.config import AdvantageConfig, Estimator
-from rubricgym.trainers.rollouts import Group, Rollout
-from rubricgym.trainers.samples import Sample, assign_advantages, build_samples
-from rubricgym.trainers.tournament import TournamentResult, rank_advantages
 
 
 @dataclass

@@ -1,9 +1,7 @@
-"""Rollouts as the trainer sees them: each trajectory with the exact tokens behind it and, once scored, its rubric
-breakdown. Every step's data flows through these records; nothing is looked up elsewhere by task id and seed.
-
-``play_groups`` plays one group of ``group_size`` episodes per task with any ``Recorder`` (the local policy, an
-agent over a vLLM server): an agent whose episodes record a ``Turn`` per generation. A ``RolloutBackend`` (local,
-Ray, vLLM: ``trainers/backends.py``) returns groups of ``Rollout`` and follows the learner's weights.
+"""Where rollouts are played: ``play_groups`` plays one group of ``group_size`` episodes per task with any
+``Recorder`` (the local policy, an agent over a vLLM server): an agent whose episodes record a ``Turn`` per
+generation. A ``RolloutBackend`` (local, Ray, vLLM: ``trainers/engine/backends.py``) returns groups of ``Rollout``
+and follows the learner's weights.
 """
 
 from __future__ import annotations
@@ -18,35 +16,11 @@ from rubricgym.agents.local import Turn
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
 from rubricgym.core.rollout import EnvFactory, rollout_fresh
-from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
-from rubricgym.rewards.prm import Breakdown, ScoredTrajectory
+from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.trainers.algo.rollouts import Group, Rollout
 
 EnvOf = Callable[[Task], tuple[str, dict[str, Any]]]
 """The env id and keyword arguments a task is played in (one env for a run, an entry's env for a suite)."""
-
-
-@dataclass
-class Rollout:
-    """One episode: the trajectory, the turns the policy generated in it, and the process reward model's
-    breakdown once scored (``None`` before)."""
-
-    trajectory: Trajectory
-    turns: list[Turn]
-    breakdown: Breakdown | None = None
-    guidance: int = 0
-    """The guidance level its prompt's hint came from (``trainers/guidance.py``); 0: unguided."""
-
-
-Group = list[Rollout]
-"""The rollouts of one task that share a ``group_id``: the unit advantages are normalised over."""
-
-
-def scored(rollouts: Sequence[Rollout]) -> list[ScoredTrajectory]:
-    """The scored rollouts as the monitors and the rubric buffer read them (each trajectory with its breakdown)."""
-    missing = [r.trajectory.id for r in rollouts if r.breakdown is None]
-    if missing:
-        raise ValueError(f"rollouts {missing[:3]} are not scored yet: score them before the monitors or the buffer")
-    return [ScoredTrajectory(r.trajectory, r.breakdown) for r in rollouts if r.breakdown is not None]
 
 
 class Episode(Protocol):
@@ -212,11 +186,3 @@ async def play_groups(
             )
         )
     )
-
-
-def trajectories(groups: Sequence[Group]) -> list[list[Trajectory]]:
-    return [[r.trajectory for r in g] for g in groups]
-
-
-def flatten(groups: Sequence[Group]) -> list[Rollout]:
-    return [r for g in groups for r in g]

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from rubricgym.trainers.distributed import max_over_ranks
-from rubricgym.trainers.samples import Batch, Sample, collate
-from rubricgym.trainers.sharding import is_sharded
+from rubricgym.trainers.algo.samples import Batch, Sample, collate
+from rubricgym.trainers.engine.distributed import max_over_ranks
+from rubricgym.trainers.engine.sharding import is_sharded
 
 MICRO_BATCH_COST_TOKENS = {"cpu": 64}
 """What running one more micro-batch costs, counted in padded tokens of its forward and backward, by device type

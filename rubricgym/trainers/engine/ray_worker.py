@@ -1,4 +1,4 @@
-"""The body of a Ray rollout actor (``trainers/ray_backend.py`` wraps it with ``ray.remote`` when a pool starts, so
+"""The body of a Ray rollout actor (``engine/ray_backend.py`` wraps it with ``ray.remote`` when a pool starts, so
 importing it needs no Ray): its own ``TrainingPolicy``, the weights the learner pushes (a state dict through the
 object store, or a ``WeightSync`` receive), and whole groups played and sent back as ``WireGroup``s."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from rubricgym.core.types import Task
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import ToolLimits, fixed_env, play_groups
-from rubricgym.trainers.weight_sync import WeightSync, WeightSyncError
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.sampling import ToolLimits, fixed_env, play_groups
+from rubricgym.trainers.engine.weight_sync import WeightSync, WeightSyncError
 
 WireGroup = list[tuple[str, list[dict[str, Any]]]]
 """A group as it crosses the wire: each rollout's trajectory JSON and its turns as dicts."""
@@ -76,13 +76,26 @@ class RolloutWorker:
         anchor_greedy: bool,
         temperature: float | None,
         hints: list[str | None] | None = None,
+        envs: list[tuple[str, dict[str, Any]]] | None = None,
     ) -> list[WireGroup]:
+        """Play a group per task; ``envs[j]`` (env id, kwargs) is where task j is played (a suite's entries),
+        else every task in the actor's own env."""
         self.policy.forget_kv()  # as LocalBackend.collect: nothing carries over from an earlier call
+        parsed = [Task.model_validate(t) for t in tasks]
+        env_of = self.env_of
+        if envs is not None:
+            if len(envs) != len(parsed):
+                raise ValueError(f"{len(envs)} envs for {len(parsed)} tasks: give one (env id, kwargs) per task")
+            routes = {t.id: (env_id, kwargs) for t, (env_id, kwargs) in zip(parsed, envs, strict=True)}
+
+            def env_of(task: Task) -> tuple[str, dict[str, Any]]:
+                return routes[task.id]
+
         groups = asyncio.run(
             play_groups(
                 self.policy,
-                self.env_of,
-                [Task.model_validate(t) for t in tasks],
+                env_of,
+                parsed,
                 seeds,
                 group_size,
                 anchor_greedy=anchor_greedy,

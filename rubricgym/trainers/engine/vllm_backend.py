@@ -48,9 +48,10 @@ from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
 from rubricgym.agents.models import DEFAULT_MODEL, model_path
 from rubricgym.agents.serve import VLLMServer
 from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.trainers.algo.rollouts import Group
 from rubricgym.trainers.config import GenerationConfig
-from rubricgym.trainers.lora import ADAPTER_FILE, is_peft, merged_state_dict
-from rubricgym.trainers.rollouts import EnvOf, Group, ToolLimits, play_groups
+from rubricgym.trainers.engine.lora import ADAPTER_FILE, is_peft, merged_state_dict
+from rubricgym.trainers.engine.sampling import EnvOf, ToolLimits, play_groups
 
 
 def base_state_dict(model: Any) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def base_state_dict(model: Any) -> dict[str, Any]:
 def untied_state_dict(model: Any, *, merge: bool = True) -> dict[str, Any]:
     """``model``'s weights in bf16 as separate contiguous tensors, ``lm_head.weight`` written out even when tied.
     A LoRA-adapted model's are its merged weights ``W + (alpha / r) B A`` under the base model's key names
-    (``trainers/lora.py``): the server runs the plain base architecture; ``merge=False``: its base weights."""
+    (``trainers/engine/lora.py``): the server runs the plain base architecture; ``merge=False``: its base weights."""
     state = merged_state_dict(model) if merge else base_state_dict(model)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None:

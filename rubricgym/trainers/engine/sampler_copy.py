@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.rollouts import RolloutBackend
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.sampling import RolloutBackend
 
 
 class StagedWeights:

@@ -40,7 +40,7 @@ class Sample:
     advantages: list[float] = field(default_factory=list)
     guided: bool = False
     """Sampled under a hinted prompt but laid out on the plain one: the update weights its tokens by
-    ``min(pi_old / mu, guidance cap)`` whatever ``loss.off_policy`` says (``trainers/guidance.py``)."""
+    ``min(pi_old / mu, guidance cap)`` whatever ``loss.off_policy`` says (``trainers/algo/guidance.py``)."""
 
     def __len__(self) -> int:
         return len(self.input_ids)

@@ -1,4 +1,4 @@
-"""The off-policy corrections of one micro-batch of the update (``trainers/update.py``): which log-probs the PPO
+"""The off-policy corrections of one micro-batch of the update (``trainers/engine/update.py``): which log-probs the PPO
 ratio is taken against and the per-token importance weights, for ``loss.off_policy`` and for guided rows, with
 the sampler/learner mismatch statistics the step logs."""
 
@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import torch
 
+from rubricgym.trainers.algo.loss import guided_weights, importance_weights, mismatch_kl
+from rubricgym.trainers.algo.samples import Batch
 from rubricgym.trainers.config import LossConfig
-from rubricgym.trainers.loss import guided_weights, importance_weights, mismatch_kl
-from rubricgym.trainers.samples import Batch
 
 OffPolicy = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float | None], tuple[torch.Tensor, torch.Tensor | None]]
 

@@ -8,7 +8,7 @@ counts the bytes). What the rest of the trainer relies on:
   (``update.normalizer``), so ranks must *sum* their gradients. FSDP2 averages by default, which would silently
   make every gradient ``1/world`` of its value (AdamW hides it; clipping and the logged norm do not):
   ``set_gradient_divide_factor(1.0)`` plus, on gloo (no ``PREMUL_SUM``), ``set_force_sum_reduction_for_comms``.
-- **The update runs through the root.** The log-prob forward (``update.generated_logprobs``: body, then the LM
+- **The update runs through the root.** The log-prob forward (``algo.logprobs.generated_logprobs``: body, then the LM
   head on the generated positions only) is registered as an FSDP forward method of the root
   (``register_fsdp_forward_method``), so the root's parameters are gathered for it and its gradients
   reduce-scattered after it; ``update.logprobs_of`` routes to it.
@@ -18,7 +18,7 @@ counts the bytes). What the rest of the trainer relies on:
 - **Generation unsharded.** Sampling through sharded layers gathers every layer for every token (~5x slower,
   FACTS.md); ``gathered`` unshards every unit once for the rollout phase and reshards for the update.
 - **Checkpoints** are ``torch.distributed.checkpoint`` directories every rank writes its shard of
-  (``trainers/checkpoint.py``): they load into any world size, sharded or not.
+  (``trainers/engine/checkpoint.py``): they load into any world size, sharded or not.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rubricgym.trainers.algo.logprobs import generated_logprobs
+
 if TYPE_CHECKING:
     from rubricgym.trainers.config import ParallelConfig
 
 LOGPROBS_METHOD = "rubricgym_logprobs"
-"""The root's registered FSDP forward method that runs ``update.generated_logprobs``."""
+"""The root's registered FSDP forward method that runs ``algo.logprobs.generated_logprobs``."""
 
 
 def init_single_rank() -> None:
@@ -56,8 +58,6 @@ def decoder_layers(lm: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def _logprobs(self: torch.nn.Module, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from rubricgym.trainers.update import generated_logprobs
-
     # one body call per micro-batch: the shared-prefix path would run every unit twice in one forward
     kwargs["share_prefix"] = False
     return generated_logprobs(self, *args, **kwargs)

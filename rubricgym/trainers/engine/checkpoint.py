@@ -38,9 +38,9 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from rubricgym.trainers.distributed import rank_world
-from rubricgym.trainers.lora import ADAPTER_CONFIG, ADAPTER_FILE, is_peft, load_adapter, save_adapter
-from rubricgym.trainers.sharding import is_sharded
+from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.lora import ADAPTER_CONFIG, ADAPTER_FILE, is_peft, load_adapter, save_adapter
+from rubricgym.trainers.engine.sharding import is_sharded
 
 
 @dataclass

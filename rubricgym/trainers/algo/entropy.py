@@ -11,23 +11,19 @@ few steps. AEM reweights each agent turn's advantage by its response-level entro
     A    <- a_t * A on the tokens of turn t
 
 and leaves a group alone (``a = 1``) when its turn entropies span less than ``min_range`` nats. The entropies come
-from one no-grad forward over the step's samples before the update (the advantages must be fixed before the
-loss), about a third of the update's forward-and-backward cost.
+from one no-grad forward over the step's samples before the update (``engine.update.turn_entropies``: the
+advantages must be fixed before the loss), about a third of the update's forward-and-backward cost.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
-from rubricgym.trainers.batching import lockstep_batches
+from rubricgym.trainers.algo.samples import Sample
 from rubricgym.trainers.config import EntropyModulationConfig
-from rubricgym.trainers.samples import Sample
-from rubricgym.trainers.update import UpdateSettings, logprobs_of
 
 
 def aem_weights(entropies: Sequence[float], lam: float = 1.0, min_range: float = 0.1) -> list[float]:
@@ -44,38 +40,6 @@ def aem_weights(entropies: Sequence[float], lam: float = 1.0, min_range: float =
     e = np.exp(-lam * (h[known] - lo) / (hi - lo))
     out[known] = e / e.mean()
     return out.tolist()
-
-
-@torch.no_grad()
-def turn_entropies(
-    model: torch.nn.Module, samples: Sequence[Sample], settings: UpdateSettings, *, pad_id: int
-) -> dict[tuple[int, int], float]:
-    """The mean token entropy of each (rollout, turn) over its trained tokens, from one no-grad forward."""
-    sums: dict[tuple[int, int], list[float]] = {}
-    device = next(model.parameters()).device
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if settings.bf16_autocast else contextlib.nullcontext()
-    was_training = model.training
-    model.eval()
-    forward = logprobs_of(model)
-    try:
-        for chunk, b, filler in lockstep_batches(model, samples, settings.optim.micro_batch, pad_id):
-            with autocast:
-                _, ent = forward(b.input_ids, b.attention_mask, b.loss_mask, settings.temperature, with_entropy=True)
-            assert ent is not None
-            if filler:
-                continue
-            for i, s in enumerate(chunk):
-                row = ent[i, : len(s)].float().cpu().numpy()
-                steps = np.asarray(s.step_ids)
-                mask = np.asarray(s.loss_mask) > 0
-                for t in np.unique(steps[mask]):
-                    on = mask & (steps == t)
-                    acc = sums.setdefault((s.rollout, int(t)), [0.0, 0.0])
-                    acc[0] += float(row[on].sum())
-                    acc[1] += float(on.sum())
-    finally:
-        model.train(was_training)
-    return {k: total / n for k, (total, n) in sums.items() if n}
 
 
 def modulate(

@@ -19,7 +19,7 @@ with the weights it was created with, not the learner's latest.
 
 Weight transport (``generation.ray_weight_sync``): ``object_store`` puts the state dict once and every actor
 loads it. ``collective`` broadcasts it over a ``WeightSync`` group of the learner and the actors, built when the
-pool starts and rebuilt at the next push after an actor is replaced (``CollectivePush``, ``trainers/ray_sync.py``);
+pool starts and rebuilt at the next push after an actor is replaced (``CollectivePush``, ``engine/ray_sync.py``);
 a replacement that must replay groups before then loads, through the object store once, the current weights of the
 model last pushed (the pushed ones: the trainer collects only between a push and the next update).
 """
@@ -37,14 +37,15 @@ import torch
 
 from rubricgym.agents.local import Turn
 from rubricgym.core.types import Task, Trajectory
+from rubricgym.trainers.algo.rollouts import Group, Rollout
 from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
-from rubricgym.trainers.ray_sync import CollectivePush, _lost
+from rubricgym.trainers.engine.ray_sync import CollectivePush, _lost
 
 # re-exported: they lived here before the collective push moved to ray_sync.py (tests import _free_port from here)
-from rubricgym.trainers.ray_sync import _first_line as _first_line
-from rubricgym.trainers.ray_sync import _free_port as _free_port
-from rubricgym.trainers.ray_worker import RolloutWorker, WireGroup
-from rubricgym.trainers.rollouts import Group, Rollout
+from rubricgym.trainers.engine.ray_sync import _first_line as _first_line
+from rubricgym.trainers.engine.ray_sync import _free_port as _free_port
+from rubricgym.trainers.engine.ray_worker import RolloutWorker, WireGroup
+from rubricgym.trainers.engine.sampling import EnvOf
 
 Placement = Literal["pack", "spread", "strict_pack", "strict_spread"]
 """A placement group strategy (Ray's PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), one bundle per actor."""
@@ -153,6 +154,7 @@ class RayBackend:
         generation: GenerationConfig,
         env: EnvConfig,
         *,
+        env_of: EnvOf | None = None,
         address: str | None = None,
         workers: int = 2,
         worker_resources: Mapping[str, Any] | None = None,
@@ -211,6 +213,8 @@ class RayBackend:
             model.threads or 1,
             (env.tool_timeout_s, env.max_concurrent_tools),
         )
+        self.env_of = env_of
+        """Which env plays a task (a suite's entries); ``None``: every task in ``env.id`` with ``env.kwargs``."""
         self._actor = ray.remote(RolloutWorker)
         self._weights: Any = None  # the ObjectRef of the last pushed state dict: a replacement actor loads it
         self._group: Any = None
@@ -354,6 +358,7 @@ class RayBackend:
                 anchor_greedy,
                 temperature,
                 None if hints is None else [hints[i] for i in idx],
+                None if self.env_of is None else [self.env_of(tasks[i]) for i in idx],
             )
             failures, ready = 0, None
             while True:

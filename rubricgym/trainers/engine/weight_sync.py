@@ -22,7 +22,7 @@ learner calls ``send(model, version)`` and every worker ``receive(model)``:
    saying which side waited for what and what to check, instead of hanging. After one, ``connect`` again; a
    worker whose sync failed midway holds partly written weights: sample from them only after a sync completes.
 
-Sharded learner (FSDP2, ``trainers/sharding.py``): parameters are DTensor shards, and ``send`` gathers each one
+Sharded learner (FSDP2, ``trainers/engine/sharding.py``): parameters are DTensor shards, and ``send`` gathers each one
 whole with ``full_tensor()`` (what ``sharding.grad_norm_and_clip`` and the checkpoint export do), which is a
 collective of the FSDP group: every *other* learner rank must call ``gather_for_send(model, ...)`` at the same
 time, in step with rank 0's ``send`` (one parameter at a time: the sender holds at most two buckets of whole
@@ -33,7 +33,7 @@ Backend: gloo for CPU tensors, nccl when ``device`` is a GPU (``distributed.back
 untested on this project's CPU machines; a vLLM server would instead take the weights through vLLM's own weight
 transfer engine (``vllm.distributed.weight_transfer``, NCCL only). The disk path (``VLLMBackend.push_weights``:
 safetensors written, then reloaded) stays the fallback; ``bench/weight_sync.py`` compares the two. The Ray
-rollout pool pushes through it with ``generation.ray_weight_sync: collective`` (``trainers/ray_sync.py``: one
+rollout pool pushes through it with ``generation.ray_weight_sync: collective`` (``trainers/engine/ray_sync.py``: one
 group of the learner and the actors, rebuilt when an actor is replaced; ``bench/ray_weight_sync.py``).
 """
 
@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rubricgym.trainers.distributed import backend_for
-from rubricgym.trainers.weight_buckets import (
+from rubricgym.trainers.engine.distributed import backend_for
+from rubricgym.trainers.engine.weight_buckets import (
     Manifest,
     TensorMeta,
     first_difference,

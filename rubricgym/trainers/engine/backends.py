@@ -1,12 +1,14 @@
-"""Rollout backends: where a run's rollouts are generated. Each implements ``rollouts.RolloutBackend``
+"""Rollout backends: where a run's rollouts are generated. Each implements ``sampling.RolloutBackend``
 (``collect`` groups of ``Rollout``, ``push_weights`` after an update, ``close``) and gets only what it needs: the
-policy or the config pieces of generation, model and env. None of them knows the trainer.
+policy or the config pieces of generation, model and env, and ``env_of`` (which env plays a task: the run's one
+env, or a suite entry's). None of them knows the trainer. ``make_backend`` is the one place a backend is built
+from a run's config.
 
 - ``LocalBackend``: the learner's own ``TrainingPolicy`` in this process (the weights it updates are the ones it
   samples from, so ``push_weights`` has nothing to do);
-- ``RayBackend`` (``trainers/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy; under
-  torchrun rank 0 holds it for every rank (``RankedPool``, ``trainers/ray_ranks.py``);
-- ``VLLMBackend`` (``trainers/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
+- ``RayBackend`` (``trainers/engine/ray_backend.py``): a pool of Ray actors, each with its own copy of the policy; under
+  torchrun rank 0 holds it for every rank (``RankedPool``, ``trainers/engine/ray_ranks.py``);
+- ``VLLMBackend`` (``trainers/engine/vllm_backend.py``): an OpenAI-compatible vLLM server that reloads pushed weights.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from rubricgym.core.types import Task
+from rubricgym.trainers.algo.rollouts import Group
 from rubricgym.trainers.config import TrainConfig
-from rubricgym.trainers.distributed import rank_world
-from rubricgym.trainers.policy import TrainingPolicy
-from rubricgym.trainers.proxy_backend import ProxyBackend
-from rubricgym.trainers.ray_backend import RayBackend
-from rubricgym.trainers.ray_ranks import RankedPool
-from rubricgym.trainers.rollouts import EnvOf, Group, RolloutBackend, ToolLimits, fixed_env, play_groups
-from rubricgym.trainers.vllm_backend import VLLMBackend
+from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.proxy_backend import ProxyBackend
+from rubricgym.trainers.engine.ray_backend import RayBackend
+from rubricgym.trainers.engine.ray_ranks import RankedPool
+from rubricgym.trainers.engine.sampling import EnvOf, RolloutBackend, ToolLimits, fixed_env, play_groups
+from rubricgym.trainers.engine.vllm_backend import VLLMBackend
 
 
 class LocalBackend:
@@ -61,6 +64,11 @@ class LocalBackend:
         finally:
             policy.bf16_autocast = autocast
 
+    @classmethod
+    def of(cls, cfg: TrainConfig, policy: TrainingPolicy, env_of: EnvOf) -> LocalBackend:
+        """The local backend of a run: ``policy`` playing each task in ``env_of``'s env within the run's limits."""
+        return cls(policy, env_of, tool_limits(cfg))
+
     def push_weights(self, model: Any) -> None:
         """Nothing to do: the policy samples from the model the learner updates in place."""
 
@@ -68,27 +76,29 @@ class LocalBackend:
         """Nothing to release: the policy belongs to the trainer."""
 
 
-def make_backend(cfg: TrainConfig, policy: TrainingPolicy) -> RolloutBackend:
-    """The backend ``cfg`` asks for: vLLM (``generation.backend``), Ray (``ray``) or the local policy."""
-    env_of = fixed_env(cfg.env.id, cfg.env.kwargs)
+def make_backend(cfg: TrainConfig, policy: TrainingPolicy, env_of: EnvOf | None = None) -> RolloutBackend:
+    """The backend ``cfg`` asks for: vLLM (``generation.backend``), Ray (``ray``) or the local policy; each task is
+    played in ``env_of``'s env (default: ``cfg.env.id`` with its kwargs for every task)."""
+    env_of = env_of if env_of is not None else fixed_env(cfg.env.id, cfg.env.kwargs)
     if cfg.generation.agent_program is not None:
         return ProxyBackend(policy, env_of, cfg.generation.agent_program, tool_limits(cfg))
     if cfg.generation.backend == "vllm":
         return VLLMBackend.for_policy(policy, cfg.generation, env_of, tool_limits(cfg))
     if cfg.ray:
         rank, world = rank_world()
-        if world > 1:  # a learner of several torchrun ranks: rank 0 holds the pool for all (trainers/ray_ranks.py)
-            return RankedPool(ray_pool(cfg) if rank == 0 else None)
-        return ray_pool(cfg)
-    return LocalBackend(policy, env_of, tool_limits(cfg))
+        if world > 1:  # a learner of several torchrun ranks: rank 0 holds the pool for all (engine/ray_ranks.py)
+            return RankedPool(ray_pool(cfg, env_of) if rank == 0 else None)
+        return ray_pool(cfg, env_of)
+    return LocalBackend.of(cfg, policy, env_of)
 
 
-def ray_pool(cfg: TrainConfig) -> RayBackend:
-    """The Ray pool of rollout actors ``cfg`` asks for (``ray_*``)."""
+def ray_pool(cfg: TrainConfig, env_of: EnvOf | None = None) -> RayBackend:
+    """The Ray pool of rollout actors ``cfg`` asks for (``ray_*``), playing each task in ``env_of``'s env."""
     return RayBackend(
         cfg.model,
         cfg.generation,
         cfg.env,
+        env_of=env_of,
         address=cfg.ray_address,
         workers=cfg.ray_workers,
         worker_resources=cfg.ray_worker_resources.given(),

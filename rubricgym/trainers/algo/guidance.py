@@ -37,8 +37,8 @@ from rubricgym.core.types import Task
 from rubricgym.rewards.leaks import Scanner, make_secrets
 from rubricgym.rewards.prm import Breakdown
 from rubricgym.rewards.rubric import Rubric
+from rubricgym.trainers.algo.rollouts import Group, Rollout
 from rubricgym.trainers.config import GuidanceConfig
-from rubricgym.trainers.rollouts import Group, Rollout
 
 Regenerate = Callable[[Sequence[Task], Sequence[str], int], Awaitable[list[Group]]]
 """(tasks, hints, n) -> one scored group of ``n`` rollouts per task, each hint shown in its task's prompt."""

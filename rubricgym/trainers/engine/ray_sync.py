@@ -1,11 +1,11 @@
 """The collective weight push of a Ray rollout pool (``generation.ray_weight_sync: collective``).
 
-``CollectivePush`` is the learner's side: a ``WeightSync`` group (``trainers/weight_sync.py``: manifest check,
+``CollectivePush`` is the learner's side: a ``WeightSync`` group (``trainers/engine/weight_sync.py``: manifest check,
 gloo broadcast in buckets, timeouts) of the learner (rank 0) and the pool's actors (ranks 1..N), built when the
 pool starts on a free TCP port of the driver's node, and the push over it. A gloo group cannot take a new member,
 so when an actor is replaced the group is dropped (``close``) and the next push rebuilds it for the new membership
 (every survivor re-joins on a new port) before sending. An actor lost before or during a push is handed back to
-the pool to replace, and the push is resent. ``RayBackend`` (``trainers/ray_backend.py``) holds one and owns the
+the pool to replace, and the push is resent. ``RayBackend`` (``trainers/engine/ray_backend.py``) holds one and owns the
 actors.
 """
 
@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from rubricgym.trainers.weight_sync import WeightSync, WeightSyncError, WeightSyncMismatch, WeightSyncTimeout
+from rubricgym.trainers.engine.weight_sync import WeightSync, WeightSyncError, WeightSyncMismatch, WeightSyncTimeout
 
 Lost = list[tuple[int, BaseException]]
 """The actors a collective step found dead: (index, what its call raised)."""

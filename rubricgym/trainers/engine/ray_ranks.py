@@ -20,8 +20,9 @@ from typing import Any, NamedTuple
 import torch
 
 from rubricgym.core.types import Task
-from rubricgym.trainers.distributed import rank_world
-from rubricgym.trainers.rollouts import Group, RolloutBackend
+from rubricgym.trainers.algo.rollouts import Group
+from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.sampling import RolloutBackend
 
 
 class RankedCollectError(RuntimeError):
