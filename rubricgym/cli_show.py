@@ -9,12 +9,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from rubricgym.core.fmt import fmt_ci, solve_rate, unsolved_outscore
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
+from rubricgym.suites.stats import bootstrap_ci
 
 
 def summarize(run_dir: Path) -> dict:
-    """Count, mean/std of every reward field, steps, and errors of a run directory."""
+    """Count, the solve rate with its 95% CI (the outcome first), mean/std of every reward field, steps, errors,
+    and a warning when unsolved episodes earn more rubric reward than solved ones."""
     store = TrajectoryStore(run_dir)
     trajs = list(store.iter())
     fields: dict[str, list[float]] = {"env_reward": [t.outcome.reward for t in trajs]}
@@ -30,6 +33,9 @@ def summarize(run_dir: Path) -> dict:
         }
 
     steps = [len(t.steps) for t in trajs]
+    solved = [float(t.outcome.succeeded) for t in trajs]
+    ci = bootstrap_ci(solved) if solved else None
+    rubric_key = next((k for k in ("rubric", "total") if k in fields and len(fields[k]) == len(trajs)), None)
     from rubricgym.envs.gui.metrics import gui_metrics  # here: importing the gui package loads the browser env
 
     return {
@@ -37,6 +43,15 @@ def summarize(run_dir: Path) -> dict:
         "count": len(trajs),
         "envs": sorted({t.task.env_id for t in trajs}),
         "agents": sorted({t.agent for t in trajs}),
+        "solved": {
+            "n": int(sum(solved)),
+            "episodes": len(solved),
+            "rate": solve_rate([t.outcome for t in trajs]),
+            "ci": list(ci) if ci else None,
+        },
+        "warnings": [w]
+        if rubric_key and (w := unsolved_outscore([s == 1.0 for s in solved], fields[rubric_key], name=rubric_key))
+        else [],
         "rewards": {k: stats(v) for k, v in fields.items()},
         "steps": stats([float(s) for s in steps]),
         "errors": {
@@ -105,3 +120,11 @@ def print_examples(console: Console, run_dir: Path, examples: int) -> None:
             console.print(f"[bold]{s.index}[/] [cyan]{escape(s.stage)}[/] {text}{note}", highlight=False)
             if s.tool_result is not None:
                 console.print(f"    → {escape(repr(s.tool_result[:200]))}", highlight=False)
+
+
+def solved_line(solved: dict[str, Any]) -> str:
+    """``solved 3/10 episodes: 30.0% [95% CI 10.0%, 60.0%]``: the outcome, which ``show`` leads with."""
+    if not solved["episodes"]:
+        return "solved: no episodes"
+    rate = f"{solved['rate']:.1%}" if solved["rate"] is not None else "-"
+    return f"solved {solved['n']}/{solved['episodes']} episodes: {rate} {fmt_ci(solved['ci'], '.1%')}"

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rubricgym.core.bounds import bounded
 from rubricgym.core.fmt import fmt_number
+from rubricgym.core.progress import progress
 
 console = Console()
 err = Console(stderr=True)
@@ -34,6 +35,15 @@ def _suite(name: str):  # noqa: ANN202
 
 def _ci(ci, fmt: str = ".3f") -> str:  # noqa: ANN001
     return "–" if not ci else f"[{format(ci[0], fmt)}, {format(ci[1], fmt)}]"
+
+
+def logged_phase(what: str, suite: Any, enabled: bool = True) -> Any:
+    """Where output is a log (not a terminal), a line when ``what`` starts and a heartbeat while it runs (the judging
+    phase counts nothing): the episodes' own progress comes from the rollouts; in a terminal their bars show."""
+    tasks = sum(len(suite.tasks(e.name)) for e in suite.entries)
+    return progress(
+        console, f"{what} ({len(suite.entries)} entries, {tasks} tasks)", enabled=enabled and not console.is_terminal
+    )
 
 
 def with_solve_rates(rep: dict[str, Any], suite: Any, out: Path) -> list[str]:
@@ -132,11 +142,18 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
         except AgentsFileError as e:
             _fail(str(e))
         judges = rubric_judges(judge, judge_model, (), out / "judge_cache.sqlite")
-        report = asyncio.run(
-            evaluate_suite(
-                s, AgentFactory([spec]), spec.name, out, judges=judges, concurrency=concurrency, progress=not as_json
+        with logged_phase(f"eval: {spec.name} on suite {s.name}", s, enabled=not as_json):
+            report = asyncio.run(
+                evaluate_suite(
+                    s,
+                    AgentFactory([spec]),
+                    spec.name,
+                    out,
+                    judges=judges,
+                    concurrency=concurrency,
+                    progress=not as_json,
+                )
             )
-        )
         if as_json:
             print(json.dumps(report.model_dump(mode="json", exclude={"rows"}), indent=2))
         else:
@@ -197,21 +214,22 @@ def register(app: typer.Typer) -> None:  # noqa: C901 (registers nested command 
         s = _suite(suite)
         try:
             specs = load_agents(agents)
-            rep = asyncio.run(
-                run_arena(
-                    s,
-                    specs,
-                    out,
-                    topology=topology,
-                    judge_mode=judge_mode,
-                    judge_url=judge,
-                    judge_model=judge_model,
-                    panel=panel or (),
-                    concurrency=concurrency,
-                    resamples=resamples,
-                    source=str(agents),
+            with logged_phase(f"arena: {len(specs)} agents on suite {s.name}, {topology}", s):
+                rep = asyncio.run(
+                    run_arena(
+                        s,
+                        specs,
+                        out,
+                        topology=topology,
+                        judge_mode=judge_mode,
+                        judge_url=judge,
+                        judge_model=judge_model,
+                        panel=panel or (),
+                        concurrency=concurrency,
+                        resamples=resamples,
+                        source=str(agents),
+                    )
                 )
-            )
         except (AgentsFileError, ValueError, OSError) as e:  # OSError: a run file that is a link (UnsafePathError)
             _fail(str(e))
         warnings = with_solve_rates(rep, s, out)

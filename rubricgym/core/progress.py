@@ -65,7 +65,7 @@ class _EtaColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         if task.total is not None and task.completed >= task.total:
             return Text("")
-        expected, start = task.fields.get("expected_s"), task.fields.get("start", 0)
+        expected, start = task.fields.get("expected_s"), task.fields.get("counted_from", 0)
         total = None if task.total is None else task.total - start
         left = eta_s(task.completed - start, total, task.elapsed or 0.0, expected)
         if left is None:
@@ -177,6 +177,9 @@ class Tracker:
             self.started = time.monotonic() if started is None else started
         if self._bar is not None and self._task is not None:
             self._bar.reset(self._task, total=total, completed=done, description=escape(description), **self._fields())
+            if started is not None:  # the bar's clock is time.monotonic too
+                for task in self._bar.tasks:
+                    task.start_time = started if task.id == self._task else task.start_time
         elif self.enabled and announce:
             self._plain(self._phase_line())
 
@@ -217,7 +220,7 @@ class Tracker:
             "status": escape(self.status_text),
             "unit": self.unit,
             "expected_s": self.expected_s,
-            "start": self.start,
+            "counted_from": self.start,
         }
 
     def _elapsed(self) -> float:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from rubricgym.core.agent import Agent
 from rubricgym.core.env import RubricEnv
+from rubricgym.core.progress import Tracker
+from rubricgym.core.progress import progress as progress_display
 from rubricgym.core.registry import make, spec
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Task, Trajectory
@@ -161,17 +162,7 @@ async def rollout_many(
     consecutive = 0
     stop = asyncio.Event()
 
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-        disable=not progress,
-        transient=False,
-    )
-
-    async def one(i: int, task: Task, bar_id: TaskID) -> None:
+    async def one(i: int, task: Task, bar: Tracker) -> None:
         nonlocal consecutive
         async with semaphore:
             if stop.is_set():
@@ -190,7 +181,7 @@ async def rollout_many(
                 if consecutive >= max_consecutive_failures:
                     stop.set()
                     report.aborted = True
-                bar.update(bar_id, advance=1, status=f"[red]{len(report.failures)} failed")
+                bar.advance(status=f"{len(report.failures)} failed")
                 return
             consecutive = 0
             if store is not None:
@@ -198,13 +189,13 @@ async def rollout_many(
                     store.extend(list(trajs))
                 except Exception as e:  # noqa: BLE001  (one unstorable group is a recorded failure, not the run's end)
                     report.failures.append((task.id, f"could not store the trajectories: {type(e).__name__}: {e}"))
-                    bar.update(bar_id, advance=1, status=f"[red]{len(report.failures)} failed")
+                    bar.advance(status=f"{len(report.failures)} failed")
                     return
             report.trajectories.extend(trajs)
             mean = sum(t.outcome.reward for t in report.trajectories) / len(report.trajectories)
-            bar.update(bar_id, advance=1, status=f"mean env reward {mean:.3f}")
+            bar.advance(status=f"mean env reward {mean:.3f}")
 
-    with bar:
-        bar_id = bar.add_task(description, total=len(todo), status="")
-        await asyncio.gather(*(one(i, task, bar_id) for i, task in todo))
+    unit = "tasks" if group_size == 1 else f"groups of {group_size}"
+    with progress_display(None, description, total=len(todo), enabled=progress, unit=unit, min_interval_s=2) as bar:
+        await asyncio.gather(*(one(i, task, bar) for i, task in todo))
     return report

@@ -8,6 +8,11 @@ scores each rollout's episode with the rubric through the process reward model: 
 passes ``environments``, else an episode replayed from the completion text on the row's ``seed`` / ``task``. A
 sample whose verdicts errored gets ``None`` (TRL ignores it), never 0. ``task_dataset`` builds the matching
 dataset (a ``seed`` column, so a GRPO group shares its task).
+
+TRL trains with tools only through a chat template that renders tool calls and tool replies, keeps earlier turns
+unchanged as turns are added, and has a response parser; SmolLM2's own template (the embedded model) does none of
+that. ``with_tool_template(tokenizer)`` gives a ChatML tokenizer such a template (``SMOLLM2_TOOL_TEMPLATE``: SmolLM2's
+system prompt, Hermes-style ``<tool_call>`` JSON as rubricgym's envs parse it) and the matching parser.
 """
 
 from __future__ import annotations
@@ -26,6 +31,49 @@ from rubricgym.rewards.prm import ProcessRewardModel
 from rubricgym.rewards.rubric import Rubric, load_rubric
 
 EPISODE_OVER = "The episode is over; do not call more tools."
+
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+"""SmolLM2-Instruct's default system prompt (its own chat template adds it when a chat has none)."""
+
+SMOLLM2_TOOL_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}{%- set system = messages[0]['content'] %}"
+    "{%- else %}{%- set system = '" + SMOLLM2_SYSTEM + "' %}{%- endif %}"
+    "{{- '<|im_start|>system\\n' + system }}"
+    "{%- if tools %}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": '
+    "<args-json-object>}\\n</tool_call>' }}"
+    "{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'system' and loop.first %}"
+    "{%- elif message.role == 'assistant' and message.tool_calls %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for tool_call in message.tool_calls %}"
+    "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}"
+    '{{- \'\\n<tool_call>\\n{"name": "\' + tool_call.name + \'", "arguments": \' }}'
+    "{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}{{- tool_call.arguments | tojson }}"
+    "{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""A tool-aware ChatML template for SmolLM2-Instruct (the embedded model): its own system prompt, the tools listed
+in the system turn, each call as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` and each reply as a
+``<tool_response>`` in a user turn. Earlier turns render the same whatever follows (TRL requires it)."""
 _TYPES: dict[str, Any] = {
     "string": str,
     "integer": int,
@@ -114,6 +162,21 @@ class RubricGymEnvironment:
     def trajectory(self) -> Trajectory:
         """The episode so far (a property, so TRL does not take it for a tool)."""
         return self._env.trajectory(agent="trl")
+
+
+def with_tool_template(tokenizer: Any) -> Any:
+    """``tokenizer`` (a ChatML one: SmolLM2's, the embedded model's) with ``SMOLLM2_TOOL_TEMPLATE`` and TRL's parser
+    of ``<tool_call>`` JSON, so ``GRPOTrainer(..., environment_factory=...)`` accepts it; returns it."""
+    from trl.chat_template_utils import qwen3_template  # the parser of this exact <tool_call> JSON format
+
+    if tokenizer.convert_tokens_to_ids("<|im_start|>") in (None, tokenizer.unk_token_id):
+        raise ValueError(
+            f"{type(tokenizer).__name__} has no <|im_start|> token: SMOLLM2_TOOL_TEMPLATE is ChatML (SmolLM2, Qwen); "
+            "give this model a tool-aware template of its own (its chat_template and response_template)"
+        )
+    tokenizer.chat_template = SMOLLM2_TOOL_TEMPLATE
+    tokenizer.response_template = qwen3_template
+    return tokenizer
 
 
 def _env_reward(self: RubricGymEnvironment) -> float:

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rubricgym.core.bounds import bounded
-from rubricgym.core.fmt import fmt_number
+from rubricgym.core.fmt import fit_table, fmt_number
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.types import Trajectory
@@ -323,7 +323,8 @@ def _report(
 ) -> None:
     """Print what ``score`` found: the criterion table, mean totals per agent, whether training-time totals came
     out the same, failed verdicts."""
-    console.print(criterion_table(summary, f"{run_dir}: {summary['trajectories']} trajectories"))
+    table = criterion_table(summary, f"{run_dir}: {summary['trajectories']} trajectories")
+    console.print(fit_table(console, table, ["criterion"]))
     by_agent: dict[str, list[float]] = defaultdict(list)
     for b in breakdowns:
         if b.total is not None:

@@ -530,9 +530,8 @@ class _Episode:
         self.report.heads.append(_Head(self.task.id, text))
 
     def _leak(self, channel: str, s: Secret) -> Leak:
-        return Leak(
-            self.report.env_id, self.agent, self.task.id, channel, s.path, s.value, s.form, self.env.task_origin(self.task)
-        )
+        origin = self.env.task_origin(self.task)
+        return Leak(self.report.env_id, self.agent, self.task.id, channel, s.path, s.value, s.form, origin)
 
     def allowed(self, s: Secret, tool: str | None) -> bool:
         """Whether ``tool``'s successful output may show the field of ``s`` (``discoverable``)."""

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import httpx
@@ -345,8 +345,9 @@ def remote_class(url: str, token: str | None = None) -> type[RemoteEnv]:
         "__module__": __name__,
     }
     if local is not None:
-        for name in ("checks", "agents", "default_rubric"):
+        for name in ("checks", "default_rubric"):
             attrs[name] = classmethod(_delegate(local, name))
+        attrs["agents"] = classmethod(_guarded_agents(local, url.rstrip("/"), meta["env_id"]))
     elif meta.get("default_rubric"):
         attrs["default_rubric"] = classmethod(lambda cls: dict(meta["default_rubric"]))
     name = "Remote" + "".join(p.capitalize() for p in meta["env_id"].replace(".", "-").split("-"))
@@ -356,6 +357,62 @@ def remote_class(url: str, token: str | None = None) -> type[RemoteEnv]:
 def _delegate(local: type[RubricEnv], name: str) -> Callable[[type], Any]:
     method = getattr(local, name)
     return lambda cls: method()
+
+
+class HiddenDataMissing(RuntimeError):
+    """A scripted agent needed a task's ``hidden`` data, which a server not started with ``--trusted`` withholds."""
+
+
+def untrusted_hint(url: str, env_id: str, agent: str, others: Sequence[str], cause: BaseException) -> str:
+    """What a scripted agent that failed on a task without ``hidden`` data lacks, and how to give it that."""
+    instead = f" such as {', '.join(others)}" if others else ""
+    return (
+        f"the scripted agent {agent!r} reads each task's hidden data (answers, gold), which the server at {url} "
+        f"does not send to clients ({type(cause).__name__}: {cause}). Start the server with "
+        f"`rubricgym serve {env_id} --trusted` (keep it on loopback: every client then sees the answers), or play "
+        f"an agent that acts only on what it observes{instead}."
+    )
+
+
+class _NeedsHidden:
+    """A scripted agent of a served env that turns a failure on a task sent without ``hidden`` data into
+    ``HiddenDataMissing`` saying how to start the server (not a bare ``KeyError: 'steps'``)."""
+
+    def __init__(self, inner: Any, hint: Callable[[BaseException], str], task: Task | None = None):
+        self.inner, self.hint, self.task = inner, hint, task
+
+    def __getattr__(self, name: str) -> Any:  # name, model, aclose and whatever else the agent offers
+        return getattr(self.inner, name)
+
+    def episode(self, task: Task, seed: int | None) -> _NeedsHidden:
+        inner = self.inner.episode(task, seed) if hasattr(self.inner, "episode") else self.inner
+        return _NeedsHidden(inner, self.hint, task)
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
+        try:
+            return await self.inner.act(messages, tools)
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            if self.task is None or self.task.hidden:
+                raise
+            raise HiddenDataMissing(self.hint(e)) from e
+
+
+def _guarded_agents(local: type[RubricEnv], url: str, env_id: str) -> Callable[[type], Any]:
+    def agents(cls: type) -> dict[str, Callable[..., Any]]:
+        found = local.agents()
+
+        def guard(name: str, factory: Callable[..., Any]) -> Callable[..., Any]:
+            others = [n for n in ("teacher", "random") if n in found and n != name]
+
+            @functools.wraps(factory)
+            def make(*args: Any, **kwargs: Any) -> _NeedsHidden:
+                return _NeedsHidden(factory(*args, **kwargs), lambda e: untrusted_hint(url, env_id, name, others, e))
+
+            return make
+
+        return {name: guard(name, f) for name, f in found.items()}
+
+    return agents
 
 
 def _local_class(env_id: str) -> type[RubricEnv] | None:

@@ -169,13 +169,13 @@ class Trainer(StepTrainer):
         started = time.perf_counter() - self.state.elapsed_s
         with display:
             if self.base_eval is None:
-                display.status("evaluating the base policy on held-out tasks")
+                display.evaluating("base policy", len(self.eval_tasks))
                 self.base_eval = await self.evaluate("base", 0)
                 self._log_eval(self.base_eval)
                 display.eval(self.base_eval)
             if not self.out_of_time(started, display):
                 await self.run_steps(started, display)
-            display.status("evaluating the trained policy on held-out tasks")
+            display.evaluating("trained policy", len(self.eval_tasks))
             final = await self.evaluate("trained", self.state.step)
             self._log_eval(final)
             display.eval(final)
@@ -234,6 +234,7 @@ class Trainer(StepTrainer):
             display.status(f"hacking monitor stopped the run: {self.stop_reason}")
             return True
         if cfg.eval_every and self.state.step % cfg.eval_every == 0 and self.state.step < cfg.steps:
+            display.evaluating(f"policy at step {self.state.step}", len(self.eval_tasks))
             result = await self.evaluate(f"step {self.state.step}", self.state.step)
             self._log_eval(result)
             display.eval(result)

@@ -11,7 +11,14 @@ import pytest
 from transformers.utils import get_json_schema
 
 from rubricgym.envs.toy.agents import tool_call
-from rubricgym.interop.trl import EPISODE_OVER, environment_factory, reward_funcs, task_dataset
+from rubricgym.interop.trl import (
+    EPISODE_OVER,
+    SMOLLM2_SYSTEM,
+    environment_factory,
+    reward_funcs,
+    task_dataset,
+    with_tool_template,
+)
 
 ENV = "toy-calculator-v0"
 BROKEN_RUBRIC = {
@@ -67,6 +74,65 @@ def test_rewards_replay_completions_on_the_row_seed_and_errored_verdicts_give_no
         asyncio.run(fn(prompts=[None], completions=["x"]))
 
 
+def test_trl_accepts_the_embedded_models_tokenizer_with_our_tool_template(local_model_dir, tiny_model_dir, tmp_path):
+    """SmolLM2's own template is refused by GRPOTrainer (no tool support); with ``with_tool_template`` TRL's checks
+    pass, a tool call renders as the envs parse it, TRL's parser reads one back, and the trainer is built."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
+
+    raw = AutoTokenizer.from_pretrained(local_model_dir)
+    assert not supports_tool_calling(raw)  # why the bridge needs a template at all
+    tok = with_tool_template(AutoTokenizer.from_pretrained(local_model_dir))
+    assert supports_tool_calling(tok) and is_chat_template_prefix_preserving(tok)
+    env = environment_factory(ENV)()
+    call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "2 + 2"}}}
+    chat = [{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    text = tok.apply_chat_template(chat, tools=[env.calculator], tokenize=False)
+    assert text.startswith(f"<|im_start|>system\n{SMOLLM2_SYSTEM}\n\n# Tools") and '"name": "calculator"' in text
+    assert '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n</tool_call>' in text
+    parsed = tok.parse_response('<tool_call>\n{"name": "answer", "arguments": {"value": 4}}\n</tool_call>', prefix="")
+    assert parsed["tool_calls"][0]["function"] == {"name": "answer", "arguments": {"value": 4}}
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        use_cpu=True,
+        report_to=[],
+        max_steps=1,
+    )
+    with pytest.raises(ValueError, match="does not support tool calling"):
+        GRPOTrainer(
+            model=model,
+            reward_funcs=reward_funcs(ENV),
+            args=args,
+            train_dataset=task_dataset(ENV, 2),
+            processing_class=raw,
+            environment_factory=environment_factory(ENV),
+        )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs(ENV),
+        args=args,
+        train_dataset=task_dataset(ENV, 2),
+        processing_class=tok,
+        environment_factory=environment_factory(ENV),
+    )
+    assert trainer.chat_template is None  # prefix-preserving as given: TRL keeps our template
+
+
+def test_a_tokenizer_without_chatml_is_told_what_to_do(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tok.convert_tokens_to_ids = lambda token: None  # as a tokenizer without ChatML's tokens answers
+    with pytest.raises(ValueError, match="no <\\|im_start\\|> token"):
+        with_tool_template(tok)
+
+
 @pytest.mark.slow
 def test_grpo_trainer_runs_two_steps_with_our_env_and_rubric(tiny_model_dir, tmp_path):
     """The tiny random model (SmolLM2's tokenizer) runs the same path as the embedded model in 1/6 of the time:
@@ -75,12 +141,10 @@ def test_grpo_trainer_runs_two_steps_with_our_env_and_rubric(tiny_model_dir, tmp
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
-    from trl.chat_template_utils import qwen2_5_chat_template
 
     torch.manual_seed(0)
     torch.set_num_threads(1)  # a tiny model: more threads only spin against each other on a shared machine
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    tok.chat_template = qwen2_5_chat_template  # SmolLM2 speaks ChatML; this ChatML template knows tool calls
+    tok = with_tool_template(AutoTokenizer.from_pretrained(tiny_model_dir))  # SmolLM2's tokenizer, tool-aware
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     logged: list[dict] = []
 
