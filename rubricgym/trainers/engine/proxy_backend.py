@@ -20,9 +20,9 @@ from rubricgym.proxy.episodes import (
     load_agent_program,
 )
 from rubricgym.proxy.sessions import KEY_PREFIX
+from rubricgym.trainers.algo.rollouts import Group, Rollout
 from rubricgym.trainers.engine.policy import TrainingPolicy
 from rubricgym.trainers.engine.sampling import EnvOf, ToolLimits
-from rubricgym.trainers.algo.rollouts import Group, Rollout
 
 
 class ProxyBackend:
