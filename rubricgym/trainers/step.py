@@ -15,6 +15,7 @@ import contextlib
 import copy
 import functools
 import hashlib
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -27,7 +28,7 @@ import torch
 
 from rubricgym.core.registry import make, spec
 from rubricgym.core.tasks import TaskSet
-from rubricgym.core.types import Task
+from rubricgym.core.types import Task, Trajectory
 from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
@@ -46,7 +47,7 @@ from rubricgym.trainers.distributed import (
 )
 from rubricgym.trainers.entries import RewardEntry
 from rubricgym.trainers.entropy import modulate, turn_entropies
-from rubricgym.trainers.estimate import Estimate, estimate
+from rubricgym.trainers.estimate import Estimate, estimate, reward_of
 from rubricgym.trainers.evaluation import EvalResult
 from rubricgym.trainers.guidance import Guide
 from rubricgym.trainers.lora import add_adapters, trainable_parameters
@@ -72,6 +73,10 @@ class StepBatch:
     extra: dict[str, Any]
     version: int
     guide_state: dict[str, Any] | None
+
+
+EVAL_SEED = 10_000_019
+"""The first held-out rollout's seed (task ``i``'s is ``EVAL_SEED + 97 * i``), apart from every training seed."""
 
 
 def unique_tasks(env_id: str, n: int, seed: int, split: str, env_kwargs: dict[str, Any]) -> TaskSet:
@@ -174,6 +179,41 @@ class StepTrainer:
         kw, seed = cfg.env.kwargs, cfg.env.task_seed
         self.train_tasks = unique_tasks(cfg.env.id, cfg.env.train_tasks, seed, "train", kw)
         self.eval_tasks = unique_tasks(cfg.env.id, cfg.env.eval_tasks, seed + 1, "test", kw)
+
+    def held_out_tasks(self, split: str) -> TaskSet:
+        """``env.eval_tasks`` tasks of another held-out ``split`` of the env, drawn as ``eval_tasks`` is (deep
+        search's ``test-train-world``: unseen questions about the training world, beside ``test``'s fresh world).
+        A split the env does not have fails with the env's own message."""
+        if self.cfg.env.suite is not None:
+            raise ConfigError(f"held-out split {split!r}: a suite's held-out tasks are its entries' own")
+        cfg = self.cfg
+        return unique_tasks(cfg.env.id, cfg.env.eval_tasks, cfg.env.task_seed + 1, split, cfg.env.kwargs)
+
+    # ---- held-out evaluation -------------------------------------------------------------------------------------
+
+    async def evaluate_on(
+        self, tasks: Sequence[Task], tag: str, step: int, *, temperature: float, samples: int = 1
+    ) -> tuple[EvalResult, list[Trajectory]]:
+        """The policy now on ``tasks``: ``samples`` rollouts per task at ``temperature`` (0: greedy, one is
+        enough), scored by each task's reward path, in full precision (bf16 greedy decoding of a 135M model flips
+        answers). Per task the mean rubric reward and the share solved (``Outcome.succeeded``) over its samples,
+        in the order of ``tasks``; the seeds depend only on the task's position, so two policies evaluated on the
+        same tasks are compared on the same seeds. Returns the result and every scored trajectory."""
+        tasks = list(tasks)
+        seeds = [EVAL_SEED + 97 * i for i in range(len(tasks))]
+        with self.gathered():
+            groups = await self.backend.collect(
+                tasks, seeds, max(1, samples), temperature=temperature, full_precision=True
+            )
+        await self.score(groups)
+        rewards, success = [], []
+        for group in groups:
+            r = [reward_of(x.breakdown) for x in group]
+            finite = [v for v in r if math.isfinite(v)]
+            rewards.append(float(np.mean(finite)) if finite else math.nan)
+            success.append(float(np.mean([float(x.trajectory.outcome.succeeded) for x in group])))
+        result = EvalResult.of(tag, step, [g[0].trajectory.task.id for g in groups], rewards, success)
+        return result, [x.trajectory for x in flatten(groups)]
 
     def reward_entries(self, judges: Sequence[Judge]) -> dict[str, RewardEntry]:
         """One entry, the env: its rubric is ``env.rubric``, else the env's default."""
