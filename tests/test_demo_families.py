@@ -18,7 +18,7 @@ from rubricgym.core.registry import make
 from rubricgym.demo import SOLVED_AT, comparison_lines, run_demo, solved
 from rubricgym.suites.suite import load_suite
 from rubricgym.trainers.config import TrainConfig, load_config
-from rubricgym.trainers.demo import DEMO_CONFIG, FAMILY_DEMOS, demo_config
+from rubricgym.trainers.demo import BUDGET_MINUTES, DEMO_CONFIG, FAMILY_DEMOS, demo_config
 from rubricgym.trainers.evaluation import EvalResult
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -33,8 +33,11 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
     ],
 )
 def test_shipped_yaml_is_the_demo_config(yaml_name, kwargs):
-    """`rubricgym train --config configs/demo-X.yaml` trains exactly what `rubricgym demo` does on 15 minutes."""
-    assert load_config(CONFIGS / f"{yaml_name}.yaml").model_dump() == demo_config(15, **kwargs).model_dump()
+    """`rubricgym train --config configs/demo-X.yaml` trains exactly what `rubricgym demo` does on its default 20
+    minutes, warm start included."""
+    cfg = demo_config(BUDGET_MINUTES["suite" if kwargs.get("suite") else "family"], **kwargs)
+    assert load_config(CONFIGS / f"{yaml_name}.yaml").model_dump() == cfg.model_dump()
+    assert cfg.warm_start is not None and cfg.warm_start.agent == "teacher"  # a teacher, never the oracle
 
 
 @pytest.mark.parametrize("env_id", sorted(FAMILY_DEMOS))
@@ -106,14 +109,16 @@ def test_solved_counts_the_outcome_reward_threshold():
 
 
 def test_env_demo_end_to_end_on_a_tiny_model(tiny_model_dir, tmp_path):
-    """The --env path trains, evaluates and reports: base vs trained reward and solve rate with CIs and gains, in
-    the console and in summary.html (a tiny random model: the mechanics, not the learning)."""
+    """The --env path warm-starts, trains, evaluates three rows and reports: solve rate and rubric reward with CIs
+    and paired gains, in the console and at the top of summary.html (a tiny random model: the mechanics, not the
+    learning)."""
     console = Console(record=True, width=200)
     rc = run_demo(
-        1,
+        30,
         run_dir=tmp_path / "run",
         console=console,
         env="clinical-v0",
+        arena=False,
         overrides={
             "model.name": str(tiny_model_dir),
             "steps": 1,
@@ -126,12 +131,17 @@ def test_env_demo_end_to_end_on_a_tiny_model(tiny_model_dir, tmp_path):
             "env.eval_tasks": 2,
             "env.kwargs": {"specialty": "cardiology", "max_steps": 2},
             "generation.max_new_tokens": 8,
+            "warm_start.tasks": 2,
+            "warm_start.steps": 1,
+            "warm_start.batch_size": 2,
+            "warm_start.train_layers": 1,
         },
     )
     assert rc == 0
     text = console.export_text()
-    for needle in ("overall (2 held-out tasks)", "rubric reward", "solve rate", "95% CI", "gain"):
+    for needle in ("test: 2 held-out tasks", "warm start + GRPO", "solve rate", "rubric reward", "paired gain"):
         assert needle in text
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 1 and len(summary["base"]["task_ids"]) == 2
-    assert "solve rate" in (tmp_path / "run" / "summary.html").read_text()
+    page = (tmp_path / "run" / "summary.html").read_text()
+    assert "GRPO over warm start" in page and page.index("warm start + GRPO") < page.index("GRPO steps")

@@ -61,6 +61,22 @@ KV_REUSE_TOKENS = 65_536
 """The real families' episodes run 4-12 turns: the sampler keeps ~3 GB of keys and values (SmolLM2-135M, fp32) so
 each turn prefills only what the env added (a 12-turn clinical evaluation: 28 s instead of 50 s for 4 cases)."""
 
+WARM_START: dict[str, Any] = {
+    "agent": "teacher",
+    "tasks": 48,
+    "keep": "succeeded",
+    "steps": 30,
+    "batch_size": 8,
+    "train_layers": 8,
+    "eval_every": 10,
+    "save_every": 10,
+}
+"""The family demos' warm start: the env's ``teacher`` (it acts only on what the policy has seen) plays 48 training
+tasks, the episodes that solved theirs are cloned for 30 steps of 8 sequences (~1,900 assistant tokens a step on
+clinical) into the top 8 of SmolLM2's 30 decoder layers (the prototype of issue #38 lifted clinical's greedy
+held-out rubric reward from 0.06 to 0.55 with 44 episodes and 8 layers; the toy's 30 steps taught the protocol).
+Cached in ``RUN/warm_start`` and reused by a rerun."""
+
 FAMILY_DEMOS: dict[str, dict[str, Any]] = {
     "clinical-v0": _family(
         "runs/demo-clinical",
@@ -73,6 +89,7 @@ FAMILY_DEMOS: dict[str, dict[str, Any]] = {
         {"max_new_tokens": 64, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
         tasks_per_step=2,
         save_every=2,
+        warm_start=copy.deepcopy(WARM_START),
     ),
     "deepsearch-v0": _family(
         "runs/demo-deepsearch",
@@ -85,6 +102,7 @@ FAMILY_DEMOS: dict[str, dict[str, Any]] = {
         {"max_new_tokens": 64, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
         tasks_per_step=2,
         save_every=2,
+        warm_start=copy.deepcopy(WARM_START),
     ),
 }
 """clinical: cardiology cases only (6-12 candidate conditions), the env's 12 turns (the untrained model solved 2 of
@@ -98,15 +116,33 @@ SUITE_DEMO: dict[str, Any] = _family(
     {"max_new_tokens": 64, "kv_reuse_tokens": KV_REUSE_TOKENS},
     tasks_per_step=4,
     save_every=2,
+    warm_start={**WARM_START, "tasks": 24},
 )
 """The built-in ``demo-mix`` suite (toy 1 and 2 operations, one-hop deep search, cardiology cases, each at its family
 demo's knobs; the ``levels`` suite's 40 held-out tasks, deep search at 40 turns and 2,000-character windows, took
 over 18 minutes to evaluate once) with SEC's learning-progress curriculum choosing which entry each task slot draws
-from."""
+from. Its warm start clones each entry's teacher on 24 of that entry's training tasks."""
 
 RESERVE_S = {TOY_ENV: 150.0, "clinical-v0": 330.0, "deepsearch-v0": 330.0, "suite": 450.0}
 """Seconds of the budget kept for loading, the last step's overrun and the final evaluation (the step loop's
-``time_budget_s`` is the rest); the real families' episodes are longer than the toy's."""
+``time_budget_s`` is the rest); the real families' episodes are longer than the toy's. The family and suite demos
+(``rubricgym demo --env/--suite``) set the step loop's budget again once the warm start and the first two rows are
+done, from the time really left (``demo.run_three_rows``); this reserve is what ``rubricgym train --config
+configs/demo-*.yaml`` stops by."""
+
+BUDGET_MINUTES = {TOY_ENV: 12.0, "family": 20.0, "suite": 20.0}
+"""The demos' default wall-clock budgets. A family or suite demo's budget covers everything up to its three-row
+table: loading the model, the teacher's episodes and the cloning (both skipped when ``RUN/warm_start`` holds a
+finished warm start), the held-out evaluations of the base, warm-start and GRPO policies (greedy and sampled) and
+the GRPO steps in between; the arena after it judges the evaluations' greedy episodes (seconds)."""
+
+EXTRA_EVAL_SPLITS: dict[str, list[str]] = {"deepsearch-v0": ["test-train-world"]}
+"""Held-out splits a family demo reports beside ``test``: deep search's ``test`` is a world training never saw
+(another world seed), ``test-train-world`` unseen questions about the training world; a gain on the second alone
+may be memorised pages."""
+
+SAMPLED_EVAL = 1
+"""Rollouts per held-out task at the training temperature in the demos' sampled rows (greedy: one)."""
 
 DEMO_ENVS = (TOY_ENV, *FAMILY_DEMOS)
 

@@ -567,7 +567,13 @@ def _fmt(v: Any) -> str:
 
 
 async def gather_demos(
-    cfg: TrainConfig, out: Path, tasks: Sequence[Task], path_of: PathOf, console: Console, live: bool
+    cfg: TrainConfig,
+    out: Path,
+    tasks: Sequence[Task],
+    path_of: PathOf,
+    console: Console,
+    live: bool,
+    env_of: EnvOf | None = None,
 ) -> tuple[list[Demo], dict[str, int]]:
     """Every source's demos (the agent's played now, kept in ``out/teacher`` and reused), oracles refused, then
     the ones ``keep`` keeps; returns them with counts for the summary."""
@@ -579,7 +585,7 @@ async def gather_demos(
     for src in ws.data:
         demos += read_demos(src)
     if ws.agent is not None:
-        demos += await play(cfg, ws, out / "teacher", tasks, live)
+        demos += await play(cfg, ws, out / "teacher", tasks, live, env_of)
     refuse_oracles(demos, ws)
     if ws.keep == "rubric":
         await score_missing(demos, path_of)
@@ -596,32 +602,61 @@ async def gather_demos(
     return kept, counts
 
 
-async def play(cfg: TrainConfig, ws: WarmStartConfig, where: Path, tasks: Sequence[Task], live: bool) -> list[Demo]:
-    """The scripted agent ``ws.agent`` on ``tasks`` (stored in ``where``; finished tasks are not played again)."""
-    if cfg.env.suite is not None:
-        raise ConfigError("warm_start.agent plays one env; with env.suite give data: (run directories) instead")
-    agents = env_agents(cfg.env.id)
-    if ws.agent not in agents:
-        raise ConfigError(
-            f"warm_start.agent: {cfg.env.id} has no scripted agent {ws.agent!r}; "
-            f"choose from {', '.join(sorted(agents))}"
+EnvOf = Callable[[Task], tuple[str, dict[str, Any]]]
+"""The env id and keyword arguments a task is played in (a suite's entry's, under ``rubricgym train``)."""
+
+
+async def play(
+    cfg: TrainConfig,
+    ws: WarmStartConfig,
+    where: Path,
+    tasks: Sequence[Task],
+    live: bool,
+    env_of: EnvOf | None = None,
+) -> list[Demo]:
+    """The scripted agent ``ws.agent`` on the first ``ws.tasks`` of ``tasks`` (stored in ``where``; finished tasks
+    are not played again). With ``env_of`` (a suite's trainer) the tasks are grouped by the env and kwargs they are
+    played in, and the agent plays the first ``ws.tasks`` of each group, kept in ``where/<env>-<k>``."""
+    if env_of is None:
+        if cfg.env.suite is not None:
+            raise ConfigError("warm_start.agent plays one env; with env.suite give data: (run directories) instead")
+
+        def env_of(task: Task) -> tuple[str, dict[str, Any]]:
+            return cfg.env.id, cfg.env.kwargs
+
+    groups: dict[str, tuple[str, dict[str, Any], list[Task]]] = {}
+    for t in tasks:
+        env_id, kwargs = env_of(t)
+        key = json.dumps([env_id, kwargs], sort_keys=True, default=str)
+        groups.setdefault(key, (env_id, kwargs, []))[2].append(t)
+    out: list[Demo] = []
+    for k, (env_id, kwargs, mine) in enumerate(groups.values()):
+        agents = env_agents(env_id)
+        if ws.agent not in agents:
+            raise ConfigError(
+                f"warm_start.agent: {env_id} has no scripted agent {ws.agent!r}; "
+                f"choose from {', '.join(sorted(agents))}"
+            )
+        store_dir = where if len(groups) == 1 else where / f"{env_id}-{k}"
+        store = TrajectoryStore(store_dir)
+        report = await rollout_many(
+            env_id,
+            agents[ws.agent](seed=ws.seed),
+            mine[: ws.tasks],
+            group_size=ws.episodes_per_task,
+            store=store,
+            resume=True,
+            seed=ws.seed,
+            env_kwargs=kwargs,
+            progress=live and is_main(),
+            description=f"warm start data: {ws.agent} on {env_id}",
         )
-    store = TrajectoryStore(where)
-    report = await rollout_many(
-        cfg.env.id,
-        agents[ws.agent](seed=ws.seed),
-        list(tasks)[: ws.tasks],
-        group_size=ws.episodes_per_task,
-        store=store,
-        resume=True,
-        seed=ws.seed,
-        env_kwargs=cfg.env.kwargs,
-        progress=live and is_main(),
-        description=f"warm start data: {ws.agent}",
-    )
-    if report.failures:
-        raise ConfigError(f"warm_start.agent {ws.agent}: {len(report.failures)} episodes failed: {report.failures[0]}")
-    return demos_from_trajectories(list(store.iter()), str(where), {})
+        if report.failures:
+            raise ConfigError(
+                f"warm_start.agent {ws.agent} on {env_id}: {len(report.failures)} episodes failed: {report.failures[0]}"
+            )
+        out += demos_from_trajectories(list(store.iter()), str(store_dir), {})
+    return out
 
 
 def prepare(
@@ -678,6 +713,7 @@ async def clone(
     path_of: PathOf,
     console: Console,
     live: bool,
+    env_of: EnvOf | None = None,
 ) -> dict[str, Any]:
     """Clone into ``policy``'s network ``model`` in place (``trained``: what checkpoints hold, the ``PeftModel``
     under LoRA), resuming from ``out``'s newest checkpoint; a finished one is loaded as it is, with no data read.
@@ -691,7 +727,7 @@ async def clone(
     train: list[Sample] = []
     held: list[Sample] = []
     if not done:
-        demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live)
+        demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live, env_of)
         train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len)
         counts |= {"train_sequences": len(train), "heldout_sequences": len(held)}
     elif live and is_main():
@@ -782,6 +818,7 @@ async def warm_start(trainer: Any) -> dict[str, Any]:
         path_of=lambda task: trainer.entry_for(task).path,
         console=trainer.console or Console(),
         live=cfg.live,
+        env_of=trainer.env_of if cfg.env.suite is not None else None,
     )
     if trainer.ref_model is not None and trainer.peft is None:
         trainer.ref_model.load_state_dict(trainer.model.state_dict())

@@ -16,6 +16,7 @@ import copy
 import functools
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -23,21 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from rubricgym.core.safeio import append_lines
-from rubricgym.core.types import Task
+from rubricgym.core.tasks import TaskSet
+from rubricgym.core.types import Task, Trajectory
 from rubricgym.rewards.judges import Judge
 from rubricgym.rewards.pairwise import PairwiseJudge
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import Rubric
 from rubricgym.trainers.algo.entropy import modulate
-from rubricgym.trainers.algo.estimate import Estimate, estimate
+from rubricgym.trainers.algo.estimate import Estimate, estimate, reward_of
 from rubricgym.trainers.algo.guidance import Guide
 from rubricgym.trainers.algo.rollouts import Group, Rollout, flatten
 from rubricgym.trainers.algo.tournament import TournamentResult, run_tournament
 from rubricgym.trainers.config import ConfigError, TrainConfig
-from rubricgym.trainers.data import CURRICULUM_LOG, TrainingData
+from rubricgym.trainers.data import CURRICULUM_LOG, TrainingData, unique_tasks
 from rubricgym.trainers.engine import sharding
 from rubricgym.trainers.engine.backends import make_backend
 from rubricgym.trainers.engine.checkpoint import TrainState, latest_checkpoint
@@ -73,6 +76,10 @@ class StepBatch:
     extra: dict[str, Any]
     version: int
     guide_state: dict[str, Any] | None
+
+
+EVAL_SEED = 10_000_019
+"""The first held-out rollout's seed (task ``i``'s is ``EVAL_SEED + 97 * i``), apart from every training seed."""
 
 
 class StepTrainer:
@@ -164,6 +171,41 @@ class StepTrainer:
         self.data = TrainingData(self.cfg)
         self.stages = self.data.stages
         self.train_tasks, self.eval_tasks = self.data.train_tasks, self.data.eval_tasks
+
+    def held_out_tasks(self, split: str) -> TaskSet:
+        """``env.eval_tasks`` tasks of another held-out ``split`` of the env, drawn as ``eval_tasks`` is (deep
+        search's ``test-train-world``: unseen questions about the training world, beside ``test``'s fresh world).
+        A split the env does not have fails with the env's own message."""
+        if self.cfg.env.suite is not None:
+            raise ConfigError(f"held-out split {split!r}: a suite's held-out tasks are its entries' own")
+        cfg = self.cfg
+        return unique_tasks(cfg.env.id, cfg.env.eval_tasks, cfg.env.task_seed + 1, split, cfg.env.kwargs)
+
+    # ---- held-out evaluation -------------------------------------------------------------------------------------
+
+    async def evaluate_on(
+        self, tasks: Sequence[Task], tag: str, step: int, *, temperature: float, samples: int = 1
+    ) -> tuple[EvalResult, list[Trajectory]]:
+        """The policy now on ``tasks``: ``samples`` rollouts per task at ``temperature`` (0: greedy, one is
+        enough), scored by each task's reward path, in full precision (bf16 greedy decoding of a 135M model flips
+        answers). Per task the mean rubric reward and the share solved (``Outcome.succeeded``) over its samples,
+        in the order of ``tasks``; the seeds depend only on the task's position, so two policies evaluated on the
+        same tasks are compared on the same seeds. Returns the result and every scored trajectory."""
+        tasks = list(tasks)
+        seeds = [EVAL_SEED + 97 * i for i in range(len(tasks))]
+        with self.gathered():
+            groups = await self.backend.collect(
+                tasks, seeds, max(1, samples), temperature=temperature, full_precision=True
+            )
+        await self.score(groups)
+        rewards, success = [], []
+        for group in groups:
+            r = [reward_of(x.breakdown) for x in group]
+            finite = [v for v in r if math.isfinite(v)]
+            rewards.append(float(np.mean(finite)) if finite else math.nan)
+            success.append(float(np.mean([float(x.trajectory.outcome.succeeded) for x in group])))
+        result = EvalResult.of(tag, step, [g[0].trajectory.task.id for g in groups], rewards, success)
+        return result, [x.trajectory for x in flatten(groups)]
 
     def reward_entries(self, judges: Sequence[Judge]) -> dict[str, RewardEntry]:
         """Per entry its rubric (the suite entry's own, else ``env.rubric``, else the env's default), pairwise judge,
