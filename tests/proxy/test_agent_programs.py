@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import pytest
-from rubricgym.trainers.proxy_backend import ProxyBackend
+from rubricgym.trainers.engine.proxy_backend import ProxyBackend
 
 from rubricgym.core.registry import make
 from rubricgym.proxy import examples as programs
