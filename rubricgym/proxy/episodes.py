@@ -1,5 +1,6 @@
 """Episodes played by the user's own agent program (LangGraph, the OpenAI Agents SDK, a plain script with an
-OpenAI client), unchanged, through the recording proxy; ``trainers/engine/proxy_backend.py`` makes them a rollout backend.
+OpenAI client), unchanged, through the recording proxy; ``trainers/engine/proxy_backend.py`` makes them a rollout
+backend.
 
 For each episode the trainer wants, the backend hands the user's agent function a ``ProxyEpisode``: the
 proxy's ``base_url``, an ``api_key`` that names the episode's session, the model name, the task's prompt and the

@@ -8,11 +8,11 @@ import asyncio
 import json
 
 import pytest
-from rubricgym.trainers.engine.proxy_backend import ProxyBackend
 
 from rubricgym.core.registry import make
 from rubricgym.proxy import examples as programs
 from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.proxy_backend import ProxyBackend
 from rubricgym.trainers.engine.sampling import fixed_env
 
 ENV = "toy-calculator-v0"
