@@ -85,6 +85,10 @@ def envs(as_json: Annotated[bool, typer.Option("--json", help="machine-readable 
         print(json.dumps(rows, indent=2))
         return
     console.print(fit_table(console, envs_table(rows), [ENV_IDS]))
+    from rubricgym.envs.gui import miniwob
+
+    if miniwob.html_root() is not None:  # the pages left out, and the -nodelay-only ones, say so here too
+        console.print(miniwob.LISTING_NOTE.format(registered=len(miniwob.pages())), highlight=False)
 
 
 ENV_IDS = "env id / gymnasium id"

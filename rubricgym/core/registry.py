@@ -63,6 +63,7 @@ class _Registry:
         self.url_spec: str | None = None
         self.prefixes: dict[str, str] = {}
         self.hints: dict[str, str] = {}
+        self.reasons: dict[str, Callable[[str], str | None]] = {}
 
 
 def register_url_handler(target: str) -> None:
@@ -88,6 +89,12 @@ def register_id_hint(prefix: str, hint: str) -> None:
     """Say ``hint`` when an unknown id starts with ``prefix`` (a family whose optional package is missing:
     ``miniwob-`` ids without ``pip install 'rubricgym[miniwob]'``)."""
     _REGISTRY.hints[prefix] = hint
+
+
+def register_id_reason(prefix: str, reason: Callable[[str], str | None]) -> None:
+    """Answer an unregistered id starting with ``prefix`` with ``reason(id)`` (why it is left out, e.g. a MiniWoB++
+    page that needs a mouse drag) instead of "unknown env id"; ``reason`` returns ``None`` for ids it does not know."""
+    _REGISTRY.reasons[prefix] = reason
 
 
 def _call(target: str, id: str) -> EnvSpec:
@@ -194,6 +201,10 @@ def spec(id: str) -> EnvSpec:
     try:
         return _REGISTRY.specs[id]
     except KeyError:
+        for p, reason in _REGISTRY.reasons.items():
+            why = reason(id) if id.startswith(p) else None
+            if why:
+                raise KeyError(f"env id {id!r} is not registered: {why}") from None
         close = difflib.get_close_matches(id, list(_REGISTRY.specs), n=3, cutoff=0.4)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         hint += "".join(f" {h}" for p, h in _REGISTRY.hints.items() if id.startswith(p))

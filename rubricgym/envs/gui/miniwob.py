@@ -14,8 +14,13 @@ its one page (the scope is that document; another page of the folder is an escap
 the test split.
 
 Pages left out (``EXCLUDED``): real-time or animated ones (a timer, moving targets, a sequence shown over time),
-pages that animate their widgets when a ``-nodelay`` twin exists, and pages that need a mouse drag or a click at a
-point of a canvas, which the browser tools (element refs, visible text, keys) cannot do.
+pages that animate their widgets when a ``-nodelay`` twin exists (``book-flight`` and ``use-autocomplete`` exist only
+as their ``-nodelay`` pages), and pages that need a mouse drag or a click at a point of a canvas, which the browser
+tools (element refs, visible text, keys) cannot do. Of the other pages (``playable_pages``), only those
+``rubricgym check`` passes on are registered (``pages``): a page needs a scripted oracle that solves it (``ORACLES``)
+and must not pay random clicks like a solution (``FAILS_CHECK``). Every page left out has one reason
+(``exclusion``), which ``rubricgym.make``/``run`` of its id answer instead of "unknown env id"; a playable page
+left out still plays, unchecked, through ``page_class(page)()``.
 
 The registry names each page's class ``rubricgym.envs.gui.miniwob:<class_name(page)>``; the module builds it on
 first use (``__getattr__``), so registering a hundred pages imports nothing and pickling a class works.
@@ -69,12 +74,12 @@ EXCLUDED: dict[str, str] = {
     "button-delay": "real time: click, wait a given number of seconds, click again",
     "stock-market": "real time: buy when a price that changes every 100 ms drops below a mark",
     "hover-shape": "real time: the reward accrues while the mouse stays on a shape whose highlight moves",
-    "click-pie": "animated: the pie menu unfolds over time (click-pie-nodelay is in the suite)",
-    "book-flight": "animated widgets (book-flight-nodelay is in the suite)",
-    "choose-date": "animated date picker (choose-date-nodelay is in the suite)",
-    "click-collapsible": "animated sections (click-collapsible-nodelay is in the suite)",
-    "click-collapsible-2": "animated sections (click-collapsible-2-nodelay is in the suite)",
-    "use-autocomplete": "delayed suggestions (use-autocomplete-nodelay is in the suite)",
+    "click-pie": "animated: the pie menu unfolds over time (its page is click-pie-nodelay)",
+    "book-flight": "animated widgets: book-flight exists only as its page book-flight-nodelay",
+    "choose-date": "animated date picker (its page is choose-date-nodelay)",
+    "click-collapsible": "animated sections (its page is click-collapsible-nodelay)",
+    "click-collapsible-2": "animated sections (its page is click-collapsible-2-nodelay)",
+    "use-autocomplete": "delayed suggestions: use-autocomplete exists only as its page use-autocomplete-nodelay",
     # a mouse drag, or a click at a point of an SVG/canvas picture: no tool does it
     "drag-box": "needs a mouse drag",
     "drag-circle": "needs a mouse drag",
@@ -99,7 +104,7 @@ EXCLUDED: dict[str, str] = {
     "use-colorwheel": "needs a click at a point of a colour wheel",
     "use-colorwheel-2": "needs a click at a point of a colour wheel",
 }
-"""Page -> why it is not in the suite."""
+"""Page -> why it cannot be an env at all (the browser tools cannot play it fairly)."""
 
 _AGENTS = "rubricgym.envs.gui.miniwob_agents"
 ORACLES: dict[str, str] = {
@@ -108,22 +113,68 @@ ORACLES: dict[str, str] = {
         "click-button": "ClickButton",
         "click-button-sequence": "ClickButtonSequence",
         "click-checkboxes": "ClickCheckboxes",
+        "click-checkboxes-large": "ClickCheckboxes",
+        "click-checkboxes-transfer": "ClickCheckboxes",
+        "enter-date": "EnterDate",
+        "enter-text-dynamic": "EnterText",
+        "use-autocomplete-nodelay": "UseAutocomplete",
         "click-dialog": "ClickDialog",
         "click-dialog-2": "ClickDialog2",
         "click-link": "ClickLink",
         "click-option": "ClickOption",
+        "choose-list": "ChooseList",
+        "enter-time": "EnterTime",
+        "odd-or-even": "OddOrEven",
+        "simple-arithmetic": "SimpleArithmetic",
         "click-tab": "ClickTab",
+        "text-transform": "TextTransform",
         "click-test": "ClickTest",
         "click-test-2": "ClickTest2",
         "enter-password": "EnterPassword",
         "enter-text": "EnterText",
         "enter-text-2": "EnterText2",
         "focus-text": "FocusText",
+        "find-word": "FindWord",
         "focus-text-2": "FocusText2",
+        "read-table": "ReadTable",
+        "read-table-2": "ReadTable2",
+        "simple-algebra": "SimpleAlgebra",
         "login-user": "LoginUser",
     }.items()
 }
 """Page -> its scripted oracle (``"module:Class"``): pages whose instruction and ARIA snapshot say how to solve them."""
+ONE_ACTION: frozenset[str] = frozenset(
+    {"click-dialog", "click-dialog-2", "click-test", "click-test-2", "focus-text", "focus-text-2"}
+)
+"""Pages whose one working action ends the episode (a click that closes the dialog or focuses the box): no step can
+change the page without finishing it, so they have no ``act`` stage, only ``navigate`` (looking, clicking what
+does nothing) and ``finish``."""
+ONE_ACTION_STAGES = ("navigate", "finish")
+FAILS_CHECK: dict[str, str] = (
+    {
+        page: "random clicks earn about half its reward (`rubricgym check` consistency row, measured 2026-12-07: "
+        "random 0.51 on average), so its reward does not tell work from luck"
+        for page in ("click-button", "click-button-sequence", "click-tab")
+    }
+    | {
+        page: "random clicks solve it (`rubricgym check` consistency row, measured 2026-12-07: random averages 1.0), "
+        "so its reward does not tell work from luck"
+        for page in ("click-dialog", "click-test", "click-test-2", "focus-text")
+    }
+    | {
+        "click-checkboxes-transfer": "clicking boxes without reading the task earns about half its reward "
+        "(`rubricgym check` consistency row, measured 2026-12-07: the activity probe averages 0.51)",
+        "focus-text-2": "a random click ends the episode before any step that only looks, so `rubricgym check` sees no "
+        "navigate step (measured 2026-12-07)",
+    }
+)
+"""Pages with an oracle that ``rubricgym check`` does not pass (or is not yet shown to pass), and why: not
+registered."""
+NO_ORACLE = (
+    "no scripted oracle solves it yet, so `rubricgym check` cannot show it is solvable (its tasks still play, "
+    "unchecked, through rubricgym.envs.gui.miniwob.page_class({page!r})())"
+)
+"""Why a playable page without an oracle is not registered."""
 OUTCOME_AGENTS: dict[str, dict[str, str]] = {
     "click-checkboxes": {"partial": f"{_AGENTS}:ClickCheckboxesOneMissing"},
 }
@@ -153,9 +204,44 @@ def all_pages() -> list[str]:
     return sorted(p.stem for p in (root / "miniwob").glob("*.html")) if root is not None else []
 
 
-def pages() -> list[str]:
-    """The pages of the suite: every page of the package except the ``EXCLUDED`` ones."""
+def playable_pages() -> list[str]:
+    """Every page of the package the browser tools can play (all but the ``EXCLUDED`` ones)."""
     return [p for p in all_pages() if p not in EXCLUDED]
+
+
+def exclusion(page: str) -> str | None:
+    """Why ``page`` is not a registered env (``None`` when it is one): unplayable, no oracle, or fails check."""
+    if page in EXCLUDED:
+        return EXCLUDED[page]
+    if page not in ORACLES:
+        return NO_ORACLE.format(page=page)
+    return FAILS_CHECK.get(page)
+
+
+def pages() -> list[str]:
+    """The registered pages (and the suite's): every playable page that ``rubricgym check`` passes on."""
+    return [p for p in playable_pages() if exclusion(p) is None]
+
+
+def excluded_id_reason(id: str) -> str | None:
+    """The registry's answer for an unregistered ``miniwob-<page>-v0`` id of a page the package ships."""
+    found = re.fullmatch(r"miniwob-(.+)-v0", id)
+    if found is None or found[1] not in all_pages():
+        return None
+    page = found[1]
+    why = f"the MiniWoB++ page {page!r} is left out on purpose: {exclusion(page)}"
+    twin = f"{page}-nodelay"
+    if twin in all_pages():
+        state = "is registered" if exclusion(twin) is None else f"is left out too: {exclusion(twin)}"
+        why += f"; its twin {env_id(twin)} {state}"
+    return why
+
+
+LISTING_NOTE = (
+    "MiniWoB++: {registered} of the package's pages are registered (those `rubricgym check` passes on); the "
+    "others answer with why they are left out. book-flight and use-autocomplete exist only as their -nodelay pages."
+)
+"""A line for the ``rubricgym envs`` listing (``{registered}``: how many pages are registered)."""
 
 
 def env_id(page: str) -> str:
@@ -216,6 +302,7 @@ def page_class(page: str) -> type[MiniWobEnv]:
         "page": page,
         "scripted_agents": agents,
         "outcome_agents": OUTCOME_AGENTS.get(page, {}),
+        **({"stages": ONE_ACTION_STAGES} if page in ONE_ACTION else {}),
     }
     return type(class_name(page), (MiniWobEnv,), attrs)
 
@@ -230,8 +317,11 @@ def __getattr__(name: str) -> Any:
 
 
 def register_miniwob() -> list[str]:
-    """Register ``miniwob-<page>-v0`` for every page of the suite (none when the package is not installed)."""
-    from rubricgym.core.registry import register
+    """Register ``miniwob-<page>-v0`` for every page of the suite (none when the package is not installed), and
+    make the ids of the pages left out answer why."""
+    from rubricgym.core.registry import register, register_id_reason
+
+    register_id_reason("miniwob-", excluded_id_reason)
 
     ids = []
     for page in pages():
@@ -239,12 +329,19 @@ def register_miniwob() -> list[str]:
             env_id(page),
             f"{__name__}:{class_name(page)}",
             replace=True,
-            description=f"MiniWoB++ {page}: the page's own task, reward and success (its full raw reward).",
+            description=f"MiniWoB++ {page}: the page's own task, reward and success (its full raw reward)."
+            + (
+                f" The {page.removesuffix('-nodelay')} page exists only as this -nodelay page."
+                if page in NODELAY_ONLY
+                else ""
+            ),
         )
         ids.append(env_id(page))
     return ids
 
 
+NODELAY_ONLY = ("book-flight-nodelay", "use-autocomplete-nodelay")
+"""Pages whose delayed twin is excluded with no other variant: their listing says so."""
 SUITE_TASKS = 5
 
 
@@ -256,8 +353,8 @@ def suite_yaml(tasks: int = SUITE_TASKS) -> str:
         "# 'rubricgym[miniwob]'); tests/envs/gui/test_miniwob.py checks that it lists every page of the suite.\n"
         "name: miniwob\n"
         'version: "1"\n'
-        "description: MiniWoB++ pages (deterministic ones; real-time and drag pages left out), the page's own "
-        "reward and success, held-out seeds.\n"
+        "description: MiniWoB++ pages that rubricgym check passes on (real-time and drag pages, and pages without an "
+        "oracle, left out), the page's own reward and success, held-out seeds.\n"
         "entries:\n"
     )
     rows = [f"  - {{env: {env_id(p)}, name: {p}, split: test, tasks: {tasks}}}\n" for p in pages()]

@@ -25,14 +25,54 @@ def call(name: str, **args) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
 
 
-def test_every_page_of_the_package_is_in_the_suite_or_excluded_with_a_reason():
+def test_every_page_of_the_package_is_registered_or_excluded_with_a_reason():
     every = set(miniwob.all_pages())
     assert len(every) == 130 and set(miniwob.EXCLUDED) <= every  # no stale exclusion
-    assert set(miniwob.pages()) == every - set(miniwob.EXCLUDED) and len(miniwob.pages()) == 96
-    assert all(reason.strip() for reason in miniwob.EXCLUDED.values())
+    assert set(miniwob.playable_pages()) == every - set(miniwob.EXCLUDED) and len(miniwob.playable_pages()) == 96
+    assert set(miniwob.FAILS_CHECK) <= set(miniwob.ORACLES) <= set(miniwob.playable_pages())
     registered = {s.id for s in rubricgym.list_envs() if s.id.startswith("miniwob-")}
     assert registered == {miniwob.env_id(p) for p in miniwob.pages()}
-    assert set(miniwob.ORACLES) <= set(miniwob.pages())
+    # only pages with an oracle that `rubricgym check` passes on are envs (issue 44 item 11)
+    assert set(miniwob.pages()) == set(miniwob.ORACLES) - set(miniwob.FAILS_CHECK) and len(miniwob.pages()) == 21
+    assert all((miniwob.exclusion(p) or "").strip() for p in every - set(miniwob.pages()))
+
+
+@pytest.mark.parametrize(
+    ("page", "why"),
+    [
+        ("chase-circle", "real time"),
+        ("drag-box", "needs a mouse drag"),
+        ("click-widget", "no scripted oracle"),
+        ("click-button", "random clicks earn about half"),
+        ("book-flight", "exists only as its page book-flight-nodelay"),
+        ("use-autocomplete", "exists only as its page use-autocomplete-nodelay"),
+    ],
+)
+def test_an_excluded_page_id_says_why_not_unknown(page, why):
+    for build in (rubricgym.make, spec):
+        with pytest.raises(KeyError) as e:
+            build(miniwob.env_id(page))
+        assert "unknown env id" not in str(e.value) and why in str(e.value)
+        assert "left out on purpose" in str(e.value)
+    with pytest.raises(KeyError, match="unknown env id 'miniwob-no-such-page-v0'"):
+        spec("miniwob-no-such-page-v0")
+
+
+def test_the_nodelay_only_pages_say_so():
+    with pytest.raises(KeyError, match="its twin miniwob-book-flight-nodelay-v0 is left out too: no scripted oracle"):
+        spec("miniwob-book-flight-v0")
+    assert "book-flight and use-autocomplete exist only as their -nodelay pages" in miniwob.LISTING_NOTE
+    listed = spec("miniwob-use-autocomplete-nodelay-v0").description  # what `rubricgym envs` shows beside the id
+    assert "The use-autocomplete page exists only as this -nodelay page." in listed
+    with pytest.raises(KeyError, match="its twin miniwob-use-autocomplete-nodelay-v0 is registered"):
+        spec("miniwob-use-autocomplete-v0")
+
+
+def test_one_action_pages_label_no_act_stage():
+    """A page whose one working click ends the episode has no step that changes it without finishing it: declaring
+    ``act`` there made `check`'s stage row fail on every such page (measured: click-dialog, click-test, focus-text)."""
+    assert miniwob.page_class("click-dialog").stages == ("navigate", "finish")
+    assert miniwob.page_class("enter-text").stages == ("navigate", "act", "finish")
 
 
 def test_the_builtin_suite_lists_every_page():
@@ -45,7 +85,7 @@ def test_the_builtin_suite_lists_every_page():
 def test_a_page_env_is_a_generated_spec_with_a_seed_split():
     cls = spec("miniwob-click-link-v0").load()
     assert cls.__name__ == miniwob.class_name("click-link") and set(cls.agents()) == {"random", "oracle"}
-    assert set(spec("miniwob-click-widget-v0").load().agents()) == {"random"}  # no oracle is written for it
+    assert set(miniwob.page_class("click-widget").agents()) == {"random"}  # no oracle: playable, unregistered
     env = cls()
     s = env.web_spec
     assert s.scope == "/miniwob/click-link.html" and s.success == "() => WOB_RAW_REWARD_GLOBAL >= 0.999999"
@@ -80,7 +120,8 @@ def test_every_page_resets_deterministically_with_a_text_instruction(pool):
 
     # four episodes at a time on the one browser, as rollouts run them (~1.8x faster than one at a time here)
     with ThreadPoolExecutor(4) as workers:
-        failed = [page for page, b in zip(miniwob.pages(), workers.map(bad, miniwob.pages()), strict=True) if b]
+        every = miniwob.playable_pages()
+        failed = [page for page, b in zip(every, workers.map(bad, every), strict=True) if b]
     assert failed == []
 
 
