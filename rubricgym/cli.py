@@ -15,10 +15,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from rubricgym.cli_env import EnvArgOption, EnvConfigOption, endpoint_teacher, env_kwargs_or_exit
+from rubricgym.cli_env import endpoint_teacher, env_kwargs_or_exit
 from rubricgym.cli_show import format_gui, format_tools, print_examples, solved_line, summarize
 from rubricgym.core.agent import Agent
 from rubricgym.core.bounds import MAX_SEED, bounded
+from rubricgym.core.envargs import EnvArgOption, EnvConfigOption
 from rubricgym.core.fmt import fit_table
 
 

@@ -1,5 +1,6 @@
-"""The ``--env-arg KEY=VALUE`` / ``--env-config FILE`` options every command that takes an env id shares, and the
-agent ``--agent teacher --base-url URL --model NAME`` names on them (an endpoint as the env's teacher).
+"""Turning the ``--env-arg KEY=VALUE`` / ``--env-config FILE`` options every command that takes an env id shares
+(``core.envargs.EnvArgOption``/``EnvConfigOption``) into kwargs, and the agent ``--agent teacher --base-url URL
+--model NAME`` names on them (an endpoint as the env's teacher).
 
 Use the options as parameters of a typer command and turn them into constructor kwargs with ``env_kwargs_or_exit``::
 
@@ -10,7 +11,7 @@ Use the options as parameters of a typer command and turn them into constructor 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -20,18 +21,6 @@ from rubricgym.core.envargs import EnvArgError, env_kwargs
 
 TEACHER = "teacher"
 """The agent name of teacher data (``Trajectory.agent``): a scripted teacher's or an endpoint's (issue #38)."""
-
-EnvArgOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--env-arg",
-        help="env constructor argument KEY=VALUE (repeat; JSON values, else strings), "
-        "e.g. --env-arg corpus=docs/ --env-arg questions=q.jsonl",
-    ),
-]
-EnvConfigOption = Annotated[
-    Path | None, typer.Option("--env-config", help="YAML/JSON/TOML mapping of env arguments (--env-arg overrides)")
-]
 
 
 def env_kwargs_or_exit(env_id: str, pairs: list[str] | None, config: Path | None) -> dict[str, Any]:

@@ -14,12 +14,27 @@ import json
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import yaml
 
 from rubricgym.core.jsonl import read_text
 from rubricgym.core.registry import spec
+
+EnvArgOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env-arg",
+        help="env constructor argument KEY=VALUE (repeat; JSON values, else strings), "
+        "e.g. --env-arg corpus=docs/ --env-arg questions=q.jsonl",
+    ),
+]
+"""The ``--env-arg`` option of every command that takes an env id (``env_kwargs`` reads it)."""
+EnvConfigOption = Annotated[
+    Path | None, typer.Option("--env-config", help="YAML/JSON/TOML mapping of env arguments (--env-arg overrides)")
+]
+"""The ``--env-config FILE`` option beside it."""
 
 
 class EnvArgError(ValueError):

@@ -84,7 +84,10 @@ def render(observation: Any) -> str:
     )
 
 
-def _placeholder(schema: dict[str, Any], rng: np.random.Generator) -> Any:
+def placeholder(schema: Any, rng: np.random.Generator) -> Any:
+    """A value of the JSON-schema type ``schema`` names, for probe agents that only show an env runs."""
+    if not isinstance(schema, dict):
+        return f"probe {int(rng.integers(1000))}"
     if "enum" in schema and schema["enum"]:
         return schema["enum"][int(rng.integers(len(schema["enum"])))]
     kind = schema.get("type")
@@ -110,7 +113,7 @@ class ProbeAgent(SeededAgent):
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str | Message:
         spec = tools[int(self.rng.integers(len(tools)))]
         props = spec.parameters.get("properties", {})
-        args = {k: _placeholder(v, self.rng) for k, v in props.items() if isinstance(v, dict)}
+        args = {k: placeholder(v, self.rng) for k, v in props.items() if isinstance(v, dict)}
         return f"<tool_call>{json.dumps({'name': spec.name, 'arguments': args})}</tool_call>"
 
 

@@ -50,6 +50,7 @@ from rubricgym.core.registry import EnvSpec
 from rubricgym.core.rubric import Rubric
 from rubricgym.core.tools import ToolError
 from rubricgym.core.types import CheckResult, Message, Task, ToolCall, ToolSpec, Trajectory
+from rubricgym.interop.openenv import placeholder
 
 PREFIX = "verifiers:"
 ANSWER_TOOL = "answer"
@@ -694,23 +695,8 @@ class ProbeAgent(SeededAgent):
         if called < len(others):
             spec = others[called]
             props = spec.parameters.get("properties", {})
-            return tool_call(spec.name, **{k: _placeholder(v, self.rng) for k, v in props.items()})
+            return tool_call(spec.name, **{k: placeholder(v, self.rng) for k, v in props.items()})
         return tool_call(ANSWER_TOOL, text=f"probe {int(self.rng.integers(1000))}")
-
-
-def _placeholder(schema: Any, rng: np.random.Generator) -> Any:
-    kind = schema.get("type") if isinstance(schema, dict) else None
-    if kind == "integer":
-        return int(rng.integers(0, 10))
-    if kind == "number":
-        return float(rng.integers(0, 10))
-    if kind == "boolean":
-        return bool(rng.integers(2))
-    if kind == "array":
-        return []
-    if kind == "object":
-        return {}
-    return f"probe {int(rng.integers(1000))}"
 
 
 # ---- the registry's hook --------------------------------------------------------------------------------------

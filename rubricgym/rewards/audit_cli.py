@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubricgym.core.bounds import MAX_SEED, bounded
-from rubricgym.core.envargs import EnvArgError, env_kwargs
+from rubricgym.core.envargs import EnvArgError, EnvArgOption, EnvConfigOption, env_kwargs
 from rubricgym.core.fmt import fmt_number
 from rubricgym.rewards.audit import INJECTIONS, MASTER_KEYS, AuditReport, audit_judge
 from rubricgym.rewards.consistency import ConsistencyReport, audit_consistency
@@ -242,17 +242,8 @@ def audit_command(
         ),
     ] = 0.0,
     out: Annotated[Path | None, typer.Option(help="write the report as JSON here")] = None,
-    env_arg: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--env-arg",
-            help="env constructor argument KEY=VALUE (repeat; JSON values, else strings): audit your data, e.g. "
-            "--env-arg cases=cases.jsonl (the same option as rubricgym check)",
-        ),
-    ] = None,
-    env_config: Annotated[
-        Path | None, typer.Option("--env-config", help="YAML/JSON/TOML mapping of env arguments (--env-arg overrides)")
-    ] = None,
+    env_arg: EnvArgOption = None,
+    env_config: EnvConfigOption = None,
 ) -> None:
     """Report a judge's false-positive rate on master-key responses and false-negative rate on good work, the
     total reward of each master key and of doing nothing next to the known-good agent's, and the shortcut
