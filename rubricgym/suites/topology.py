@@ -182,9 +182,13 @@ async def single_elimination(n: int, compare: Compare, anchor: int = 0) -> Tourn
 
 async def swiss(n: int, compare: Compare, rounds: int | None = None) -> TournamentResult:
     """Swiss system: each round pairs rollouts with equal points (no rematches where avoidable); a bye is
-    worth a win. Final order: points, then Buchholz (sum of opponents' points), then mean score received."""
+    worth a win. Final order: points, then Buchholz (sum of opponents' points), then mean score received.
+
+    ``rounds`` defaults to ``swiss_rounds(n)``: an odd field plays one round more than ceil(log2 n), since each round
+    sits one player out; with three, two rounds left the two weaker never meeting (both ranked alike whatever they
+    solved), three make every pair meet once."""
     arena = Tournament(n, compare)
-    rounds = max(1, math.ceil(math.log2(n))) if rounds is None else rounds
+    rounds = swiss_rounds(n) if rounds is None else rounds
     points = [0.0] * n
     opponents: list[set[int]] = [set() for _ in range(n)]
     had_bye: set[int] = set()
@@ -241,8 +245,13 @@ async def double_elimination(n: int, compare: Compare) -> TournamentResult:
     return arena.finish(lambda i: (-out_at[i], -arena.result.mean_score(i)))
 
 
+def swiss_rounds(n: int) -> int:
+    """The default number of Swiss rounds for ``n`` players (``swiss``)."""
+    return max(1, math.ceil(math.log2(n))) + n % 2 if n > 1 else 0
+
+
 def _swiss_comparisons(n: int) -> int:
-    return (max(1, math.ceil(math.log2(n))) if n > 1 else 0) * (n // 2)
+    return swiss_rounds(n) * (n // 2)
 
 
 def _double_elimination_comparisons(n: int) -> int:

@@ -74,6 +74,16 @@ async def test_swiss_pairs_equal_points_and_ranks_by_buchholz():
     assert [(i, j) for i, j, _, _ in res.matches] == [(0, 1), (2, 3), (1, 3), (0, 2)]
 
 
+async def test_swiss_with_an_odd_field_pairs_everyone_and_ranks_the_weakest_last():
+    """Three players: two rounds (ceil(log2 3)) sat the two weaker out in turn, so they never met and tied whatever
+    they scored; the default plays a third round."""
+    res = await run_tournament("swiss", 3, by_strength([0.9, 0.5, 0.1]))
+    met = {frozenset((i, j)) for i, j, _, _ in res.matches}
+    assert met == {frozenset(p) for p in [(0, 1), (0, 2), (1, 2)]}
+    assert res.ranks == [0, 1, 2]
+    assert res.comparisons == 3 == expected_comparisons("swiss", 3)
+
+
 async def test_double_elimination_order_and_cost():
     res = await run_tournament("double_elimination", 4, by_strength([0.5, 0.9, 0.1, 0.7]))
     assert res.ranks == [2, 0, 3, 1]
