@@ -93,7 +93,7 @@ def test_score_uses_the_tasks_own_rubric_as_the_readme_says(tmp_path, monkeypatc
 def test_clinical_osce_import_commands_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copy(CLINICAL_SAMPLES / "osce_messy.jsonl", "osce_cases.jsonl")
-    import_cmd, run_cmd = commands("## Clinical case collections (OSCE layout)")
+    import_cmd, run_cmd = commands("## Clinical case collections (OSCE, MedQA, MIMIC-IV and NEJM layouts)")
     result = runner.invoke(app, import_cmd)
     assert result.exit_code == 1 and "3 of 5 record(s) imported" in result.output  # two records reported
     assert Path("cases.jsonl").is_file() and Path("import_report.json").is_file()
