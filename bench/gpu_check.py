@@ -58,6 +58,7 @@ from rubricgym.trainers.engine.sampling import fixed_env, play_groups
 from rubricgym.trainers.engine.sharding import full_state_dict, shard
 from rubricgym.trainers.engine.update import UpdateSettings, policy_update
 from rubricgym.trainers.engine.vllm_backend import VLLMBackend, untied_model_dir
+from rubricgym.trainers.step import step_seeds
 
 
 class CheckFailed(RuntimeError):
@@ -100,13 +101,14 @@ class GpuMemory:
 
 
 def family_work(tasks: int | None, group: int | None) -> list[tuple[str, list[Any], list[int], int, Any]]:
-    """Per family demo: its name, step-0 training tasks and seeds (as the trainer draws them), group size, env."""
+    """Per family demo: its name, step-0 training tasks and seeds (as the trainer draws them), group size, env
+    (``bench/rollouts.py`` plays the same episodes)."""
     out = []
     for fam, d in FAMILY_DEMOS.items():
         env = d["env"]
         n = tasks or d["tasks_per_step"]
         ts = list(unique_tasks(env["id"], env["train_tasks"], d["seed"], "train", env["kwargs"]))[:n]
-        seeds = [d["seed"] * 1_000_003 + j * 101 for j in range(n)]  # StepTrainer.seeds_for(0, n)
+        seeds = step_seeds(d["seed"], 0, n)  # as the trainer draws step 0's
         out.append((fam, ts, seeds, group or d["group_size"], fixed_env(env["id"], env["kwargs"])))
     return out
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+from gpu_check import family_work
 
 from rubricgym.agents.local import LocalAgent, Turn
 from rubricgym.core.types import Message, Task
@@ -53,10 +54,9 @@ from rubricgym.trainers.algo.logprobs import generated_logprobs
 from rubricgym.trainers.algo.loss import mismatch_kl
 from rubricgym.trainers.algo.rollouts import Group
 from rubricgym.trainers.config import GenerationConfig
-from rubricgym.trainers.data import unique_tasks
 from rubricgym.trainers.demo import FAMILY_DEMOS
 from rubricgym.trainers.engine.policy import TrainingPolicy
-from rubricgym.trainers.engine.sampling import fixed_env, play_groups
+from rubricgym.trainers.engine.sampling import play_groups
 
 TARGET = 2.0
 AGREE = {"kl": 1e-3, "mean_abs": 0.05}
@@ -232,14 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         threads=a.threads,
     ).load()
     print(f"policy {model} loaded in {time.perf_counter() - t0:.1f} s", flush=True)
-    work = {}
-    for fam in families:
-        d = FAMILY_DEMOS[fam]
-        env = d["env"]
-        n_tasks = a.tasks or d["tasks_per_step"]
-        tasks = list(unique_tasks(env["id"], env["train_tasks"], d["seed"], "train", env["kwargs"]))[:n_tasks]
-        seeds = [d["seed"] * 1_000_003 + j * 101 for j in range(n_tasks)]  # StepTrainer.seeds_for(step 0)
-        work[fam] = (tasks, seeds, a.group or d["group_size"], fixed_env(env["id"], env["kwargs"]))
+    by_family = {fam: rest for fam, *rest in family_work(a.tasks, a.group)}  # the episodes gpu_check.py plays
+    work = {fam: by_family[fam] for fam in families}
     engines = [make_engine(n, policy, gen, work[families[0]][3]) for n in names]
     for r in range(a.rounds):
         order = engines[r % len(engines) :] + engines[: r % len(engines)]

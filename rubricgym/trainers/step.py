@@ -82,6 +82,12 @@ EVAL_SEED = 10_000_019
 """The first held-out rollout's seed (task ``i``'s is ``EVAL_SEED + 97 * i``), apart from every training seed."""
 
 
+def step_seeds(run_seed: int, step: int, n: int) -> list[int]:
+    """The first rollout seed of each of the ``n`` groups of ``step`` in a run seeded ``run_seed`` (benches that replay
+    a run's episodes draw them here too)."""
+    return [run_seed * 1_000_003 + step * 10_007 + j * 101 for j in range(n)]
+
+
 class StepTrainer:
     """What one training step needs and does (``produce`` then ``consume``); ``trainer.Trainer`` runs the steps."""
 
@@ -261,7 +267,7 @@ class StepTrainer:
         return self.data.tasks_at(cursor, n)
 
     def seeds_for(self, step: int, n: int) -> list[int]:
-        return [self.cfg.seed * 1_000_003 + step * 10_007 + j * 101 for j in range(n)]
+        return step_seeds(self.cfg.seed, step, n)
 
     # ---- one step: the algorithm -------------------------------------------------------------------------
 
