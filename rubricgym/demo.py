@@ -280,6 +280,10 @@ class ThreeRows:
         }
 
 
+GAINS = ((ROWS[1], ROWS[0], "warm start over base"), (ROWS[2], ROWS[1], "GRPO over warm start"))
+"""The paired gains a three-row table reports: (later row, earlier row, what the gain is of)."""
+
+
 def _cell(mean: float, ci: tuple[float, float], spec: str) -> str:
     return f"{format(mean, spec)} [{format(ci[0], spec)}, {format(ci[1], spec)}]"
 
@@ -323,10 +327,7 @@ def three_row_lines(
                     f"  {row if mode == 'greedy' else '':<19}{mode:<9}"
                     f"{_cell(r.success_mean, r.success_ci, '.1%'):<25}{_cell(r.mean, r.ci, '.3f')}"
                 )
-        for after, before, what in (
-            (ROWS[1], ROWS[0], "warm start over base"),
-            (ROWS[2], ROWS[1], "GRPO over warm start"),
-        ):
+        for after, before, what in GAINS:
             for mode in MODES:
                 a = rows.evals.get(after, {}).get(mode, {}).get(split)
                 b = rows.evals.get(before, {}).get(mode, {}).get(split)
@@ -349,10 +350,7 @@ def per_entry_lines(trainer: Any, rows: ThreeRows) -> list[str]:
                     f"    {row:<19}solve {_cell(r.success_mean, r.success_ci, '.1%')}  "
                     f"rubric {_cell(r.mean, r.ci, '.3f')}"
                 )
-        for after, before, what in (
-            (ROWS[1], ROWS[0], "warm start over base"),
-            (ROWS[2], ROWS[1], "GRPO over warm start"),
-        ):
+        for after, before, what in GAINS:
             if name in parts.get(after, {}) and name in parts.get(before, {}):
                 out.append(f"    gain, {what}: {gain_text(parts[after][name], parts[before][name])}")
     return out
