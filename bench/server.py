@@ -52,7 +52,7 @@ def serve_openenv() -> None:
     from openenv.core.env_server.types import Action, Observation, State
 
     import rubricgym
-    from rubricgym.server.run import bind, url_of
+    from rubricgym.server.listen import bind, url_of
 
     class TextAction(Action):
         text: str

@@ -5,7 +5,7 @@ disconnect; ``ws``). ``POST /reset`` opens an HTTP session (its ``session_id`` c
 ``POST /step``, ``GET /state`` and ``POST /close`` continue; OpenEnv's reference server builds a fresh env per
 HTTP request instead, which cannot continue an episode. ``GET /health`` (unauthenticated, for providers that
 poll it), ``GET /schema`` and ``GET /metadata`` describe the server. With ``--workers N`` this app runs in each
-worker process and HTTP requests of another worker's session are forwarded to it (``cluster``).
+worker process and HTTP requests of another worker's session are forwarded to it (``peers``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from starlette.routing import Route
 from rubricgym import __version__
 from rubricgym.core.env import RubricEnv
 from rubricgym.core.registry import make, spec
-from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.inline import InlineSteps
 from rubricgym.server.mcp import MCPEndpoint
+from rubricgym.server.peers import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, Router
 from rubricgym.server.policy import IssuedTasks
 from rubricgym.server.protocol import (
     MAX_IDLE_S,

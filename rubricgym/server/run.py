@@ -1,53 +1,18 @@
 """Run the env server: ``serve`` blocks (the CLI), ``ServerThread`` runs one in the background (tests, notebooks).
 
-Both bind the listening socket themselves so ``port=0`` picks a free port and the URL printed is the real one.
-uvicorn's own frame limit is set to ``4 x max_message_bytes``: messages up to the app's limit are answered, larger
-ones up to that bound get a ``MESSAGE_TOO_LARGE`` error reply, and only beyond it is the socket closed (1009).
+Both bind the listening socket themselves (``listen``) so ``port=0`` picks a free port and the URL printed is the
+real one; ``serve`` with ``workers > 1`` hands over to ``cluster``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from typing import Any
 
-import uvicorn
-
-from rubricgym.server.app import ServerConfig, create_app
-
-
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto IPPROTO_TCP (not 0): asyncio sets TCP_NODELAY only on sockets that say they are TCP; without it a
-    # response written in two parts waits for the client's delayed ACK (~40 ms per HTTP request)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def uvicorn_server(config: ServerConfig, app: Any = None, log_level: str = "warning") -> uvicorn.Server:
-    app = app if app is not None else create_app(config)
-    return uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level=log_level,
-            ws_max_size=4 * config.max_message_bytes,
-            ws_ping_interval=None,  # liveness is the idle reaper's job; pings would keep dead clients "active"
-            ws_per_message_deflate=False,  # small JSON messages: compressing costs more latency than it saves
-            timeout_graceful_shutdown=10,
-            lifespan="on",
-        )
-    )
-
-
-def url_of(sock: socket.socket, scheme: str = "ws") -> str:
-    host, port = sock.getsockname()[:2]
-    host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{host}:{port}"
+from rubricgym.server.app import ServerConfig
+from rubricgym.server.cluster import serve_workers
+from rubricgym.server.listen import bind, url_of, uvicorn_server
 
 
 def serve(config: ServerConfig, *, log_level: str = "info", announce: bool = True) -> None:
@@ -56,8 +21,6 @@ def serve(config: ServerConfig, *, log_level: str = "info", announce: bool = Tru
     ``config.workers > 1``: that many processes share the port (``cluster.serve_workers``).
     """
     if config.workers > 1:
-        from rubricgym.server.cluster import serve_workers
-
         serve_workers(config, log_level=log_level, announce=announce)
         return
     sock = bind(config.host, config.port)

@@ -41,7 +41,7 @@ class SessionPolicy:
     max_tasks: int = 1000
     issued: IssuedTasks = field(default_factory=lambda: IssuedTasks(10_000))
     find_task: Callable[[str], Awaitable[Task | None]] | None = None
-    """Asks the server's other workers for a task they handed out (``--workers``; see ``cluster``)."""
+    """Asks the server's other workers for a task they handed out (``--workers``; see ``peers``)."""
     numbered_task: Callable[[str, int], Awaitable[Task]] | None = None
     """Task ``index`` of ``split`` in the server's task source (OpenEnv's Task API; see ``tasks``)."""
     task_builds: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
@@ -72,7 +72,7 @@ class Session:
         id_prefix: str = "",
     ):
         self.policy = policy or SessionPolicy()
-        self.id = id_prefix + uuid.uuid4().hex  # the prefix names the worker that owns it (``cluster``)
+        self.id = id_prefix + uuid.uuid4().hex  # the prefix names the worker that owns it (``peers``)
         self.runner = env if isinstance(env, ThreadRunner | ProcessRunner) else ThreadRunner(env, self.policy.executor)
         self.kind = kind
         self.last_active = time.monotonic()

@@ -60,7 +60,7 @@ def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 1
     import ray
     from ray.util.placement_group import remove_placement_group
 
-    from rubricgym.trainers.engine.ray_backend import _check_resources, actor_options, bundle_of, reserve
+    from rubricgym.trainers.engine.ray_placement import actor_options, bundle_of, check_resources, reserve
 
     n = cfg.ray_learners
     data = cfg.model_dump(mode="json", by_alias=True) | {"run_dir": str(Path(cfg.run_dir).resolve()), "live": False}
@@ -74,7 +74,7 @@ def run_learners(cfg: TrainConfig, *, resume: bool = False, timeout_s: float = 1
     group: Any = None
     actors: list[Any] = []
     try:
-        resources = _check_resources(cfg.ray_learner_resources.given())
+        resources = check_resources(cfg.ray_learner_resources.given())
         advice = "add nodes or lower ray_learner_resources"
         group = reserve(bundle_of(resources), n, cfg.ray_learner_placement, timeout_s, "learner ranks", advice)
         actors = [ray.remote(LearnerRank).options(**actor_options(resources, group, i)).remote() for i in range(n)]

@@ -18,7 +18,8 @@ import pytest
 
 from rubricgym.envs.toy.agents import tool_call
 from rubricgym.server import ServerConfig, ServerThread, create_app
-from rubricgym.server.cluster import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers, unix_socket
+from rubricgym.server.listen import unix_socket
+from rubricgym.server.peers import PEER_KEY_HEADER, PEER_TASK_ROUTE, Peers
 from tests.server.conftest import ENV, call, open_ws
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -170,7 +170,7 @@ def test_the_collective_transport_is_refused_without_ray(tiny_config, tmp_path):
 def test_an_actor_that_left_the_group_fails_the_push_with_each_sides_error_and_the_next_push_recovers(
     collective, tiny_model_dir
 ):
-    from rubricgym.trainers.engine.ray_backend import _free_port
+    from rubricgym.trainers.engine.ray_sync import _free_port
     from rubricgym.trainers.engine.weight_sync import WeightSyncTimeout
 
     # worker 0 leaves the sync group and is busy when the push starts: it waits 3 s to join a group no one opens

@@ -15,7 +15,7 @@ from rubricgym.core.types import Message, Task, ToolSpec
 from rubricgym.envs.toy.calculator import CalculatorEnv
 from rubricgym.trainers.algo.estimate import Estimate
 from rubricgym.trainers.config import ConfigError, validate_config
-from rubricgym.trainers.engine.ray_backend import RolloutWorker
+from rubricgym.trainers.engine.ray_worker import RolloutWorker
 from rubricgym.trainers.engine.sampling import ToolLimits, play_groups
 from rubricgym.trainers.report import Laps, train_record
 from rubricgym.trainers.trainer import Trainer

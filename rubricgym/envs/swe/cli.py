@@ -146,8 +146,9 @@ def import_(
     Nothing of a repository runs on the host: git reads only its objects, dependencies install and build in the
     sandbox. A record that cannot be imported is reported and skipped; the rest are written, and the command
     then exits 1 listing the records left out."""
+    from rubricgym.envs.swe.clones import RecordError
     from rubricgym.envs.swe.sandbox import SandboxError, get_backend
-    from rubricgym.envs.swe.swebench import Imported, RecordError, import_swebench
+    from rubricgym.envs.swe.swebench import Imported, import_swebench
     from rubricgym.envs.swe.taskfile import save_instances
 
     console = Console(stderr=True)
@@ -249,9 +250,9 @@ def record(
     the problem statement from the commit message or --problem FILE. `swe import` then verifies it."""
     import json
 
+    from rubricgym.envs.swe.clones import RecordError
     from rubricgym.envs.swe.commit import record_commit
     from rubricgym.envs.swe.sandbox import SandboxError, get_backend
-    from rubricgym.envs.swe.swebench import RecordError
 
     console = Console(stderr=True)
     if (commit is None) == (fix is None):

@@ -7,7 +7,7 @@ base commit with the test patch applied, and again with the gold patch as well: 
 pass only after the fix, ``PASS_TO_PASS`` those that pass both times. The problem statement is the commit message
 (every commit's, for a span) or a file the user wrote.
 
-As in ``swebench``, git runs on an object view of the clone (``object_view``): the clone's configuration, hooks and
+As in ``clones``, git runs on an object view of the clone (``object_view``): the clone's configuration, hooks and
 filters are never read, and nothing of the repository runs on the host. Branch and tag names are resolved by reading
 the clone's ref files, not by running git in it.
 """
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rubricgym.envs.swe.clones import COMMIT_RE, RecordError, git, object_view, snapshot_commit
 from rubricgym.envs.swe.deps import DepsInstall, declared_requirements, direct_reference, install_deps_async
 from rubricgym.envs.swe.inject import detect_python_path
 from rubricgym.envs.swe.sandbox import Limits, SandboxBackend, get_backend
-from rubricgym.envs.swe.swebench import COMMIT_RE, RecordError, _git, object_view, snapshot_commit
 from rubricgym.envs.swe.testrun import TestRun, run_pytest
 from rubricgym.envs.swe.verify import apply_patch
 
@@ -115,7 +115,7 @@ def resolve(view: Path, clone: Path, rev: str) -> str:
         sha = name
     if sha is None:
         raise RecordError(f"{name!r} is neither a commit hash nor a branch or tag of the clone at {clone}")
-    res = _git(view, "rev-parse", "--verify", "--quiet", f"{sha}{suffix}^{{commit}}")
+    res = git(view, "rev-parse", "--verify", "--quiet", f"{sha}{suffix}^{{commit}}")
     if res.returncode != 0:
         raise RecordError(
             f"{rev!r} names no commit of the clone at {clone} (a root commit has no parent: use --fix A..B)"
@@ -124,7 +124,7 @@ def resolve(view: Path, clone: Path, rev: str) -> str:
 
 
 def _text(view: Path, *args: str) -> str:
-    res = _git(view, *args)
+    res = git(view, *args)
     if res.returncode != 0:
         raise RecordError(f"git {' '.join(args[:2])} failed: {res.stderr.decode(errors='replace')[-300:]}")
     return res.stdout.decode("utf-8", "surrogateescape")

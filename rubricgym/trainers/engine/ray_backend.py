@@ -31,7 +31,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 import torch
 
@@ -39,27 +39,10 @@ from rubricgym.agents.local import Turn
 from rubricgym.core.types import Task, Trajectory
 from rubricgym.trainers.algo.rollouts import Group, Rollout
 from rubricgym.trainers.config import EnvConfig, GenerationConfig, ModelConfig
+from rubricgym.trainers.engine.ray_placement import Placement, actor_options, bundle_of, check_resources, reserve
 from rubricgym.trainers.engine.ray_sync import CollectivePush, _lost
-
-# re-exported: they lived here before the collective push moved to ray_sync.py (tests import _free_port from here)
-from rubricgym.trainers.engine.ray_sync import _first_line as _first_line
-from rubricgym.trainers.engine.ray_sync import _free_port as _free_port
 from rubricgym.trainers.engine.ray_worker import RolloutWorker, WireGroup
 from rubricgym.trainers.engine.sampling import EnvOf
-
-Placement = Literal["pack", "spread", "strict_pack", "strict_spread"]
-"""A placement group strategy (Ray's PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), one bundle per actor."""
-
-
-class WorkerResources(TypedDict, total=False):
-    """What each rollout actor asks Ray for (Ray's actor options of the same names)."""
-
-    num_cpus: float
-    num_gpus: float
-    memory: int
-    """Bytes of heap memory to reserve (Ray's logical ``memory`` resource)."""
-    resources: dict[str, float]
-    """Custom resources, e.g. ``{"rollout": 1}`` to run only on nodes started with ``--resources '{"rollout": 1}'``."""
 
 
 class RolloutWorkerError(RuntimeError):
@@ -74,70 +57,17 @@ def _from_wire(group: WireGroup) -> Group:
     return [Rollout(Trajectory.model_validate_json(t), [Turn(**x) for x in turns]) for t, turns in group]
 
 
-def _check_resources(res: Mapping[str, Any]) -> WorkerResources:
-    unknown = set(res) - set(WorkerResources.__annotations__)
-    if unknown:
-        raise ValueError(
-            f"worker_resources: unknown keys {sorted(unknown)}; use {sorted(WorkerResources.__annotations__)} "
-            "(custom resources go under 'resources', e.g. {'resources': {'rollout': 1}})"
-        )
-    out = WorkerResources(num_cpus=1)
-    out.update(res)  # type: ignore[typeddict-item]
-    return out
-
-
-def bundle_of(r: Mapping[str, Any]) -> dict[str, float]:
-    """The placement-group bundle of one actor reserving ``r`` (``WorkerResources``)."""
-    bundle = {"CPU": r.get("num_cpus", 1), "GPU": r.get("num_gpus", 0), "memory": r.get("memory", 0)}
-    bundle.update(r.get("resources", {}))
-    return {k: float(v) for k, v in bundle.items() if v}
-
-
-def actor_options(r: Mapping[str, Any], group: Any = None, index: int = 0) -> dict[str, Any]:
-    """Ray's actor options for ``r`` (``WorkerResources``), in bundle ``index`` of placement group ``group``."""
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    options: dict[str, Any] = {"num_cpus": r.get("num_cpus", 1), "num_gpus": r.get("num_gpus", 0)}
-    if r.get("memory"):
-        options["memory"] = r["memory"]
-    if r.get("resources"):
-        options["resources"] = dict(r["resources"])
-    if group is not None:
-        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-            placement_group=group, placement_group_bundle_index=index
-        )
-    return options
-
-
-def reserve(bundle: dict[str, float], n: int, placement: str, timeout_s: float, what: str, advice: str) -> Any:
-    """A placement group of ``n`` ``bundle``s with strategy ``placement``, ready; past ``timeout_s`` it is removed
-    and a ``RuntimeError`` says what (``what``) could not be placed, what is free, and ``advice``."""
-    import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
-
-    group = placement_group([bundle] * n, strategy=placement.upper())
-    try:
-        ray.get(group.ready(), timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        remove_placement_group(group)
-        raise RuntimeError(
-            f"Ray could not place {n} {what} of {bundle} with strategy {placement.upper()} in {timeout_s:.0f} s; "
-            f"the cluster has {ray.available_resources()} free: {advice}"
-        ) from None
-    return group
-
-
 class RayBackend:
     """A pool of ``RolloutWorker`` actors: a ``RolloutBackend``.
 
     ``address``: the cluster to join (``ray start --head`` prints it; ``"auto"`` finds a local one); without it and
     with no Ray running, the pool starts a local Ray of its own with exactly the resources it asks for.
-    ``worker_resources``: what each actor reserves (default one CPU; see ``WorkerResources``). ``placement``: reserve
-    all actors' resources at once in a placement group of that strategy, failing after ``placement_timeout_s`` if
-    the cluster cannot hold it (None: Ray's default scheduler places each actor on its own). ``start_timeout_s``
-    bounds every wait for an actor to be scheduled and load the model (``placement()``, ``push_weights``, a
-    replacement's start): past it the call raises ``RolloutWorkerError`` with the resources asked for and those
-    free, instead of hanging.
+    ``worker_resources``: what each actor reserves (default one CPU; see ``ray_placement.WorkerResources``).
+    ``placement``: reserve all actors' resources at once in a placement group of that strategy, failing after
+    ``placement_timeout_s`` if the cluster cannot hold it (None: Ray's default scheduler places each actor on its
+    own). ``start_timeout_s`` bounds every wait for an actor to be scheduled and load the model (``placement()``,
+    ``push_weights``, a replacement's start): past it the call raises ``RolloutWorkerError`` with the resources
+    asked for and those free, instead of hanging.
     ``max_restarts``: how many times one actor may be replaced within one ``collect`` or ``push_weights`` before
     that call raises ``RolloutWorkerError`` naming the worker and the cause; ``restarts`` counts the replacements
     over the pool's life.
@@ -172,7 +102,7 @@ class RayBackend:
             raise ValueError(f"max_restarts={max_restarts}: use 0 to fail on the first lost actor")
         if placement is not None and placement not in ("pack", "spread", "strict_pack", "strict_spread"):
             raise ValueError(f"placement={placement!r}: use 'pack', 'spread', 'strict_pack' or 'strict_spread'")
-        self.resources = _check_resources(worker_resources or {})
+        self.resources = check_resources(worker_resources or {})
         self.max_restarts = max_restarts
         self.start_timeout_s = start_timeout_s
         self.restarts = 0
