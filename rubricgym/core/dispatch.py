@@ -4,6 +4,18 @@ A base of ``RubricEnv``. A call runs the method of its name with the call's argu
 value checked first); an ``async def`` tool is awaited on the env's loop (``tool_loop``: ``None`` for the
 caller's loop, or a fresh one under a synchronous step), through the one bridge in ``core.aio``. A plain ``def``
 tool that returns a coroutine is the env author's bug: a ``TypeError``.
+
+Which method a step runs, and so which one an env overrides:
+
+- the synchronous step (``step``, ``step_typed``) runs every call through ``call_tool``; the base ``call_tool``
+  runs an ``async def`` tool through ``acall_tool`` (to completion, on the env's loop);
+- the awaited step (``astep_typed``) runs a call of an ``async def`` tool through ``acall_tool`` and any other
+  call through ``call_tool``; the base ``acall_tool`` hands a call of any other tool to ``call_tool``.
+
+So an env that wraps the calls of its plain ``def`` tools, or serves tools it declares no method for (a bridge to
+another env), overrides ``call_tool``; an env with ``async def`` tools that wraps their calls (a sandbox check,
+grading after the last step) overrides ``acall_tool``, and both faces run the wrap (``call_tool`` of such an env
+runs it). A ``call_tool`` override also sees async calls under the synchronous step, never under ``astep_typed``.
 """
 
 from __future__ import annotations
@@ -27,10 +39,11 @@ class ToolDispatch:
     """The tools of a ``RubricEnv`` and how one call of them runs (see the module doc)."""
 
     def tools(self) -> list[ToolSpec]:
-        """The tools available in the current episode: by default the ones declared with ``@tool``.
+        """The tools available now: by default the ones declared with ``@tool`` (one list object per class).
 
-        An env whose tools change per episode overrides this (``self.tool_specs()`` has them by name); return the
-        same list object while the tools do not change.
+        Asked at every step. An env whose tools change per episode overrides this (``self.tool_specs()`` has them
+        by name); return the same list object while the tools do not change (the step keeps their validation
+        rules and system prompt until the ToolSpecs differ), and build a new ToolSpec rather than edit one.
         """
         cls: type = type(self)
         return _declared_specs(cls)
@@ -40,11 +53,13 @@ class ToolDispatch:
         return {name: bound.spec for name, bound in declared_tools(type(self)).items()}
 
     def call_tool(self, call: ToolCall) -> ToolOutput:
-        """Run one validated tool call: by default the ``@tool`` method of that name.
+        """Run one validated tool call: the synchronous step runs every call through it.
 
-        The method gets the call's arguments as keyword arguments and returns a ``ToolOutput`` or plain text; it
-        raises ``ToolError`` for a bad argument value. An ``async def`` tool runs to completion on the env's loop
-        (through ``acall_tool``), so the synchronous Gymnasium ``step`` can call every tool.
+        The base runs the ``@tool`` method of that name with the call's arguments as keyword arguments; the method
+        returns a ``ToolOutput`` or plain text and raises ``ToolError`` for a bad argument value. An ``async def``
+        tool runs through ``acall_tool``, to completion on the env's loop, so the synchronous Gymnasium ``step`` can
+        call every tool. Override it to wrap the calls of plain ``def`` tools or to serve tools without ``@tool``
+        methods (see the module doc for the rule with ``acall_tool``).
         """
         bound = self._bound(call)
         if bound.is_async:
@@ -53,12 +68,15 @@ class ToolDispatch:
         return result if type(result) is ToolOutput else self._output(call, result)
 
     async def acall_tool(self, call: ToolCall) -> ToolOutput:
-        """``call_tool`` for ``astep_typed``: awaits an ``async def`` tool (on the env's loop). An env that wraps
-        its async tools (a sandbox check, grading after the last step) overrides this; ``call_tool`` runs it."""
-        bound = self._bound(call)
-        if not bound.is_async:
+        """Run one validated call of an ``async def`` tool, awaited: ``astep_typed`` awaits such calls through it,
+        and the base ``call_tool`` runs them through it, so an env that wraps its async tools' calls (a sandbox
+        check, grading after the last step) overrides this and both faces run the wrap. The base awaits the
+        ``@tool`` method; a call of any other tool goes to ``call_tool``."""
+        bound = declared_tools(type(self)).get(call.name)
+        if bound is None or not bound.is_async:  # a plain def tool, or a tool the env serves itself
             return self.call_tool(call)
-        return self._output(call, await getattr(self, bound.method)(**call.arguments))
+        method = self._bound(call).method  # checks the call's Literal arguments
+        return self._output(call, await getattr(self, method)(**call.arguments))
 
     def _bound(self, call: ToolCall) -> BoundTool:
         bound = declared_tools(type(self)).get(call.name)
@@ -106,25 +124,17 @@ def _declared_specs(cls: type) -> list[ToolSpec]:
     return [bound.spec for bound in declared_tools(cls).values()]
 
 
+@functools.cache
+def async_tool_names(cls: type) -> frozenset[str]:
+    """The names of the ``async def`` tools ``cls`` declares (empty: a step has nothing to await)."""
+    return frozenset(name for name, bound in declared_tools(cls).items() if bound.is_async)
+
+
 @dataclass(slots=True)
-class _Tooling:
-    """The tools of the moment, their validation rules and the system prompt built from them; ``fixed`` when they
-    are the class's declared tools (the base ``tools()``), which never change."""
+class ToolSet:
+    """The tools of the moment, their validation rules and the system prompt built from them (``RubricEnv``
+    rebuilds it when ``tools()`` hands out other ToolSpecs)."""
 
     tools: list[ToolSpec]
     rules: dict[str, ArgumentRules]
-    direct: dict[str, str]
-    """Tool name -> method name of the tools a synchronous step calls itself (``_direct_methods``)."""
-    fixed: bool
     prompt: str | None = None
-
-
-def _direct_methods(env: ToolDispatch) -> dict[str, str]:
-    """Tool name -> method name of the declared tools whose call through the base ``call_tool`` is just the method
-    call (synchronous, no ``Literal`` argument to check), so a step makes it without ``call_tool``'s lookups
-    (``RubricEnv._advance``; kept beside ``call_tool``, whose body it stands for).
-    Empty when the env runs its calls its own way (its own ``call_tool`` or ``_bound``)."""
-    cls = type(env)
-    if cls.call_tool is not ToolDispatch.call_tool or cls._bound is not ToolDispatch._bound or "call_tool" in vars(env):
-        return {}
-    return {name: b.method for name, b in declared_tools(cls).items() if not b.is_async and not b.enums}

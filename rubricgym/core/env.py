@@ -4,11 +4,16 @@ A subclass declares its tools, how to run one tool call, and how to label a step
 does parsing, malformed-action feedback, truncation at ``max_steps``, observation truncation, the chat history
 and the episode record that becomes a ``Trajectory``.
 
+A step is one path: ``_parse`` turns the agent's output into a ``PendingStep`` (the action as recorded, the valid
+call or the parse error), the tool call runs (``call_tool``, or ``acall_tool`` for an ``async def`` tool under
+``astep_typed``), and ``_finish_step`` labels, truncates and records it as a ``StepRecord``.
+
 Tools may be ``async def`` (I/O: sandboxes, browsers, LLMs). ``astep_typed`` awaits them and the synchronous
-``step``/``step_typed`` run them to completion, both on the env's loop. How a tool call runs is ``ToolDispatch``
-(``core.dispatch``); what an env declares for rewards, agents and the leak audit is ``EnvDeclarations``
-(``core.declarations``); the read-only views of the episode (``outcome``, ``steps``, ``messages``, ``state``,
-``trajectory``) are ``EpisodeViews`` (``core.episode``): all three are bases of ``RubricEnv``.
+``step``/``step_typed`` run them to completion, both on the env's loop. How a tool call runs, and which of
+``call_tool``/``acall_tool`` an env overrides, is ``ToolDispatch`` (``core.dispatch``); what an env declares for
+rewards, agents and the leak audit is ``EnvDeclarations`` (``core.declarations``); the read-only views of the
+episode (``outcome``, ``steps``, ``messages``, ``state``, ``trajectory``) are ``EpisodeViews`` (``core.episode``):
+all three are bases of ``RubricEnv``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import asyncio
 import contextlib
 import uuid
 from abc import ABCMeta, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ClassVar
 
@@ -25,7 +31,7 @@ import gymnasium
 import numpy as np
 
 from rubricgym.core.declarations import EnvDeclarations
-from rubricgym.core.dispatch import ToolDispatch, _direct_methods, _Tooling
+from rubricgym.core.dispatch import ToolDispatch, ToolSet, async_tool_names
 from rubricgym.core.episode import EpisodeViews
 from rubricgym.core.parsing import (
     argument_rules,
@@ -37,7 +43,7 @@ from rubricgym.core.parsing import (
 )
 from rubricgym.core.record import StepRecord
 from rubricgym.core.text import UnicodeText, truncate
-from rubricgym.core.tools import ToolError, ToolOutput, declared_tools, tool_prompt
+from rubricgym.core.tools import ToolError, ToolOutput, tool_prompt
 from rubricgym.core.types import (
     Action,
     Message,
@@ -45,10 +51,39 @@ from rubricgym.core.types import (
     Outcome,
     Task,
     ToolCall,
+    ToolSpec,
 )
 
 # ToolError, ToolOutput, UnicodeText and truncate live in core.tools / core.text and stay importable from here
-__all__ = ["RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
+__all__ = ["PendingStep", "RubricEnv", "ToolError", "ToolOutput", "UnicodeText", "truncate"]
+
+
+@dataclass(slots=True)
+class PendingStep:
+    """One step between parsing and recording: the action as the step records it, the call to run when it is valid,
+    and, once the call ran, its output.
+
+    A dataclass rather than a ``NamedTuple``: ``out`` is filled in after the tool runs (by ``call_tool`` in a
+    synchronous step, ``acall_tool`` in an awaited one), and a record that is not a tuple cannot be unpacked or
+    indexed by position by mistake. Every reader takes its fields by name; its one maker (``_parse``) passes them
+    in field order, since a class called with keywords builds a dict per call (about 3% of a toy step)."""
+
+    started: float
+    """``perf_counter()`` when the step began: the step's ``duration_s`` counts from here."""
+    tools: list[ToolSpec]
+    """The tools the action was validated against (recorded on the step's observation)."""
+    text: str
+    """The agent's text as recorded: a ``str``, lone surrogates replaced, at most ``max_action_chars``."""
+    sent: ToolCall | None
+    """The call the agent sent, recorded even when it is invalid."""
+    call: ToolCall | None
+    """The call to run: ``sent`` when it parsed and passed the tools' schemas, else ``None``."""
+    parse_error: str | None
+    """Why the action is malformed (no call, bad JSON, a schema error), else ``None``."""
+    structured: bool
+    """Whether the call came as a structured chat tool call rather than in the text."""
+    out: ToolOutput | None = None
+    """What the call gave once it ran (``None`` while it has not, and for a malformed action)."""
 
 
 class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, str], metaclass=ABCMeta):
@@ -57,7 +92,13 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
     Subclasses set ``env_id`` and ``stages``, declare their tools as ``@tool`` methods, implement
     ``sample_task``, and declare ``check_set``, ``rubric_file``, ``scripted_agents`` and the rest of
     ``EnvDeclarations`` (``core.declarations``); they may override ``begin``, ``stage_of``, ``system_prompt`` and
-    ``summary``.
+    ``summary``, and wrap tool calls by overriding ``call_tool`` or ``acall_tool`` (``ToolDispatch`` says which).
+
+    Both faces run the same step: ``step`` and ``step_typed`` run the tool call through ``call_tool``;
+    ``astep_typed`` awaits an ``async def`` tool's call through ``acall_tool`` and runs any other call through
+    ``call_tool``. An env with no ``async def`` tool has nothing to await, so its ``astep_typed`` is its
+    ``step_typed``, and an override of ``step_typed`` holds under both faces; an env with ``async def`` tools that
+    overrides ``step_typed`` overrides ``astep_typed`` too.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012  (Gymnasium declares it so)
@@ -67,12 +108,12 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
     max_observation_chars: ClassVar[int] = 8000
     max_action_chars: ClassVar[int] = 32_000
     tool_timeout_s: float | None = None
-    """Seconds an ``async def`` tool call may run before it is cancelled; the agent then sees a timeout error and
-    the episode goes on (``None``: no limit). Set on an instance by whoever runs it (the trainer's
-    ``env.tool_timeout_s``). Synchronous tools are not interrupted: a slow tool should be ``async def``."""
+    """Seconds an ``async def`` tool call may run under ``astep_typed`` before it is cancelled; the agent then sees
+    a timeout error and the episode goes on (``None``: no limit). Set on an instance by whoever runs it (the
+    trainer's ``env.tool_timeout_s``). Synchronous tools are not interrupted: a slow tool should be ``async def``."""
     tool_limiter: asyncio.Semaphore | None = None
     """A semaphore shared by the envs of a run: at most its value of their ``async def`` tool calls run at once
-    (sandboxes, browsers, judges), whatever the generation's concurrency (``None``: no cap)."""
+    under ``astep_typed`` (sandboxes, browsers, judges), whatever the generation's concurrency (``None``: no cap)."""
 
     def __init__(self, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -94,7 +135,7 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         self._seed: int | None = None
         self._env_key = uuid.uuid4().hex[:12]
         self._episodes = 0
-        self._tooling: _Tooling | None = None
+        self._toolset: ToolSet | None = None
 
     # ---- hooks for subclasses ---------------------------------------------------------------------------
 
@@ -106,7 +147,7 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
     def is_async(cls) -> bool:
         """Whether a step awaits I/O (an ``async def`` tool, or an ``astep_typed`` of its own): callers on an event
         loop (rollouts, the server) should ``await astep_typed`` rather than block in ``step_typed``."""
-        return cls.astep_typed is not RubricEnv.astep_typed or any(t.is_async for t in declared_tools(cls).values())
+        return cls.astep_typed is not RubricEnv.astep_typed or bool(async_tool_names(cls))
 
     def begin(self, task: Task) -> None:
         """Prepare episode state for ``task`` (called by ``reset`` before the first observation)."""
@@ -142,7 +183,7 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         return f"{self._system}\n\n{task.prompt}", {"stage": self._stage, "step": 0, "task_id": self._task_id}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        rec = self._finish_step(self._act(action))  # _advance's body: the Gymnasium step is the hot path
+        rec = self._advance(action)
         out = rec.out
         info = {
             "stage": rec.stage,
@@ -175,6 +216,25 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         self._begin(seed, task)
         return Observation(messages=self._head(), stage=self._stage, tools=self.tools())
 
+    def step_typed(self, action: Action | str | Message) -> Observation:
+        """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
+        return self._advance(**_action_fields(action)).materialise()[0].observation
+
+    async def astep_typed(self, action: Action | str | Message) -> Observation:
+        """``step_typed`` for callers on an event loop: a call of an ``async def`` tool is awaited through
+        ``acall_tool`` (on the env's loop, within ``tool_limiter`` and ``tool_timeout_s``) instead of blocking; any
+        other call runs through ``call_tool``. An env with no ``async def`` tool steps with ``step_typed``."""
+        awaited = async_tool_names(type(self))
+        if not awaited:  # nothing to await: the synchronous step (and an override of it) is the step
+            return self.step_typed(action)
+        pending = self._parse(**_action_fields(action))
+        call = pending.call
+        if call is not None:
+            pending.out = await self._await_tool(call) if call.name in awaited else self._run_tool(call)
+        return self._finish_step(pending).materialise()[0].observation
+
+    # ---- the step ---------------------------------------------------------------------------------------
+
     def _begin(self, seed: int | None, task: Task | dict[str, Any] | None) -> Task:
         if seed is not None:  # Gymnasium's reset only (re)seeds np_random, and only when given a seed
             super().reset(seed=seed)
@@ -199,9 +259,7 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         stages = self.stages
         self._stage = stages[0] if stages else None
         self.begin(task)
-        tooling = self._tooling
-        if tooling is None or not tooling.fixed or tooling.prompt is None:
-            self._system = self._system_text()
+        self._system = self._system_text()
         return self._task  # begin() may replace it (a GUI env puts the first page into the prompt)
 
     def _head(self) -> list[Message]:
@@ -210,105 +268,77 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         return [Message(role="system", content=self._system), Message(role="user", content=prompt)]
 
     def _system_text(self) -> str:
-        cache = self._tools_now()
-        if cache.prompt is None:
-            cache.prompt = self.system_prompt()
-        return cache.prompt
+        toolset = self._tools_now()
+        if toolset.prompt is None:
+            toolset.prompt = self.system_prompt()
+        return toolset.prompt
 
-    def _tools_now(self) -> _Tooling:
-        """The current tools with their validation rules and prompt, rebuilt only when the ToolSpecs change.
+    def _tools_now(self) -> ToolSet:
+        """The current tools (``tools()``, asked at every step) with their validation rules and system prompt.
 
-        An env that keeps the base ``tools()`` has its class's declared tools for good: no call per step. Any other
-        env is asked every step and keeps its cache while it returns the same ToolSpec objects (a changed schema is
-        a new ToolSpec: a spec is never edited in place once an env has handed it out)."""
-        cache = self._tooling
-        if cache is not None and cache.fixed:
-            return cache
+        Rebuilt only when the ToolSpecs change: the set is kept while ``tools()`` returns the same list object (the
+        base does) or a list of the same ToolSpec objects (a changed schema is a new ToolSpec: a spec is never
+        edited in place once an env has handed it out)."""
         tools = self.tools()
-        if cache is not None and cache.tools is tools:  # envs with a constant tool list: one identity check
-            return cache
-        if (
-            cache is None
-            or len(cache.tools) != len(tools)
-            or any(a is not b for a, b in zip(cache.tools, tools, strict=True))
-        ):
-            fixed = type(self).tools is RubricEnv.tools and "tools" not in self.__dict__
-            self._tooling = cache = _Tooling(tools, argument_rules(tools), _direct_methods(self), fixed)
-        return cache
-
-    def step_typed(self, action: Action | str | Message) -> Observation:
-        """Apply one agent output. Malformed actions yield an explanatory observation, never an exception."""
-        return self._advance(**_action_fields(action)).materialise()[0].observation
-
-    async def astep_typed(self, action: Action | str | Message) -> Observation:
-        """``step_typed`` that awaits an ``async def`` tool on the env's loop instead of blocking on it."""
-        if type(self).step_typed is not RubricEnv.step_typed:  # an env's own step_typed is the step
-            return self.step_typed(action)
-        pending = self._act(**_action_fields(action), run=False)
-        call = pending[3]
-        if call is None:
-            return self._finish_step(pending, None).materialise()[0].observation
-        cls = type(self)
-        bound = declared_tools(cls).get(call.name)
-        own_sync = cls.call_tool is not RubricEnv.call_tool and cls.acall_tool is RubricEnv.acall_tool
-        if bound is None or not bound.is_async or own_sync:  # a sync tool, or a sync call_tool of the env's own
-            return self._finish_step(pending, self._run_tool(call, self.call_tool)).materialise()[0].observation
-        try:
-            out = await self._limited_call(call)
-        except ToolError as e:
-            out = _tool_error(call, e)
-        return self._finish_step(pending, out).materialise()[0].observation
-
-    async def _limited_call(self, call: ToolCall) -> ToolOutput:
-        """``acall_tool`` on the env's loop within ``tool_limiter`` and ``tool_timeout_s``."""
-        timeout_s = self.tool_timeout_s
-        if self.tool_limiter is None and timeout_s is None:
-            return await self.arun_async(self.acall_tool(call))
-        async with self.tool_limiter or contextlib.nullcontext():
-            try:
-                async with asyncio.timeout(timeout_s) as deadline:
-                    return await self.arun_async(self.acall_tool(call))
-            except TimeoutError:
-                if not deadline.expired():
-                    raise  # the tool's own TimeoutError, not ours
-            msg = f"timed out after {timeout_s:g} s and was stopped"
-            return ToolOutput(
-                text=f"Error from {call.name}: {msg}. Try a quicker call (a narrower command or query).",
-                error=msg,
-                info={"timed_out": True},
-            )
+        toolset = self._toolset
+        if toolset is None or toolset.tools is not tools:
+            if toolset is None or not _same_specs(toolset.tools, tools):
+                toolset = self._toolset = ToolSet(tools, argument_rules(tools))
+            else:
+                toolset.tools = tools  # the same specs in a new list: the next step's check is one identity test
+        return toolset
 
     def _advance(
         self, text: Any, *, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
     ) -> StepRecord:
-        """The one code path of a synchronous step: parse, validate, run the tool, label, truncate, record."""
-        return self._finish_step(self._act(text, call, parse_error, structured))
+        """The synchronous step: parse and validate the action, run its call through ``call_tool``, record it."""
+        pending = self._parse(text, call, parse_error, structured)
+        if pending.call is not None:
+            pending.out = self._run_tool(pending.call)
+        return self._finish_step(pending)
 
-    def _run_tool(self, call: ToolCall, run: Callable[[ToolCall], ToolOutput]) -> ToolOutput:
+    def _run_tool(self, call: ToolCall) -> ToolOutput:
+        """``call_tool(call)``; a ``ToolError`` becomes the output that tells the agent what went wrong."""
         try:
-            return run(call)
+            return self.call_tool(call)
         except ToolError as e:
             return _tool_error(call, e)
 
-    def _act(
-        self,
-        text: Any,
-        call: ToolCall | None = None,
-        parse_error: str | None = None,
-        structured: bool = False,
-        run: bool = True,
-    ) -> _Pending:
-        """Parse and validate an action and, with ``run``, make its tool call (``astep_typed`` makes its own)."""
+    async def _await_tool(self, call: ToolCall) -> ToolOutput:
+        """``acall_tool(call)`` on the env's loop within ``tool_limiter`` and ``tool_timeout_s``; a ``ToolError``
+        or the timeout becomes the output that tells the agent what went wrong."""
+        timeout_s = self.tool_timeout_s
+        try:
+            if self.tool_limiter is None and timeout_s is None:
+                return await self.arun_async(self.acall_tool(call))
+            async with self.tool_limiter or contextlib.nullcontext():
+                try:
+                    async with asyncio.timeout(timeout_s) as deadline:
+                        return await self.arun_async(self.acall_tool(call))
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise  # the tool's own TimeoutError, not ours
+        except ToolError as e:
+            return _tool_error(call, e)
+        msg = f"timed out after {timeout_s:g} s and was stopped"
+        return ToolOutput(
+            text=f"Error from {call.name}: {msg}. Try a quicker call (a narrower command or query).",
+            error=msg,
+            info={"timed_out": True},
+        )
+
+    def _parse(
+        self, text: Any, call: ToolCall | None = None, parse_error: str | None = None, structured: bool = False
+    ) -> PendingStep:
+        """An agent output as a step about to run: parsed, and its call validated against the current tools."""
         if self._task is None or self._done:
             raise RuntimeError(
                 "call reset() before step()"
                 if self._task is None
                 else "the episode is over (terminated or truncated): call reset() to start another"
             )
-        t0 = perf_counter()
-        tooling = self._tooling
-        if tooling is None or not tooling.fixed:
-            tooling = self._tools_now()
+        started = perf_counter()
+        toolset = self._tools_now()
         if type(text) is not str or call is not None or not text.isascii() or len(text) > self.max_action_chars:
             text, call, parse_error = self._normalise(text, call, parse_error)
         if call is None and parse_error is None:
@@ -317,32 +347,10 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
                 parse_error = parsed
             else:
                 call = parsed
-        if call is None or parse_error is not None:
-            return t0, tooling, text, None, call, parse_error, structured, None
-        name, arguments = call.name, call.arguments  # read once: a pydantic attribute costs a short call
-        rules = tooling.rules.get(name)
-        usual = rules.usual if rules is not None else None
-        valid = False
-        if usual is not None and arguments.keys() == usual.keys():  # every argument given: check each one's type
-            for key, value in arguments.items():
-                if type(value) not in usual[key]:
-                    break
-            else:
-                valid = True  # what call_error says of this call, without calling it
-        if not valid and (parse_error := call_error(name, arguments, tooling.tools, tooling.rules)) is not None:
-            return t0, tooling, text, None, call, parse_error, structured, None
-        if not run:
-            return t0, tooling, text, call, call, None, structured, None
-        method = tooling.direct.get(name)
-        try:
-            if method is None:
-                out = self.call_tool(call)
-            else:  # what the base call_tool does for this tool, less its lookups
-                out = getattr(self, method)(**arguments)
-                out = out if type(out) is ToolOutput else self._output(call, out)
-        except ToolError as e:
-            out = _tool_error(call, e)
-        return t0, tooling, text, call, call, None, structured, out
+        if call is not None and parse_error is None:
+            parse_error = call_error(call.name, call.arguments, toolset.tools, toolset.rules)
+        valid = call if parse_error is None else None
+        return PendingStep(started, toolset.tools, text, call, valid, parse_error, structured)  # fields in order
 
     def _normalise(
         self, text: Any, call: ToolCall | None, parse_error: str | None
@@ -359,14 +367,13 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
             text = truncate(text, self.max_action_chars)
         return text, call, parse_error
 
-    def _finish_step(self, pending: _Pending, out: ToolOutput | None = None) -> StepRecord:
-        """Label, truncate and record a step whose tool call (if valid) gave ``out`` (by default, what ``_act``
-        ran)."""
-        t0, tooling, text, call, given, parse_error, structured, ran = pending
-        tools = tooling.tools
+    def _finish_step(self, pending: PendingStep) -> StepRecord:
+        """Label, truncate and record a step (a malformed action's output is the parse error and how to call)."""
+        tools = pending.tools
+        out = pending.out
         if out is None:
-            out = ran or ToolOutput(text=format_parse_error(parse_error or "no tool call found", tools))
-        stage = self._stage = self.stage_of(call)
+            out = ToolOutput(text=format_parse_error(pending.parse_error or "no tool call found", tools))
+        stage = self._stage = self.stage_of(pending.call)
         index = len(self._records)
         truncated = not out.done and index + 1 >= self.max_steps
         reply = out.text
@@ -375,7 +382,17 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
         rec = StepRecord(
-            index, stage, text, given, parse_error, structured, out, reply, truncated, perf_counter() - t0, tools
+            index=index,
+            stage=stage,
+            text=pending.text,
+            call=pending.sent,
+            parse_error=pending.parse_error,
+            structured=pending.structured,
+            out=out,
+            reply=reply,
+            truncated=truncated,
+            duration_s=perf_counter() - pending.started,
+            tools=tools,
         )
         self._records.append(rec)
         if out.done or truncated:
@@ -388,14 +405,8 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
         await asyncio.to_thread(self.close)
 
 
-_Pending = tuple[float, _Tooling, str, ToolCall | None, ToolCall | None, str | None, bool, ToolOutput | None]
-"""A parsed action (``_act``): (start time, the step's tools, text, the valid call or ``None``, the call the agent
-sent (recorded even when invalid), parse error, structured, the call's output when ``_act`` ran it). A plain tuple:
-one is built per step, and a tuple costs a tenth of a dataclass instance."""
-
-
 def _action_fields(action: Action | str | Message) -> dict[str, Any]:
-    """``_advance``'s keyword arguments for an agent output (an ``Action``, a chat ``Message`` or raw text)."""
+    """``_parse``'s arguments for an agent output (an ``Action``, a chat ``Message`` or raw text)."""
     if isinstance(action, Action):
         return {
             "text": action.text,
@@ -406,6 +417,10 @@ def _action_fields(action: Action | str | Message) -> dict[str, Any]:
     if isinstance(action, Message) and action.tool_calls:
         return {"text": action.content or "", "call": action.tool_calls[0], "structured": True}
     return {"text": action.content or "" if isinstance(action, Message) else action}
+
+
+def _same_specs(a: list[ToolSpec], b: list[ToolSpec]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _tool_error(call: ToolCall, e: ToolError) -> ToolOutput:

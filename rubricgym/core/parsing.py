@@ -238,10 +238,6 @@ class ArgumentRules:
     types: dict[str, tuple[str, ...]]
     exact: dict[str, frozenset[type]]
     """Per typed argument, the Python types that pass its ``types`` at once (``type(value) in exact``)."""
-    usual: dict[str, frozenset[type]] | None = None
-    """``exact`` when every property is typed and every required name declared: then a call whose keys are exactly
-    ``usual``'s, each value of one of its types, is valid with nothing else to check (``call_error`` would return
-    ``None``), which the step path checks without calling it. ``None`` otherwise."""
 
 
 def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
@@ -260,7 +256,6 @@ def argument_rules(tools: list[ToolSpec]) -> dict[str, ArgumentRules]:
             required_declared=declared,
             types=types,
             exact=exact,
-            usual=exact if declared and exact.keys() == props.keys() else None,
         )
     return out
 

@@ -22,13 +22,13 @@ held to its tool's record otherwise (a browser action that failed still reports 
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from annotated_types import BaseMetadata
-from pydantic import BaseModel, ConfigDict, PydanticUndefinedAnnotation, PydanticUserError, TypeAdapter, ValidationError
-from pydantic_core import SchemaValidator
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from rubricgym.core.types import Step
 
@@ -37,9 +37,13 @@ R = TypeVar("R", bound="ToolRecord")
 _SCALARS = (int, float, str, bool, type(None))
 
 
+@functools.cache
 def _dumps_as_is(cls: type[BaseModel]) -> bool:
     """Whether ``cls.model_dump()`` returns its instances' field values unchanged: every field is a scalar (a
-    union or ``Literal`` of them) with no serializer, alias dump or exclusion, and the model keeps no extras."""
+    union or ``Literal`` of them) with no serializer, alias dump or exclusion, and the model keeps no extras.
+
+    Decided once per class, on its first ``info()`` (the class is complete by then), and looked up by class: a
+    flag read as a class attribute would go through pydantic's metaclass, which costs more than the copy."""
     config, decorators = cls.model_config, cls.__pydantic_decorators__
     if (
         config.get("extra") == "allow"
@@ -58,39 +62,6 @@ def _dumps_as_is(cls: type[BaseModel]) -> bool:
     )
 
 
-def _fields_validator(cls: type[BaseModel]) -> SchemaValidator | None:
-    """A validator of ``cls``'s fields alone, built from the model's own core schema: it validates exactly as
-    ``cls(**data)`` does (the same field schemas, validators and config) but returns ``(values, extra,
-    fields_set)`` instead of an instance. ``None`` where building the model does more than validate its fields
-    (a model validator, ``__init__`` or ``model_post_init``) or the schema is not complete yet."""
-    try:
-        schema = cls.__pydantic_core_schema__
-        if (
-            schema["type"] != "model"
-            or schema["schema"]["type"] != "model-fields"
-            or schema.get("custom_init")
-            or schema.get("post_init")
-        ):
-            return None
-        return SchemaValidator(schema["schema"], schema.get("config"))
-    except (AttributeError, KeyError, TypeError, PydanticUndefinedAnnotation, PydanticUserError):
-        return None
-
-
-def _writer(cls: type[ToolRecord]) -> Callable[..., dict[str, Any]]:
-    """``cls.info_of`` as a function, with what it reads of the class bound in (``ToolRecord.writer``)."""
-    validator = cls._fields
-    if validator is None:
-        return lambda **fields: cls(**fields).info()
-    validate = validator.validate_python
-
-    def info_of(**fields: Any) -> dict[str, Any]:
-        values, _, given = validate(fields)
-        return values if len(given) == len(values) else {k: v for k, v in values.items() if k in given}
-
-    return info_of
-
-
 def _is_scalar(hint: Any) -> bool:
     if hint in _SCALARS:
         return True
@@ -103,54 +74,37 @@ def _is_scalar(hint: Any) -> bool:
 
 
 class ToolRecord(BaseModel):
-    """Base of a tool's typed record: the keys a tool writes in ``ToolOutput.info``, nothing else."""
+    """Base of a tool's typed record: the keys a tool writes in ``ToolOutput.info``, nothing else.
+
+    A tool writes ``Record(...).info()``; checks read it back with ``StepRecords.of``."""
 
     model_config = ConfigDict(extra="forbid")
-    _scalar: ClassVar[bool] = False
-    """Whether ``model_dump`` of this class is its field values as they are (scalar fields, no serializers)."""
-    _fields: ClassVar[SchemaValidator | None] = None
-    """``info_of``'s validator of the fields alone (``_fields_validator``); ``None``: build the record."""
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        cls._scalar = _dumps_as_is(cls)
-        cls._fields = _fields_validator(cls) if cls._scalar else None
-
-    @classmethod
-    def info_of(cls, **fields: Any) -> dict[str, Any]:
-        """``cls(**fields).info()``, cheaper where a tool writes a record every step (a tool that does can keep
-        ``writer()`` instead, which skips even this method's class lookups).
-
-        A record of scalar fields (see ``info``) is validated by its model's own fields validator, the same
-        checks, coercions and ``ValidationError`` as building it, straight to the values that are its info,
-        with no instance to build and copy (~40% fewer instructions); any other record is built and dumped."""
-        validator = cls._fields
-        if validator is None:
-            return cls(**fields).info()
-        values, _, given = validator.validate_python(fields)
-        return values if len(given) == len(values) else {k: v for k, v in values.items() if k in given}
-
-    @classmethod
-    def writer(cls) -> Callable[..., dict[str, Any]]:
-        """``info_of`` of this record as a plain function (``calc_info = Calculation.writer()`` at import, then
-        ``calc_info(value=3)`` per step): the same info and the same ``ValidationError``, without the class
-        attribute lookups that pydantic's metaclass makes slow (~1k instructions each)."""
-        return _writer(cls)
 
     def info(self) -> dict[str, Any]:
         """The ``ToolOutput.info`` this record is: every field the tool set (an optional field left unset is no
         key, so a record written and read back is the same record).
 
-        Tools write one per step, so a record of scalar fields (numbers, strings, booleans, ``None``; no
-        serializer, computed field or excluded field) copies its values, which is what ``model_dump`` would
-        return, without the serializer's pass (~2 us of a ~3 us record); any other record is dumped."""
-        if type(self)._scalar:
+        What ``model_dump(exclude_unset=True)`` returns, in a fresh dict; a record of scalar fields (numbers,
+        strings, booleans, ``None``; no serializer, computed field or excluded field) is its values as they are,
+        so they are copied without the serializer's pass (a tool writes one every step)."""
+        if _dumps_as_is(type(self)):
             values, given = self.__dict__, self.__pydantic_fields_set__
             if len(given) == len(values):
                 return dict(values)
             return {k: v for k, v in values.items() if k in given}
         return self.model_dump(exclude_unset=True)
+
+    @classmethod
+    def info_of(cls, **fields: Any) -> dict[str, Any]:
+        """``cls(**fields).info()``. Transitional: tools write ``Record(...).info()``; this stays only until the
+        toy calculator env stops calling it."""
+        return cls(**fields).info()
+
+    @classmethod
+    def writer(cls) -> Callable[..., dict[str, Any]]:
+        """``info_of`` as a function. Transitional: tools write ``Record(...).info()``; this stays only until the
+        toy calculator env stops calling it."""
+        return cls.info_of
 
 
 class Edits(ToolRecord):

@@ -115,7 +115,7 @@ def test_details_are_the_public_keys_of_the_record_in_a_dict_of_their_own(env):
     assert set(env.steps[-1].info) == {"value", "correct"}
 
 
-# ---- the synchronous step's direct tool call (issue 29): the same outputs as the base call_tool ----------------
+# ---- a step runs its tool call through call_tool (one path, issue 45) --------------------------------------
 
 
 class _EchoEnv(rubricgym.RubricEnv):
@@ -137,36 +137,36 @@ class _EchoEnv(rubricgym.RubricEnv):
         return kind
 
 
-def test_direct_tool_calls_give_what_call_tool_gives():
-    env, ref = _EchoEnv(), _EchoEnv()
+def test_every_valid_call_runs_through_call_tool_and_its_errors_become_observations():
+    class Counting(_EchoEnv):
+        def call_tool(self, c):
+            self.seen.append(c.name)
+            return super().call_tool(c)
+
+    env = Counting()
+    env.seen = []
     actions = [
         call("echo", text="ab", times=2),  # plain text return
         call("echo", text="ab", times=0),  # ToolError
         call("echo", text=5),  # a schema error: never reaches the tool
-        call("mode", kind="c"),  # a Literal value outside the enum
+        call("mode", kind="c"),  # a Literal value outside the enum: call_tool's check
         call("mode", kind="b"),
-        call("nope"),
+        call("nope"),  # an unknown tool: never reaches the tool
     ]
     env.reset(seed=1)
-    ref.reset(seed=1)
-    assert set(env._tooling.direct) == {"echo"}  # the Literal tool goes through call_tool's enum check
     for a in actions:
-        got = env.step(a)
-        rec = ref._act(a, run=False)  # the same action through the base call_tool
-        c = rec[3]
-        want = ref._finish_step(rec, None if c is None else ref._run_tool(c, ref.call_tool))
-        assert (
-            got[0] == want.reply
-            and got[4]["tool_error"] == want.out.error
-            and got[4]["parse_error"] == want.parse_error
-        )
-    replies = [s.observation.messages[0].content for s in env.trajectory().steps]
+        env.step(a)
+    assert env.seen == ["echo", "echo", "mode", "mode"]
+    steps = env.trajectory().steps
+    replies = [s.observation.messages[0].content for s in steps]
     assert replies[0] == "abab"
     assert replies[1] == "Error from echo: times must be at least 1"
     assert "argument 'text' of tool 'echo' must be string" in replies[2]
     assert replies[3] == "Error from mode: argument 'kind' of tool 'mode' must be one of 'a', 'b', got 'c'"
     assert replies[4] == "b" and "unknown tool 'nope'" in replies[5]
-    assert env.trajectory().steps[0].tool_result == "abab" and env.trajectory().steps[1].tool_error
+    assert steps[0].tool_result == "abab" and steps[1].tool_error == "times must be at least 1"
+    assert steps[2].action.parse_error and steps[2].action.tool_call.name == "echo"  # the invalid call is recorded
+    assert steps[3].tool_error and steps[3].action.parse_error is None
 
 
 def test_an_env_or_instance_with_its_own_call_tool_is_not_bypassed():

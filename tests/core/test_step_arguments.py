@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import rubricgym
-from rubricgym.core.parsing import argument_rules, call_error
+from rubricgym.core.parsing import call_error
 from rubricgym.core.types import ToolSpec
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -94,12 +94,3 @@ def test_a_steps_parse_error_is_call_errors(name: str, arguments: dict[str, Any]
         assert json.loads(obs) == arguments and step.tool_result == obs
     else:
         assert obs.startswith(f"Invalid action: {expected}.") and step.tool_result is None
-
-
-def test_the_usual_call_is_read_off_only_where_nothing_else_needs_checking():
-    rules = argument_rules(TOOLS)
-    assert rules["typed"].usual == {"i": {int}, "n": {int, float}, "s": {str}}
-    assert rules["kinds"].usual is not None and rules["kinds"].usual["odd"] == frozenset()
-    assert rules["untyped"].usual is None  # x has no type: call_error lets any value through
-    assert rules["undeclared"].usual is None  # y is required but no property: the call can never be valid
-    assert rules["empty"].usual == {}

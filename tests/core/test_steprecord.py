@@ -224,7 +224,7 @@ class Strict(ToolRecord):
     x: float
 
 
-INFO_OF_CASES: list[tuple[type[ToolRecord], dict[str, Any]]] = [
+BUILD_CASES: list[tuple[type[ToolRecord], dict[str, Any]]] = [
     (Lookup, {"item": "a", "hits": 1}),
     (Lookup, {"item": "a", "hits": 1, "note": None}),
     (Lookup, {"item": "a", "hits": 1, "note": "n"}),
@@ -255,49 +255,33 @@ INFO_OF_CASES: list[tuple[type[ToolRecord], dict[str, Any]]] = [
     (Strict, {"x": 1.0}),
     (Write, {"tool": "write", "changed_files": ["a.py"]}),
 ]
-"""Records with the info a tool might write: ``info_of`` and ``writer()`` must give what building the record gives."""
+"""What a tool might pass to its record: ``Record(**fields).info()`` is the record's dump, or building it raises."""
 
 
-@pytest.mark.parametrize(("kind", "fields"), INFO_OF_CASES)
-def test_info_of_is_the_record_built_and_dumped(kind: type[ToolRecord], fields: dict[str, Any]):
-    # info_of skips building the record where validation could change nothing; it must give what building it gives,
-    # the same info or the same validation error
+@pytest.mark.parametrize(("kind", "fields"), BUILD_CASES)
+def test_a_record_built_from_what_a_tool_passes_has_its_dump_as_info(kind: type[ToolRecord], fields: dict[str, Any]):
+    # coercions, validators, aliases, config and constraints all happen in building; info() is then the dump
+    try:
+        record = kind(**fields)
+    except ValidationError:
+        return
+    info = record.info()
+    dumped = record.model_dump(exclude_unset=True)
+    assert info == dumped and [(k, type(v)) for k, v in info.items()] == [(k, type(v)) for k, v in dumped.items()]
+
+
+@pytest.mark.parametrize(("kind", "fields"), BUILD_CASES)
+def test_the_transitional_info_of_and_writer_are_building_the_record(kind: type[ToolRecord], fields: dict[str, Any]):
+    # kept only until the toy calculator writes Record(...).info(); delete this test with them
     try:
         expected = kind(**fields).info()
     except ValidationError as e:
-        with pytest.raises(ValidationError) as got:
-            kind.info_of(**fields)
-        assert got.value.errors(include_context=False) == e.errors(include_context=False)
+        for write in (kind.info_of, kind.writer()):
+            with pytest.raises(ValidationError) as got:
+                write(**fields)
+            assert got.value.errors(include_context=False) == e.errors(include_context=False)
     else:
-        info = kind.info_of(**fields)
-        assert info == expected
-        assert [type(v) for v in info.values()] == [type(v) for v in expected.values()]
-
-
-@pytest.mark.parametrize(("kind", "fields"), INFO_OF_CASES)
-def test_a_records_writer_is_its_info_of(kind: type[ToolRecord], fields: dict[str, Any]):
-    # writer() binds what info_of reads of the class once (a tool keeps it at import): the same info, the same error
-    try:
-        expected = kind.info_of(**fields)
-    except ValidationError as e:
-        with pytest.raises(ValidationError) as got:
-            kind.writer()(**fields)
-        assert got.value.errors(include_context=False) == e.errors(include_context=False)
-    else:
-        info = kind.writer()(**fields)
-        assert info == expected
-        assert [(k, type(v)) for k, v in info.items()] == [(k, type(v)) for k, v in expected.items()]
-
-
-def test_info_of_returns_a_fresh_dict():
-    given = {"item": "a", "hits": 1}
-    info = Lookup.info_of(**given)
-    info["hits"] = 2
-    assert given == {"item": "a", "hits": 1}
-    write = Lookup.writer()
-    first = write(**given)
-    first["hits"] = 3
-    assert given == {"item": "a", "hits": 1} and write(**given) == given
+        assert kind.info_of(**fields) == expected and kind.writer()(**fields) == expected
 
 
 def test_records_are_read_fresh_and_leave_the_wire_type_alone():

@@ -327,6 +327,8 @@ class DeepSearchEnv(RubricEnv):
         self._observed = []
 
     def call_tool(self, call: ToolCall) -> ToolOutput:
+        """Every call starts as no re-read (``open`` sets it for ``stage_of``). The tools are plain ``def``, so
+        both ``step`` and ``astep_typed`` run each call through here."""
         self._reopened = False
         return super().call_tool(call)
 
