@@ -61,6 +61,12 @@ KV_REUSE_TOKENS = 65_536
 """The real families' episodes run 4-12 turns: the sampler keeps ~3 GB of keys and values (SmolLM2-135M, fp32) so
 each turn prefills only what the env added (a 12-turn clinical evaluation: 28 s instead of 50 s for 4 cases)."""
 
+ANSWER_TOKENS = 192
+"""The sampler's cap where deep search plays (its family demo and the suite's): a cited one-hop answer is a name
+and three facts, each with its page's URL; the teacher's answers run to 177 tokens (100 training and 99 held-out
+tasks at the demo's knobs), and a warm start refuses to clone a turn the sampler would cut off. Clinical's turns
+stay within 64."""
+
 WARM_START: dict[str, Any] = {
     "agent": "teacher",
     "tasks": 48,
@@ -99,7 +105,7 @@ FAMILY_DEMOS: dict[str, dict[str, Any]] = {
             "train_tasks": 200,
             "eval_tasks": 16,
         },
-        {"max_new_tokens": 64, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
+        {"max_new_tokens": ANSWER_TOKENS, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
         tasks_per_step=2,
         save_every=2,
         warm_start=copy.deepcopy(WARM_START),
@@ -113,7 +119,7 @@ two cores can afford). Both keep the env's default rubric."""
 SUITE_DEMO: dict[str, Any] = _family(
     "runs/demo-suite",
     {"suite": "demo-mix", "curriculum": {"method": "sec"}, "train_tasks": 100},
-    {"max_new_tokens": 64, "kv_reuse_tokens": KV_REUSE_TOKENS},
+    {"max_new_tokens": ANSWER_TOKENS, "kv_reuse_tokens": KV_REUSE_TOKENS},
     tasks_per_step=4,
     save_every=2,
     warm_start={**WARM_START, "tasks": 24},

@@ -234,12 +234,20 @@ def select(demos: Sequence[Demo], ws: WarmStartConfig) -> list[Demo]:
 
 
 def clone_turns(
-    messages: Sequence[Message], render: Render, tokenizer: Any, *, response_prefix: str, stop: Sequence[str]
+    messages: Sequence[Message],
+    render: Render,
+    tokenizer: Any,
+    *,
+    response_prefix: str,
+    stop: Sequence[str],
+    max_new_tokens: int | None = None,
 ) -> list[Turn]:
     """Each assistant message of ``messages`` as the sampler's ``Turn``: the prompt ``render`` gives for the
     messages before it, the completion its text after ``response_prefix`` (part of the prompt), cut after the first
-    stop string as generation stops there, else ended with the end-of-turn token. A turn that does not start with
-    the prefix raises ``ValueError``: the policy could never have produced it."""
+    stop string as generation stops there, else ended with the end-of-turn token. A turn the policy could never
+    have produced raises ``ValueError``: one that does not start with the prefix, or (given ``max_new_tokens``,
+    the sampler's cap) one longer than the sampler may generate: cloning it teaches an output the sampler cuts
+    off mid-call, and every such turn of the policy then fails to parse."""
     turns = []
     eos = tokenizer.eos_token_id
     for i, m in enumerate(messages):
@@ -251,6 +259,12 @@ def clone_turns(
         text = text[len(response_prefix) :]
         ends = [text.index(s) + len(s) for s in stop if s in text]
         completion = list(tokenizer.encode(text[: min(ends)] if ends else text, add_special_tokens=False))
+        if max_new_tokens is not None and len(completion) > max_new_tokens:
+            raise ValueError(
+                f"assistant turn {i} is {len(completion)} tokens, over generation.max_new_tokens "
+                f"{max_new_tokens}: the sampler would cut it off, so the policy could never produce it; raise "
+                f"generation.max_new_tokens to at least {len(completion)} or clone shorter turns"
+            )
         if not ends:
             completion.append(eos)
         if not completion:
@@ -260,17 +274,24 @@ def clone_turns(
 
 
 def demo_samples(
-    index: int, messages: Sequence[Message], policy: LocalAgent, max_seq_len: int, render: Render | None = None
+    index: int,
+    messages: Sequence[Message],
+    policy: LocalAgent,
+    max_seq_len: int,
+    render: Render | None = None,
+    max_new_tokens: int | None = None,
 ) -> list[Sample]:
     """The training sequences of one conversation, laid out as GRPO lays out a rollout (``build_samples``: turns
     whose prompt extends the sequence so far share it), cut to ``max_seq_len``; sequences left with no assistant
-    token are dropped."""
+    token are dropped. ``max_new_tokens``: the sampler's cap (``generation.max_new_tokens``), which no turn may
+    exceed (``clone_turns``)."""
     turns = clone_turns(
         messages,
         render or policy.render,
         policy.tokenizer,
         response_prefix=policy.response_prefix,
         stop=policy.stop,
+        max_new_tokens=max_new_tokens,
     )
     samples = build_samples(index, turns, [0] * len(turns))
     return [s for s in (x.truncate(max_seq_len) for x in samples) if s.n_generated]
@@ -660,16 +681,17 @@ async def play(
 
 
 def prepare(
-    demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int
+    demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int, max_new_tokens: int
 ) -> tuple[list[Sample], list[Sample]]:
-    """Training and held-out samples, rendered by ``policy`` (the sampler)."""
+    """Training and held-out samples, rendered by ``policy`` (the sampler); no turn longer than the sampler's
+    ``max_new_tokens``."""
     train, held = split_held_out(demos, ws)
     out: list[list[Sample]] = []
     for part in (train, held):
         samples: list[Sample] = []
         for i, d in enumerate(part):
             try:
-                samples += demo_samples(i, d.messages, policy, max_seq_len)
+                samples += demo_samples(i, d.messages, policy, max_seq_len, max_new_tokens=max_new_tokens)
             except ValueError as e:
                 raise ConfigError(f"warm_start: {d.source} (trajectory {d.id}): {e}") from None
         out.append(samples)
@@ -728,7 +750,7 @@ async def clone(
     held: list[Sample] = []
     if not done:
         demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live, env_of)
-        train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len)
+        train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len, cfg.generation.max_new_tokens)
         counts |= {"train_sequences": len(train), "heldout_sequences": len(held)}
     elif live and is_main():
         console.print(f"warm start: reusing the finished one in {out}")

@@ -118,6 +118,23 @@ def test_a_turn_without_the_response_prefix_is_refused(tiny_model_dir):
         clone_turns(messages, policy.render, policy.tokenizer, response_prefix=PREFIX, stop=policy.stop)
 
 
+def test_a_turn_longer_than_the_sampler_may_generate_is_refused(tiny_model_dir):
+    """Deep search's teacher once wrote answers of up to 263 tokens while the demo's sampler stopped at 64: the
+    clone learned calls it could only ever emit cut off, and every answer failed to parse (held-out reward 0)."""
+    policy = TrainingPolicy(str(tiny_model_dir), response_prefix=PREFIX)
+    call = PREFIX + 'answer", "arguments": {"text": "' + "word " * 40 + '"}}</tool_call>'
+    messages = [Message(role="user", content="hi"), Message(role="assistant", content=call)]
+    n = len(
+        clone_turns(messages, policy.render, policy.tokenizer, response_prefix=PREFIX, stop=policy.stop)[
+            0
+        ].completion_ids
+    )
+    kw = {"response_prefix": PREFIX, "stop": policy.stop}
+    assert clone_turns(messages, policy.render, policy.tokenizer, max_new_tokens=n, **kw)  # exactly the cap fits
+    with pytest.raises(ValueError, match=f"{n} tokens, over generation.max_new_tokens {n - 1}"):
+        clone_turns(messages, policy.render, policy.tokenizer, max_new_tokens=n - 1, **kw)
+
+
 # ---- the loss --------------------------------------------------------------------------------------------------
 
 

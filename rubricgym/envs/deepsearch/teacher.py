@@ -321,6 +321,21 @@ def chains(k: Knowledge, slots: list[Slot], links: list[Link]) -> list[tuple[lis
     return out
 
 
+MAX_FACTS = 3
+"""The most facts the teacher's answer cites (a one-hop answer needs three: the answer, the link, the other end)."""
+
+
+def _justifies(sentence: str, asked: set[str]) -> bool:
+    """Whether a sentence links two entities or states one of the attributes ``asked`` (the question's
+    constraints are about them)."""
+    plain = sentence.rstrip(".")
+    for pattern, _what in _SENTENCES:
+        if m := pattern.match(plain):
+            g = m.groupdict()
+            return "o" in g or any(g.get(attr) is not None for attr in asked)
+    return False
+
+
 def _about(sentence: str) -> tuple[str, ...]:
     """The entities an attribute or relation sentence is about (one, or the relation's two ends)."""
     plain = sentence.rstrip(".")
@@ -512,9 +527,13 @@ class Teacher(SeededAgent):
     # ---- answering ----------------------------------------------------------------------------------------
 
     def _answer(self, k: Knowledge, slots: list[Slot], links: list[Link]) -> str:
-        """``Answer: <name>`` of the best chain seen (else the best candidate for the answer's slot), then every
-        attribute or relation sentence seen about its entities, each cited with a page that showed it (one it
-        read when there is one)."""
+        """``Answer: <name>`` of the best chain seen (else the best candidate for the answer's slot), then the
+        sentences seen that justify it, each cited with a page that showed it (one it read when there is one).
+
+        A sentence justifies the answer when it links two of the chain's entities or states an attribute one of the
+        question's constraints is about (``_justifies``); at most ``MAX_FACTS`` of them, in a seeded order. Every
+        other sentence seen about the chain's entities is left out: a clone learns the answer a policy can write
+        within its generation budget (the demos' 160 tokens), not a page's worth of padding."""
         found = chains(k, slots, links)
         chain: list[str] = []
         if found:
@@ -527,17 +546,19 @@ class Teacher(SeededAgent):
             return tool_call("answer", text="Answer: unknown\n\nNo page I read meets the question's constraints.")
         lines = [f"Answer: {chain[0]}", ""]
         cites: dict[str, int] = {}
-        facts = []
+        facts, others = [], []
         members = set(chain)
+        asked = {c.attr for slot in slots for c in slot.constraints}
         for sentence, where in k.sentences.items():
             about = _about(sentence)
             if not about or not set(about) <= members:
                 continue
             url = next((u for u, read in where.items() if read), next(iter(where)))
-            facts.append((sentence, url))
+            (facts if _justifies(sentence, asked) else others).append((sentence, url))
+        facts = facts or others
         if len(facts) > 1:
             facts = [facts[j] for j in self.rng.permutation(len(facts))]
-        for sentence, url in facts[:8]:
+        for sentence, url in facts[:MAX_FACTS]:
             n = cites.setdefault(url, len(cites) + 1)
             lines.append(f"- {sentence} [{n}]({url})")
         return tool_call("answer", text="\n".join(lines).strip())
