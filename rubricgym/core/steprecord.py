@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from annotated_types import BaseMetadata
@@ -93,18 +93,6 @@ class ToolRecord(BaseModel):
                 return dict(values)
             return {k: v for k, v in values.items() if k in given}
         return self.model_dump(exclude_unset=True)
-
-    @classmethod
-    def info_of(cls, **fields: Any) -> dict[str, Any]:
-        """``cls(**fields).info()``. Transitional: tools write ``Record(...).info()``; this stays only until the
-        toy calculator env stops calling it."""
-        return cls(**fields).info()
-
-    @classmethod
-    def writer(cls) -> Callable[..., dict[str, Any]]:
-        """``info_of`` as a function. Transitional: tools write ``Record(...).info()``; this stays only until the
-        toy calculator env stops calling it."""
-        return cls.info_of
 
 
 class Edits(ToolRecord):

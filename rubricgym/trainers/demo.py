@@ -142,7 +142,7 @@ table: loading the model, the teacher's episodes and the cloning (both skipped w
 finished warm start), the held-out evaluations of the base, warm-start and GRPO policies (greedy and sampled) and
 the GRPO steps in between; the arena after it judges the evaluations' greedy episodes (seconds)."""
 
-EXTRA_EVAL_SPLITS: dict[str, list[str]] = {"deepsearch-v0": ["test-train-world"]}
+EXTRA_EVAL_SPLITS: dict[str, list[str]] = {"deepsearch-v0": ["test-train-world"], "clinical-v0": ["test-unseen"]}
 """Held-out splits a family demo reports beside ``test``: deep search's ``test`` is a world training never saw
 (another world seed), ``test-train-world`` unseen questions about the training world; a gain on the second alone
 may be memorised pages."""

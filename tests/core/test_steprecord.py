@@ -270,20 +270,6 @@ def test_a_record_built_from_what_a_tool_passes_has_its_dump_as_info(kind: type[
     assert info == dumped and [(k, type(v)) for k, v in info.items()] == [(k, type(v)) for k, v in dumped.items()]
 
 
-@pytest.mark.parametrize(("kind", "fields"), BUILD_CASES)
-def test_the_transitional_info_of_and_writer_are_building_the_record(kind: type[ToolRecord], fields: dict[str, Any]):
-    # kept only until the toy calculator writes Record(...).info(); delete this test with them
-    try:
-        expected = kind(**fields).info()
-    except ValidationError as e:
-        for write in (kind.info_of, kind.writer()):
-            with pytest.raises(ValidationError) as got:
-                write(**fields)
-            assert got.value.errors(include_context=False) == e.errors(include_context=False)
-    else:
-        assert kind.info_of(**fields) == expected and kind.writer()(**fields) == expected
-
-
 def test_records_are_read_fresh_and_leave_the_wire_type_alone():
     s = step("lookup", {"item": "apple", "hits": 2})
     assert RECORDS.get(s, Lookup) is not None

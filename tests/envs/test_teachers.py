@@ -269,7 +269,7 @@ def test_swe_teacher_names_no_secret_that_only_the_hidden_record_gives(tmp_path,
     env = make("swe-v0")
     try:
         teacher = type(env).agents()["teacher"](seed=0)
-        tasks = env.task_set(10, seed=3)
+        tasks = env.task_set(10, seed=3, split="all")
         found = {t.id: asyncio.run(peeks_blind(env, teacher, t, tasks, seed=i)) for i, t in enumerate(tasks)}
         assert not any(found.values()), {k: v for k, v in found.items() if v}
         assert all(make_secrets(type(env).secrets(t)) for t in tasks)  # the check had secrets to look for
@@ -286,7 +286,7 @@ def test_swe_peeking_teacher_fails_the_check(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RUBRICGYM_CACHE", str(tmp_path))
     env = make("swe-v0")
     try:
-        tasks = env.task_set(10, seed=3)
+        tasks = env.task_set(10, seed=3, split="all")
         for i, task in enumerate(tasks[:4]):
             found = asyncio.run(peeks_blind(env, _PeekingSweTeacher(), task, tasks, seed=i))
             assert any("FAIL_TO_PASS" in f for f in found), found  # the hidden failing tests, at the first step

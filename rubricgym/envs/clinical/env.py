@@ -14,6 +14,7 @@ generate exam results (``llm.py``).
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from rubricgym.envs.clinical.patient import (
 from rubricgym.envs.clinical.records import RECORDS, Ask, Diagnose, Examine, Order
 from rubricgym.envs.clinical.rewards import diaggym_reward
 from rubricgym.envs.clinical.schema import KnowledgeBase
-from rubricgym.envs.clinical.task import case_task, reasoning_judged
+from rubricgym.envs.clinical.task import case_task, heldout_presentation, reasoning_judged
 from rubricgym.envs.clinical.visibility import case_secrets, has_overlay, opaque_id
 
 ENV_ID = "clinical-v0"
@@ -63,6 +64,27 @@ You are the physician. Take a focused history (ask), examine the relevant system
 time with your current working diagnosis and why (order), then commit (diagnose) with your reasoning and the
 differential you considered. Exams cost money and some carry risk: order what the case calls for."""
 STAGE_OF = {"ask": "history", "examine": "examination", "order": "testing", "diagnose": "diagnosis"}
+UNSEEN_SPLIT = "test-unseen"
+"""The held-out split whose conditions training never draws (``unseen_conditions``)."""
+UNSEEN_SHARE = 4
+"""Of each specialty's conditions, one in ``UNSEEN_SHARE`` (at least one, when it has two or more) is unseen."""
+MAX_REDRAWS = 500
+"""Draws a generated case may take to land on its split's side of the partitions (``sample_task``)."""
+
+
+def unseen_conditions(kb: KnowledgeBase) -> frozenset[str]:
+    """The conditions only ``test-unseen`` draws: per specialty, the ``max(1, n // UNSEEN_SHARE)`` of its ``n``
+    conditions (none when ``n`` is 1) that rank first by a stable hash of their id. Stable for a given knowledge
+    base (an overlay that adds conditions to a specialty may move it)."""
+    by_specialty: dict[str, list[str]] = {}
+    for c in kb.conditions.values():
+        by_specialty.setdefault(c.specialty, []).append(c.id)
+    out: set[str] = set()
+    for ids in by_specialty.values():
+        if len(ids) >= 2:
+            ranked = sorted(ids, key=lambda c: hashlib.sha1(f"clinical-v0|unseen|{c}".encode()).hexdigest())
+            out.update(ranked[: max(1, len(ids) // UNSEEN_SHARE)])
+    return frozenset(out)
 
 
 class ClinicalEnv(RubricEnv):
@@ -83,6 +105,15 @@ class ClinicalEnv(RubricEnv):
 
     ``guidance`` gives three levels of hints for a failing group: where to look (specialty and organ system), the
     category of one key exam, and the whole work-up by category (``guidance.py``).
+
+    Splits of generated cases (``sample_task``): ``train`` never draws an unseen condition (per specialty, one
+    condition in four by a stable hash, ``unseen_conditions``; cardiology: 2 of 8) and never shows a held-out
+    presentation (one patient presentation in four by a stable hash of its text, ``task.heldout_presentation``).
+    ``test`` (and any other split name) draws new cases of the training conditions with held-out presentations:
+    no case and no prompt is a training one, but its diagnoses are training diagnoses (a test image of a trained
+    class). ``test-unseen`` draws cases of the unseen conditions only: no diagnosis is a training one. A cases
+    file keeps its own order for every split and refuses ``test-unseen`` (its conditions are its own: pass a
+    held-out file); ``condition=`` refuses it too.
     """
 
     env_id = ENV_ID
@@ -176,6 +207,8 @@ class ClinicalEnv(RubricEnv):
         self._facts: dict[str, Any] = {}
         self._results_text: dict[str, str] = {}
         self._case_cache: tuple[Any, CaseRecord, dict[str, float | str]] | None = None
+        self.unseen_conditions = unseen_conditions(self.kb)
+        """The knowledge base's conditions that only ``test-unseen`` draws (``unseen_conditions``)."""
 
     @classmethod
     def secrets(cls, task: Task) -> list[tuple[str, Any]]:
@@ -200,9 +233,11 @@ class ClinicalEnv(RubricEnv):
         return self._origins.get(task.id, "")
 
     def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
-        """Generated cases, or (a cases file) the first ``n`` cases of the file, in file order, each once."""
+        """Generated cases of ``split`` (see the class docstring), or (a cases file) the first ``n`` cases of the
+        file, in file order, each once."""
         if not self.cases:
             return super().task_set(n, seed=seed, split=split)
+        self._refuse_unseen(split)
         if n > len(self.cases):
             raise ValueError(
                 f"the cases file has {len(self.cases)} case(s), fewer than the {n} asked for; ask for at most "
@@ -211,15 +246,66 @@ class ClinicalEnv(RubricEnv):
         return [self.task_for(c, split) for c in self.cases[:n]]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
+        """A case of ``split``: a training case never has an unseen condition nor a held-out presentation; a
+        held-out one (``test``, ``test-unseen``, any split but ``train``) always has a held-out presentation, and
+        a ``test-unseen`` one an unseen condition. A draw on the wrong side is redrawn from ``rng`` (the same
+        draws as before the partition whenever the first draw is allowed)."""
         if self.cases:
-            case = self.cases[int(rng.integers(len(self.cases)))]
-        else:
+            self._refuse_unseen(split)
+            return self.task_for(self.cases[int(rng.integers(len(self.cases)))], split)
+        unseen = split == UNSEEN_SPLIT
+        if unseen:
+            self._refuse_unseen(split)
+        for _ in range(MAX_REDRAWS):
             seed = int(rng.integers(2**62))
             condition = self.condition
-            if condition is None and self.specialty is not None:
+            if unseen:
+                condition = self._draw_unseen(rng)
+            elif condition is None and self.specialty is not None:
                 condition = draw_of_specialty(self.kb, self.specialty, rng)
             case = generate_case(self.kb, seed, condition)
-        return self.task_for(case, split)
+            if self.allows(case, split):
+                return self.task_for(case, split)
+        raise RuntimeError(f"no {split} case on its side of the split partition after {MAX_REDRAWS} draws")
+
+    def allows(self, case: CaseRecord, split: str) -> bool:
+        """Whether a generated ``case`` belongs to ``split``: its presentation is held out exactly when the split
+        is, and only ``test-unseen`` (or an env fixed to one condition) has an unseen condition."""
+        if heldout_presentation(case) != (split != "train"):
+            return False
+        return split == UNSEEN_SPLIT or self.condition is not None or case.condition not in self.unseen_conditions
+
+    def _draw_unseen(self, rng: np.random.Generator) -> str:
+        """An unseen condition (of the env's specialty, if it has one), in proportion to its prevalence."""
+        pool = sorted(self._unseen_pool())
+        weights = np.array([self.kb.conditions[c].prior.prevalence for c in pool])
+        return pool[int(rng.choice(len(pool), p=weights / weights.sum()))]
+
+    def _unseen_pool(self) -> frozenset[str]:
+        if self.specialty is None:
+            return self.unseen_conditions
+        return frozenset(c for c in self.unseen_conditions if self.kb.conditions[c].specialty == self.specialty)
+
+    def _refuse_unseen(self, split: str) -> None:
+        """``test-unseen`` needs conditions training never draws: not there for a cases file or one condition."""
+        if split != UNSEEN_SPLIT:
+            return
+        if self.cases:
+            raise ValueError(
+                f"split {UNSEEN_SPLIT!r} holds out knowledge-base conditions from generated cases; a cases file's "
+                "conditions are its own: pass a separate file of held-out cases (cases=HELDOUT.jsonl) for the "
+                "held-out run, or drop cases= to use the generated split"
+            )
+        if self.condition is not None:
+            raise ValueError(
+                f"split {UNSEEN_SPLIT!r} draws conditions training never sees, but this env is fixed to "
+                f"condition={self.condition!r}: drop condition= (specialty= keeps a narrow pool)"
+            )
+        if not self._unseen_pool():
+            raise ValueError(
+                f"specialty {self.specialty!r} has no held-out conditions (a specialty needs at least 2 conditions "
+                f"to hold one out): use split 'test', or a wider specialty"
+            )
 
     def task_for(self, case: CaseRecord, split: str = "train") -> Task:
         """The task of one case (synthetic or real): ``task.case_task``."""

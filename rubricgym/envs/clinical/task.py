@@ -7,6 +7,7 @@ free-text physician items become LLM-judged criteria over the env's default rubr
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from rubricgym.core.rubric import Rubric
@@ -26,11 +27,30 @@ REASONING_JUDGE = (
 )
 
 
+HELDOUT_PRESENTATION_SHARE = 4
+"""One patient presentation in ``HELDOUT_PRESENTATION_SHARE`` (by a stable hash of its text) is held out."""
+
+
+def presentation(case: CaseRecord) -> str:
+    """What the prompt says of the patient: "A 47-year-old woman presents with palpitations."."""
+    p = case.profile
+    return f"{article(p.age)} {p.describe()} presents with {case.complaint}."
+
+
+def heldout_presentation(case: CaseRecord) -> bool:
+    """Whether the case's presentation is one only held-out tasks show (never a training prompt word for word).
+
+    Presentations are short (age, sex, history, complaint) and recur: without this, 5 of the demo's 16 held-out
+    cardiology prompts were training prompts word for word. A stable hash (not Python's salted ``hash``).
+    """
+    digest = hashlib.sha1(f"clinical-v0|presentation|{presentation(case)}".encode()).hexdigest()
+    return int(digest[:8], 16) % HELDOUT_PRESENTATION_SHARE == 0
+
+
 def case_task(env: ClinicalEnv, case: CaseRecord, split: str = "train") -> Task:
     """The task of one case (synthetic or real) in ``env`` (its knowledge base, overlay, turn budget, rubric)."""
-    p = case.profile
     prompt = (
-        f"{article(p.age)} {p.describe()} presents with {case.complaint}. You have at most {env.max_steps} "
+        f"{presentation(case)} You have at most {env.max_steps} "
         "turns; commit to a diagnosis with the diagnose tool before they run out."
     )
     record = case.model_dump(exclude_defaults=True)

@@ -33,18 +33,27 @@ from rubricgym.envs.gui.judge import (
 from rubricgym.envs.gui.session import ActionFailed, Session
 from rubricgym.envs.gui.site import Site
 from rubricgym.envs.gui.templates import TEMPLATES
+from rubricgym.envs.gui.templates.base import answer_split
 
 APP_ROOT = Path(__file__).with_name("apps")
 APP_ORIGIN = "http://apps.rubricgym.test"
 ENV_ID = "gui-v0"
+MAX_REDRAWS = 500
+"""Draws of a template's data a task may take to land on its split's side of the answer partition."""
 
 
 class GuiEnv(BrowserEnv):
     """Bundled-app tasks. ``templates`` / ``apps`` / ``levels`` narrow the templates tasks are drawn from.
 
     ``split="train"`` draws from the training templates, ``"test"`` from the held-out ones (never seen in
-    training). ``screenshot=True`` adds a base64 JPEG of the page to every step's ``info``. ``guidance`` gives two
-    levels of hints for a failing group: the page to go to, then the elements to use (``guidance.py``).
+    training). Answers are kept apart too: a value an answer sheet asks for (a count, a name, an address) is
+    either a training value or a held-out one by a stable hash of its text (one in four held out,
+    ``templates.base.heldout_answer``); a draw whose answers belong to the other split is redrawn, so no held-out
+    goal is ever a training goal. An env narrowed to one split's templates draws them for either split (the
+    answer partition still holds).
+
+    ``screenshot=True`` adds a base64 JPEG of the page to every step's ``info``. ``guidance`` gives two levels of
+    hints for a failing group: the page to go to, then the elements to use (``guidance.py``).
     """
 
     env_id = ENV_ID
@@ -133,9 +142,18 @@ class GuiEnv(BrowserEnv):
         if not pool:  # a narrowed env may hold templates of one split only
             pool = self.template_ids
         tmpl = TEMPLATES[pool[int(rng.integers(len(pool)))]]
-        data_seed = int(rng.integers(2**31))
-        state = initial_state(tmpl.app, data_seed)
-        spec = tmpl.draw(rng, state)
+        for _ in range(MAX_REDRAWS):  # the same draw as before whenever its answers are the split's
+            data_seed = int(rng.integers(2**31))
+            state = initial_state(tmpl.app, data_seed)
+            spec = tmpl.draw(rng, state)
+            if answer_split(spec) in (None, split):
+                break
+        else:
+            raise ValueError(
+                f"template {tmpl.id!r} drew no task whose answers belong to split {split!r} in {MAX_REDRAWS} draws "
+                f"(held-out tasks answer only values that training never asks, templates.base.heldout_answer); "
+                f"give its answers a wider range of values"
+            )
         sheet = ", ".join(repr(f) + ": ..." for f in spec.answer_fields)
         fields = (
             f" Put the answer on the answer sheet with answer({{{sheet}}}) before calling done()."

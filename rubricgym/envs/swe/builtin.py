@@ -3,6 +3,10 @@
 It needs no network, so ``make("swe-v0")`` has tasks everywhere. Each built-in task injects one bug (the kinds
 the mutation operators produce) into a copy of the package; the gold patch undoes it. The repository is kept
 here as text and written to the cache on first use.
+
+Each built-in task has a fixed split (``HELDOUT_BUGS``, recorded in the instance's ``details["split"]``): the four
+held-out bugs live in the two functions no training bug touches (``truncate``, ``title_case``) and include a kind
+of bug training never shows (a flipped comparison), so no held-out fix, failing test or fixed line is a training one.
 """
 
 from __future__ import annotations
@@ -269,6 +273,13 @@ BUGS = (
 )
 
 
+HELDOUT_BUGS = frozenset({"truncate-boundary", "title-first-word", "truncate-tiny-width", "title-rest-lowercase"})
+"""The built-in bugs of the held-out split (``test``); the other six are ``train``'s. Held out: every bug in
+``truncate`` and ``title_case`` (kinds flipped_comparison x2, wrong_value, dropped_call); training: every bug in
+``wrap``, ``slugify`` and ``word_count`` (off_by_one, dropped_branch, dropped_call x2, wrong_value,
+dropped_condition)."""
+
+
 def cache_root() -> Path:
     """``$RUBRICGYM_CACHE/swe`` or ``~/.cache/rubricgym/swe``: where repositories and built tasks are kept."""
     base = os.environ.get("RUBRICGYM_CACHE")
@@ -301,6 +312,8 @@ def builtin_instances() -> list[SweInstance]:
     digest = hashlib.sha1(repr((FILES, BUGS)).encode()).hexdigest()[:10]
     base = cache_root() / "builtin" / digest
     ids = _test_ids()
+    if unknown := HELDOUT_BUGS - {bug.id for bug in BUGS}:
+        raise AssertionError(f"HELDOUT_BUGS names bugs that are not in BUGS: {sorted(unknown)}")
     out = []
     for bug in BUGS:
         if CORE.count(bug.old) != 1:
@@ -319,7 +332,7 @@ def builtin_instances() -> list[SweInstance]:
                 PASS_TO_PASS=[t for t in ids if t not in f2p],
                 snapshot=str(snapshot),
                 source="builtin",
-                details={"kind": bug.kind},
+                details={"kind": bug.kind, "split": "test" if bug.id in HELDOUT_BUGS else "train"},
             )
         )
     return out

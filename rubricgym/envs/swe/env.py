@@ -36,6 +36,12 @@ from rubricgym.envs.swe.tools import SweTools
 
 __all__ = ["SweEnv", "load_instances"]
 
+ALL_SPLIT = "all"
+"""The split that draws every instance, training and held-out alike (to evaluate a model trained elsewhere)."""
+_UNMARKED = (
+    ": the split of an instance is its record's details.split ('train' or 'test'); one without it serves every split"
+)
+
 
 class SweEnv(SweTools, RubricEnv):
     """Bug fixing in a sandboxed repository.
@@ -45,6 +51,15 @@ class SweEnv(SweTools, RubricEnv):
     (default) or ``docker`` (with ``docker_url`` or ``DOCKER_HOST``); ``limits`` bounds each sandbox.
     ``guidance`` gives three levels of hints for a failing group: the failing test, the file to edit, the lines
     (``guidance.py``).
+
+    Splits: a marked instance belongs to ``train`` or to the held-out split (``test``, or any name but ``train``
+    and ``all``), so held-out tasks never share an instance, a gold patch or a failing test with training. The ten
+    built-in tasks are split 6 / 4 by function (``builtin.HELDOUT_BUGS``: the bugs in ``truncate`` and
+    ``title_case`` are held out, among them a kind training never shows). A user's instance goes where its record's
+    ``details.split`` (``"train"`` or ``"test"``) says; a record that does not say serves every split (a file of
+    SWE-bench instances to evaluate on works as it is: mark the records to hold some out of training).
+    ``split="all"`` draws every instance. Asking ``task_set`` for more tasks than a split holds is a
+    ``ValueError`` that says how many it holds.
     """
 
     env_id = ENV_ID
@@ -119,21 +134,53 @@ class SweEnv(SweTools, RubricEnv):
         built-in tasks and instances given as objects."""
         return self._origins.get(task.id, "")
 
-    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
-        """``n`` distinct tasks in a seeded order; asking for more than there are says how to build more."""
-        pool = self.instances()
-        if n > len(pool):
-            what = "built-in offline tasks" if all(i.source == "builtin" for i in pool) else "tasks"
+    def split_of(self, inst: SweInstance) -> str | None:
+        """``"train"`` or ``"test"``: the side of the instance's own ``details["split"]`` (every built-in task has
+        one; ``"train"`` is training, any other name, such as SWE-bench's ``"dev"``, held out); ``None`` for an
+        instance whose record does not say, which every split draws."""
+        marked = inst.details.get("split")
+        if marked is None:
+            return None
+        if not isinstance(marked, str) or not marked.strip():
+            where = self._origins.get(inst.instance_id, inst.instance_id)
             raise ValueError(
-                f"{self.env_id} has {len(pool)} {what}, fewer than the {n} asked for: ask for at most {len(pool)}, or "
-                f"build more from a package with `rubricgym swe build PACKAGE==VERSION --n {n} --out tasks.jsonl` "
-                f"and pass them with `--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl')"
+                f"instance {where}: details.split is {marked!r}; mark it 'train' or 'test', or leave it out to serve "
+                f"every split"
+            )
+        return "train" if marked.strip() == "train" else "test"
+
+    def pool(self, split: str = "train") -> list[SweInstance]:
+        """The instances ``split`` draws from: ``train`` the training ones, ``all`` every one, any other split
+        (``test``, ...) the held-out ones; an instance of no split (an unmarked record) is in every pool."""
+        if split == ALL_SPLIT:
+            return self.instances()
+        side = "train" if split == "train" else "test"
+        return [i for i in self.instances() if self.split_of(i) in (side, None)]
+
+    def task_set(self, n: int, seed: int = 0, split: str = "train") -> list[Task]:
+        """``n`` distinct tasks of ``split`` in a seeded order; asking for more than the split has says how many it
+        has and how to build more."""
+        pool = self.pool(split)
+        if n > len(pool):
+            total = len(self.instances())
+            what = "built-in offline tasks" if all(i.source == "builtin" for i in self.instances()) else "tasks"
+            unmarked = _UNMARKED if any("split" in i.details for i in self.instances()) else ""
+            raise ValueError(
+                f"{self.env_id} has {len(pool)} {what} in split {split!r} ({total} in all; split={ALL_SPLIT!r} draws "
+                f"every one), fewer than the {n} asked for: ask for at most {len(pool)}, or build more from a "
+                f"package with `rubricgym swe build PACKAGE==VERSION --n {n} --out tasks.jsonl` and pass them with "
+                f"`--env-arg instances=tasks.jsonl` (Python: instances='tasks.jsonl'){unmarked}"
             )
         order = np.random.default_rng([seed, sum(split.encode())]).permutation(len(pool))[:n]
         return [pool[int(i)].to_task(split) for i in order]
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
-        pool = self.instances()
+        pool = self.pool(split)
+        if not pool:
+            raise ValueError(
+                f"{self.env_id}: none of the {len(self.instances())} tasks is in split {split!r}{_UNMARKED}; or ask "
+                f"for split={ALL_SPLIT!r}"
+            )
         return pool[int(rng.integers(len(pool)))].to_task(split)
 
     def system_prompt(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import operator
 
 import numpy as np
@@ -119,3 +120,16 @@ def expression_problem(rng: np.random.Generator, n_ops: int) -> tuple[str, list[
     for step in steps[1:]:
         expr = f"({expr}) {step.split(' ', 1)[1]}"
     return f"Compute {expr}.", steps, value
+
+
+HELDOUT_SHARE = 5
+"""One answer in ``HELDOUT_SHARE`` (by a stable hash of the number) belongs to the held-out splits only."""
+
+
+def heldout_answer(answer: int) -> bool:
+    """Whether ``answer`` is reserved for held-out problems: a training problem never has it as its answer.
+
+    A stable hash (not Python's salted ``hash``), so the partition is the same in every process and release.
+    Since a problem has one answer, problems are partitioned too: no held-out problem is a training problem.
+    """
+    return int(hashlib.sha1(f"toy-calculator|answer|{answer}".encode()).hexdigest()[:8], 16) % HELDOUT_SHARE == 0

@@ -18,13 +18,17 @@ from rubricgym.core.env import RubricEnv, ToolError, ToolOutput
 from rubricgym.core.tools import tool
 from rubricgym.core.types import Task, ToolCall
 from rubricgym.envs.toy import checks
-from rubricgym.envs.toy.arith import CalculatorError, evaluate, expression_problem, format_number, word_problem
+from rubricgym.envs.toy.arith import (
+    CalculatorError,
+    evaluate,
+    expression_problem,
+    format_number,
+    heldout_answer,
+    word_problem,
+)
 from rubricgym.envs.toy.guidance import LEVELS as GUIDANCE_LEVELS
 from rubricgym.envs.toy.guidance import hint
 from rubricgym.envs.toy.records import RECORDS, Answer, Calculation
-
-_calculation = Calculation.writer()  # the records' info_of, bound once: each tool writes one every step
-_answer = Answer.writer()
 
 
 def parse_number(value: Any) -> float:
@@ -39,12 +43,20 @@ def parse_number(value: Any) -> float:
         raise ToolError(f"the answer {value!r} is not a number; call answer with a number, e.g. 42") from None
 
 
+MAX_REDRAWS = 200
+"""Draws a task may take to land on its split's side of the answer partition (see ``sample_task``)."""
+
+
 class CalculatorEnv(RubricEnv):
     """Arithmetic problems of ``min_ops``..``max_ops`` operations (default 2-4) with a calculator tool.
 
     ``style="word"`` (default) states them as word problems; ``style="expression"`` as a bare expression
     (``Compute (34 + 12) * 3.``), the easy curriculum style a 135M model can already solve now and then.
     ``guidance`` gives two levels of hints for a failing group: the first operation, then the whole plan.
+
+    Splits: ``train`` and the held-out splits (``test`` and any other name) draw from one problem space,
+    partitioned by answer: one answer in five (a stable hash of the number, ``arith.heldout_answer``) is held out,
+    so no held-out problem and no held-out answer is ever a training one (``tests/envs/test_split_overlap.py``).
     """
 
     env_id = "toy-calculator-v0"
@@ -88,8 +100,20 @@ class CalculatorEnv(RubricEnv):
         self._correct = False
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
-        n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
-        text, steps, answer = (word_problem if self.style == "word" else expression_problem)(rng, n_ops)
+        """A problem of ``split``: ``train`` draws only training answers, every other split only held-out ones.
+
+        A draw whose answer belongs to the other side is redrawn from the same ``rng`` (deterministic per seed;
+        a training draw keeps its first draw four times in five, a held-out one takes five draws on average).
+        """
+        heldout = split != "train"
+        generate = word_problem if self.style == "word" else expression_problem
+        for _ in range(MAX_REDRAWS):
+            n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
+            text, steps, answer = generate(rng, n_ops)
+            if heldout_answer(answer) == heldout:
+                break
+        else:  # (4/5) ** MAX_REDRAWS: never in practice, but a silent fallback would leak an answer across splits
+            raise RuntimeError(f"no {split} problem with a {split} answer after {MAX_REDRAWS} draws")
         task_id = "calc-" + hashlib.sha1(f"{split}|{text}".encode()).hexdigest()[:10]
         how = "Use the calculator for every operation" if self.style == "word" else "Use the calculator"
         return Task(
@@ -122,7 +146,7 @@ class CalculatorEnv(RubricEnv):
             value = evaluate(expression)
         except CalculatorError as e:
             raise ToolError(str(e)) from None
-        return ToolOutput(text=format_number(value), info=_calculation(value=value))
+        return ToolOutput(text=format_number(value), info=Calculation(value=value).info())
 
     @tool(examples={"value": 387})
     def answer(self, value: float | str) -> ToolOutput:
@@ -140,7 +164,7 @@ class CalculatorEnv(RubricEnv):
             done=True,
             answer=format_number(int(number) if number.is_integer() else number),
             reward=1.0 if correct else 0.0,
-            info=_answer(value=number, correct=correct),
+            info=Answer(value=number, correct=correct).info(),
             solved=correct,
         )
 

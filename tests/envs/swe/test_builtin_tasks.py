@@ -13,7 +13,7 @@ from rubricgym.cli import app
 from rubricgym.core.registry import make
 from rubricgym.core.store import TrajectoryStore
 from rubricgym.core.tasks import TaskSet
-from rubricgym.envs.swe.builtin import BUGS, CORE, TESTS
+from rubricgym.envs.swe.builtin import BUGS, CORE, HELDOUT_BUGS, TESTS
 
 
 def _failing(core: str) -> set[str]:
@@ -54,8 +54,8 @@ def test_task_sets_are_distinct_and_too_many_says_how_to_get_more(tmp_path, monk
     assert [t.id for t in TaskSet.generate("swe-v0", 5, seed=0)] == [t.id for t in tasks]
     with pytest.raises(
         ValueError,
-        match=rf"has {len(BUGS)} built-in offline tasks, fewer than the 50 asked.*"
-        r"rubricgym swe build",
+        match=rf"has {len(BUGS) - len(HELDOUT_BUGS)} built-in offline tasks in split 'train' \({len(BUGS)} in all.*"
+        r"fewer than the 50 asked.*rubricgym swe build",
     ):
         make("swe-v0").task_set(50)
     r = CliRunner().invoke(app, ["run", "swe-v0", "--tasks", "50", "--out", str(tmp_path / "r")])

@@ -55,7 +55,7 @@ def test_a_task_names_its_record_in_the_users_file(tmp_path, monkeypatch):
     out.write_text("\n" + out.read_text())  # a blank first line: the records are on lines 2 and 3
     env = SweEnv(instances=out)
     try:
-        tasks = {t.id: t for t in env.task_set(2)}
+        tasks = {t.id: t for t in env.task_set(2, split="all")}  # one train and one held-out record
         assert env.task_origin(tasks[insts[1].instance_id]) == f"{insts[1].instance_id} at {out}:3"
     finally:
         env.close()

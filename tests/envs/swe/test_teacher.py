@@ -93,7 +93,7 @@ def test_solves_the_builtin_tasks_at_default_settings(bwrap, tmp_path, monkeypat
     monkeypatch.setenv("RUBRICGYM_CACHE", str(tmp_path))
     env = make("swe-v0")
     try:
-        tasks = env.task_set(10, seed=0)
+        tasks = env.task_set(10, seed=0, split="all")
         solved = 0
         for i, task in enumerate(tasks):
             traj = asyncio.run(rollout(env, Teacher(seed=i), task, seed=i))

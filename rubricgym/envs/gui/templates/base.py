@@ -9,6 +9,7 @@ naming elements by ARIA role and accessible name (the oracle finds their refs in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,6 +47,29 @@ class Template:
 
 
 TEMPLATES: dict[str, Template] = {}
+
+HELDOUT_SHARE = 4
+"""One answer value in ``HELDOUT_SHARE`` (by a stable hash of its text) is asked only by held-out tasks."""
+
+
+def heldout_answer(value: Any) -> bool:
+    """Whether the answer-sheet value ``value`` is reserved for held-out tasks (whatever field asks for it).
+
+    Counts, names and prices recur across templates (a training ``notes.count_folder`` and a held-out
+    ``mail.count_unread`` both answer "4"), so templates alone do not keep answers apart: values do.
+    """
+    text = " ".join(str(value).split()).casefold()
+    return int(hashlib.sha1(f"gui-v0|answer|{text}".encode()).hexdigest()[:8], 16) % HELDOUT_SHARE == 0
+
+
+def answer_split(spec: Spec) -> str | None:
+    """The split a drawn task's answers allow: ``"test"`` when every answer value is held out, ``"train"`` when
+    none is, ``"mixed"`` (neither may take it) when some are; ``None`` for a task with no answer sheet (its
+    template's split places it: templates of the two splits do different things)."""
+    held = [heldout_answer(g.expected) for g in spec.goals if g.field.startswith("answer.")]
+    if not held:
+        return None
+    return "test" if all(held) else "train" if not any(held) else "mixed"
 
 
 def template(
