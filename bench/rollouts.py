@@ -11,6 +11,8 @@ Engines (``--engines``, comma-separated):
 - ``fp32``: today's sampler (``TrainingPolicy``: packed fp32 weights, lean forward, key/value reuse);
 - ``bf16-autocast``: today's sampler under bf16 autocast (``LocalAgent.bf16_autocast``);
 - ``bf16`` / ``int8``: a bf16 / int8-weight-only copy of the fp32 policy (``agents/engines/lowp.py``);
+- ``bf16-lean`` / ``bf16-lean-kvbf16``: today's sampler with the decoder's GEMMs on bf16 packs of the fp32 weights,
+  keys/values in fp32 / bf16 (``agents/engines/lean_bf16.py``);
 - ``llamacpp-f16`` / ``llamacpp-q8_0`` / ``llamacpp-f32``: llama.cpp on a GGUF export (``agents/engines/llamacpp.py``);
 - ``vllm``: vLLM's CPU server (``.venv-vllm``) with the trainer's ``VLLMBackend`` (server mode, bf16).
 
@@ -39,6 +41,7 @@ import asyncio
 import math
 import os
 import resource
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -61,8 +64,18 @@ from rubricgym.trainers.engine.sampling import play_groups
 TARGET = 2.0
 AGREE = {"kl": 1e-3, "mean_abs": 0.05}
 CORRECTABLE_KL = 1e-2
-ENGINES = ("fp32", "bf16-autocast", "bf16", "int8", "llamacpp-f16", "llamacpp-q8_0", "vllm")
-DEFAULT_ENGINES = ("fp32", "bf16", "int8", "llamacpp-f16", "vllm")
+ENGINES = (
+    "fp32",
+    "bf16-autocast",
+    "bf16",
+    "int8",
+    "bf16-lean",
+    "bf16-lean-kvbf16",
+    "llamacpp-f16",
+    "llamacpp-q8_0",
+    "vllm",
+)
+DEFAULT_ENGINES = ("fp32", "bf16-lean", "bf16", "int8", "llamacpp-f16", "vllm")
 
 
 def load_avg() -> float:
@@ -98,6 +111,29 @@ class Engine:
     cpu: dict[str, list[float]] = field(default_factory=dict)  # family -> this process's CPU s per episode
     turns: dict[str, list[Turn]] = field(default_factory=dict)
     loads: list[float] = field(default_factory=list)
+    server_pid: int | None = None  # an engine's server process (vLLM), whose memory is not this process's
+
+
+def tree_rss_mb(pid: int) -> int:
+    """Resident memory of process ``pid`` and all its descendants (Linux ``/proc``), in MB; 0 where unreadable."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:  # exited meanwhile
+            continue
+        parent[int(d)] = int(fields.get("PPid", "0").strip())
+        rss[int(d)] = int(fields.get("VmRSS", "0 kB").split()[0])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        kids = [c for c, p in parent.items() if p in frontier and c not in tree]
+        tree.update(kids)
+        frontier = kids
+    return sum(rss.get(p, 0) for p in tree) // 1024
 
 
 def make_engine(name: str, policy: LocalAgent, gen: GenerationConfig, env_of: Any) -> Engine:
@@ -113,6 +149,11 @@ def make_engine(name: str, policy: LocalAgent, gen: GenerationConfig, env_of: An
 
         lowp = LowPrecisionSampler(policy, name)  # type: ignore[arg-type]
         return Engine(name, lowp.agent, sync=lowp.sync, reset=lowp.agent.forget_kv)
+    if name in ("bf16-lean", "bf16-lean-kvbf16"):
+        from rubricgym.agents.engines.lean_bf16 import LeanBf16Sampler
+
+        lean = LeanBf16Sampler(policy, kv="bf16" if name.endswith("kvbf16") else "fp32")
+        return Engine(name, lean.agent, sync=lean.sync, reset=lean.agent.forget_kv)
     if name.startswith("llamacpp-"):
         from rubricgym.agents.engines.llamacpp import LlamaCppSampler
 
@@ -126,7 +167,14 @@ def make_engine(name: str, policy: LocalAgent, gen: GenerationConfig, env_of: An
         t0 = time.perf_counter()
         backend = VLLMBackend.for_policy(policy, gen, env_of)
         print(f"  vllm: server up in {time.perf_counter() - t0:.1f} s", flush=True)
-        return Engine(name, backend, sync=lambda: _timed(lambda: backend.push_weights(policy.lm)), close=backend.close)
+        server = backend.server.process if backend.server is not None else None
+        return Engine(
+            name,
+            backend,
+            sync=lambda: _timed(lambda: backend.push_weights(policy.lm)),
+            close=backend.close,
+            server_pid=server.pid if server is not None else None,
+        )
     raise ValueError(f"unknown engine {name!r}: choose from {', '.join(ENGINES)}")
 
 
@@ -189,6 +237,80 @@ def spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):7.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
+def play_rounds(engines: list[Engine], work: dict[str, Any], rounds: int) -> None:
+    """Every (family, engine) once per round, the engines in a rotated order; rates, CPU and turns kept on each."""
+    for r in range(rounds):
+        order = engines[r % len(engines) :] + engines[: r % len(engines)]
+        for fam, (tasks, seeds, group, env_of) in work.items():
+            for e in order:
+                e.loads.append(load_avg())
+                wall, cpu, groups = play(e, tasks, seeds, group, env_of)
+                turns = [t for g in groups for ro in g for t in ro.turns]
+                tokens = sum(len(t.completion_ids) for t in turns)
+                episodes = sum(len(g) for g in groups)
+                e.rates.setdefault(fam, []).append((60 * episodes / wall, tokens / wall))
+                e.cpu.setdefault(fam, []).append(cpu / episodes)
+                e.turns.setdefault(fam, turns)
+                print(
+                    f"round {r + 1} {fam:>13} {e.name:>16}: {episodes} episodes, {len(turns)} turns, "
+                    f"{tokens} tokens in {wall:6.1f} s, {cpu:6.1f} CPU s (load {e.loads[-1]:.1f})",
+                    flush=True,
+                )
+
+
+def report(a: argparse.Namespace, families: list[str], engines: list[Engine], policy: Any, gen: Any) -> None:
+    """Sync each engine once, then print the throughput and log-prob agreement tables."""
+    syncs = {}
+    for e in engines:
+        syncs[e.name] = e.sync()
+    print(
+        f"\nload average at end: {load_avg():.2f}; "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB (all engines in this process)"
+    )
+    for e in engines:
+        if e.server_pid is not None:
+            print(f"{e.name} server processes' RSS after the rounds: {tree_rss_mb(e.server_pid)} MB")
+    print(
+        f"all engines in one process, interleaved, {a.rounds} round(s); temperature {gen.temperature}, "
+        f"{gen.max_new_tokens} new tokens/turn; ratio = median vs fp32's median; target {TARGET:.0f}x episodes/min"
+    )
+    header = (
+        f"{'family':>13} {'engine':>16} | {'episodes/min':>22} | {'gen tokens/s':>22} | ratio | target "
+        f"| CPU s/episode | CPU ratio"
+    )
+    for fam in families:
+        print("\n" + header)
+        base = statistics.median(x for x, _ in engines[0].rates[fam])
+        base_cpu = statistics.median(engines[0].cpu[fam])
+        for e in engines:
+            eps = [x for x, _ in e.rates[fam]]
+            tps = [y for _, y in e.rates[fam]]
+            ratio = statistics.median(eps) / base
+            hit = "met" if ratio >= TARGET else "-"
+            cpu = statistics.median(e.cpu[fam])
+            cpu_ratio = "n/a" if e.name == "vllm" else f"{base_cpu / cpu:4.2f}x"  # vLLM's server is another process
+            print(
+                f"{fam:>13} {e.name:>16} | {spread(eps):>22} | {spread(tps):>22} | {ratio:4.2f}x | {hit:>6} "
+                f"| {spread(e.cpu[fam]):>13} | {cpu_ratio}"
+            )
+    print(
+        f"\nlog-prob agreement with the trainer's fp32 recomputation (tolerance: KL <= {AGREE['kl']:g} and mean |diff| "
+        f"<= {AGREE['mean_abs']:g} agree; KL <= {CORRECTABLE_KL:g} TIS-corrected; else refused)"
+    )
+    print(f"{'engine':>16} | tokens | max |diff| | mean |diff| | mismatch KL | verdict | weight sync s")
+    for e in engines:
+        turns = [t for fam in families for t in e.turns.get(fam, [])]
+        ag = agreement(policy.lm, turns, gen.temperature if gen.temperature > 0 else 1.0, limit=a.agree_turns)
+        print(
+            f"{e.name:>16} | {ag.tokens:6d} | {ag.max_abs:10.4f} | {ag.mean_abs:11.5f} | {ag.kl:11.2e} | "
+            f"{ag.verdict:>7} | {syncs[e.name]:.2f}"
+        )
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", default=",".join(FAMILY_DEMOS))
@@ -199,6 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="clinical only, 2 rounds, 1 task (--group still applies)")
     ap.add_argument("--tiny-model", default=None, help="a model dir: 1 task x 2 episodes, 8 new tokens, 1 round")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--agree-turns",
+        type=int,
+        default=24,
+        help="turns per engine in the log-prob check (each is one fp32 forward over its whole prompt: ~10 s late "
+        "in a clinical episode on 2 loaded cores)",
+    )
     a = ap.parse_args(argv)
     families = a.families.split(",")
     if a.quick:
@@ -234,68 +363,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy {model} loaded in {time.perf_counter() - t0:.1f} s", flush=True)
     by_family = {fam: rest for fam, *rest in family_work(a.tasks, a.group)}  # the episodes gpu_check.py plays
     work = {fam: by_family[fam] for fam in families}
-    engines = [make_engine(n, policy, gen, work[families[0]][3]) for n in names]
-    for r in range(a.rounds):
-        order = engines[r % len(engines) :] + engines[: r % len(engines)]
-        for fam, (tasks, seeds, group, env_of) in work.items():
-            for e in order:
-                e.loads.append(load_avg())
-                wall, cpu, groups = play(e, tasks, seeds, group, env_of)
-                turns = [t for g in groups for ro in g for t in ro.turns]
-                tokens = sum(len(t.completion_ids) for t in turns)
-                episodes = sum(len(g) for g in groups)
-                e.rates.setdefault(fam, []).append((60 * episodes / wall, tokens / wall))
-                e.cpu.setdefault(fam, []).append(cpu / episodes)
-                e.turns.setdefault(fam, turns)
-                print(
-                    f"round {r + 1} {fam:>13} {e.name:>14}: {episodes} episodes, {len(turns)} turns, "
-                    f"{tokens} tokens in {wall:6.1f} s, {cpu:6.1f} CPU s (load {e.loads[-1]:.1f})",
-                    flush=True,
-                )
-    syncs = {}
-    for e in engines:
-        syncs[e.name] = e.sync()
-    print(
-        f"\nload average at end: {load_avg():.2f}; "
-        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB (all engines in this process)"
-    )
-    print(
-        f"all engines in one process, interleaved, {a.rounds} round(s); temperature {gen.temperature}, "
-        f"{gen.max_new_tokens} new tokens/turn; ratio = median vs fp32's median; target {TARGET:.0f}x episodes/min"
-    )
-    header = (
-        f"{'family':>13} {'engine':>14} | {'episodes/min':>22} | {'gen tokens/s':>22} | ratio | target "
-        f"| CPU s/episode | CPU ratio"
-    )
-    for fam in families:
-        print("\n" + header)
-        base = statistics.median(x for x, _ in engines[0].rates[fam])
-        base_cpu = statistics.median(engines[0].cpu[fam])
+    signal.signal(signal.SIGTERM, _exit)  # `timeout` sends SIGTERM: still close the engines (vLLM's server)
+    engines: list[Engine] = []
+    try:
+        for n in names:
+            engines.append(make_engine(n, policy, gen, work[families[0]][3]))
+        play_rounds(engines, work, a.rounds)
+        report(a, families, engines, policy, gen)
+    finally:
         for e in engines:
-            eps = [x for x, _ in e.rates[fam]]
-            tps = [y for _, y in e.rates[fam]]
-            ratio = statistics.median(eps) / base
-            hit = "met" if ratio >= TARGET else "-"
-            cpu = statistics.median(e.cpu[fam])
-            cpu_ratio = "n/a" if e.name == "vllm" else f"{base_cpu / cpu:4.2f}x"  # vLLM's server is another process
-            print(
-                f"{fam:>13} {e.name:>14} | {spread(eps):>22} | {spread(tps):>22} | {ratio:4.2f}x | {hit:>6} "
-                f"| {spread(e.cpu[fam]):>13} | {cpu_ratio}"
-            )
-    print(
-        f"\nlog-prob agreement with the trainer's fp32 recomputation (tolerance: KL <= {AGREE['kl']:g} and mean |diff| "
-        f"<= {AGREE['mean_abs']:g} agree; KL <= {CORRECTABLE_KL:g} TIS-corrected; else refused)"
-    )
-    print(f"{'engine':>14} | tokens | max |diff| | mean |diff| | mismatch KL | verdict | weight sync s")
-    for e in engines:
-        turns = [t for fam in families for t in e.turns.get(fam, [])]
-        ag = agreement(policy.lm, turns, gen.temperature if gen.temperature > 0 else 1.0)
-        print(
-            f"{e.name:>14} | {ag.tokens:6d} | {ag.max_abs:10.4f} | {ag.mean_abs:11.5f} | {ag.kl:11.2e} | "
-            f"{ag.verdict:>7} | {syncs[e.name]:.2f}"
-        )
-    for e in engines:
-        e.close()
+            e.close()
     return 0
 
 

@@ -17,6 +17,13 @@ It runs where the result is the model's own function up to fp32 summation order:
 default rotary embedding and no tensor-parallel slicing, every projection a bare ``nn.Linear`` (no LoRA adapters,
 hooks or quantised layers), fp32 weights, no autocast, packed weights on CPU (``lean_for`` returns None
 otherwise, and the sampler keeps the Hugging Face forward).
+
+Reduced precision (``PackedLinears(dtype=torch.bfloat16)``, the ``bf16-lean`` engine, ``agents/engines/lean_bf16.py``):
+the packs are bf16 copies of the fp32 weights and every projection's GEMM runs in bf16 (oneDNN's AVX512-BF16
+kernels stream half the bytes); the residual stream, the norms, the rotary embedding and the softmax over the
+vocabulary stay fp32 (a bf16 projection's output is added to the fp32 residual), and keys and values are stored in
+the packs' ``kv_dtype`` (fp32 by default, the attention then runs in fp32). The fp32 path is unchanged: with fp32
+packs every cast below is the identity.
 """
 
 from __future__ import annotations
@@ -71,25 +78,30 @@ def lean_for(lm: Any, packs: PackedLinears | None) -> LeanLlama | None:
     """A ``LeanLlama`` over ``lm`` where it applies (CPU packs in use, a supported model), else None."""
     if packs is None or not lean_supported(lm):
         return None
-    return LeanLlama(lm, packs)
+    return LeanLlama(lm, packs, dtype=packs.dtype or torch.float32, kv_dtype=packs.kv_dtype or torch.float32)
 
 
 class _Layer:
     """One decoder layer's weights, the fused projections packed."""
 
-    def __init__(self, layer: Any, packs: PackedLinears):
+    def __init__(self, layer: Any, packs: PackedLinears, dtype: torch.dtype):
         attn, mlp = layer.self_attn, layer.mlp
         self.norm1, self.eps1 = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
         self.norm2, self.eps2 = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
-        self.qkv = packs.pack_fused([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-        self.qkv_bias = _fused_bias([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.qkv = packs.pack_fused([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight], dtype)
+        self.qkv_bias = _cast(_fused_bias([attn.q_proj, attn.k_proj, attn.v_proj]), dtype)
         self.split = (attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features)
-        self.o, self.o_bias = packs.pack(attn.o_proj.weight), _bias(attn.o_proj)
-        self.gate_up = packs.pack_fused([mlp.gate_proj.weight, mlp.up_proj.weight])
-        self.gate_up_bias = _fused_bias([mlp.gate_proj, mlp.up_proj])
+        self.o, self.o_bias = packs.pack(attn.o_proj.weight, dtype), _cast(_bias(attn.o_proj), dtype)
+        self.gate_up = packs.pack_fused([mlp.gate_proj.weight, mlp.up_proj.weight], dtype)
+        self.gate_up_bias = _cast(_fused_bias([mlp.gate_proj, mlp.up_proj]), dtype)
         self.inter = mlp.gate_proj.out_features
-        self.down, self.down_bias = packs.pack(mlp.down_proj.weight), _bias(mlp.down_proj)
+        self.down, self.down_bias = packs.pack(mlp.down_proj.weight, dtype), _cast(_bias(mlp.down_proj), dtype)
         self.scaling = attn.scaling
+
+
+def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """``t`` in ``dtype`` (the identity where it already is)."""
+    return None if t is None else t.to(dtype)
 
 
 def _bias(m: torch.nn.Linear) -> torch.Tensor | None:
@@ -119,15 +131,24 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 class LeanLlama:
     """``lm``'s body as plain tensor code over packed weights, for one ``sample`` call (see the module docstring)."""
 
-    def __init__(self, lm: Any, packs: PackedLinears):
+    def __init__(
+        self,
+        lm: Any,
+        packs: PackedLinears,
+        dtype: torch.dtype = torch.float32,
+        kv_dtype: torch.dtype = torch.float32,
+    ):
+        """``dtype``: what the projections' packs hold and their GEMMs compute in; ``kv_dtype``: what the cache
+        stores (the attention computes in it). Both fp32: the model's own function (see the module docstring)."""
         body = getattr(lm, lm.base_model_prefix)
+        self.dtype, self.kv_dtype = dtype, kv_dtype
         cfg = lm.config
         self.embed = body.embed_tokens.weight
         self.rotary = body.rotary_emb
         self.final, self.final_eps = body.norm.weight, body.norm.variance_epsilon
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.layers = [_Layer(layer, packs) for layer in body.layers[: cfg.num_hidden_layers]]
+        self.layers = [_Layer(layer, packs, dtype) for layer in body.layers[: cfg.num_hidden_layers]]
 
     @torch.inference_mode()
     def hidden(
@@ -150,21 +171,22 @@ class LeanLlama:
         cos, sin = self.rotary(x, position_ids=position_ids)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         mask = self._mask(attention_mask, rows, past, t, x.device)
+        dt, kv = self.dtype, self.kv_dtype  # fp32, fp32: every .to below returns its input
         for i, layer in enumerate(self.layers):
             h = _rms(x, layer.norm1, layer.eps1)
-            q, k, v = _linear(h, layer.qkv, layer.qkv_bias).split(layer.split, dim=-1)
+            q, k, v = _linear(h.to(dt), layer.qkv, layer.qkv_bias).split(layer.split, dim=-1)
             q = q.view(rows, t, self.heads, self.head_dim).transpose(1, 2)
             k = k.view(rows, t, self.kv_heads, self.head_dim).transpose(1, 2)
             v = v.view(rows, t, self.kv_heads, self.head_dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
+            q = q * cos + _rotate_half(q) * sin  # fp32: the rotary tables are
             k = k * cos + _rotate_half(k) * sin
-            keys, values = cache.layers[i].update(k, v)
+            keys, values = cache.layers[i].update(k.to(kv), v.to(kv))
             a = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, scale=layer.scaling, enable_gqa=self.kv_heads != self.heads
+                q.to(kv), keys, values, attn_mask=mask, scale=layer.scaling, enable_gqa=self.kv_heads != self.heads
             )
-            x = x + _linear(a.transpose(1, 2).reshape(rows, t, -1), layer.o, layer.o_bias)
+            x = x + _linear(a.transpose(1, 2).reshape(rows, t, -1).to(dt), layer.o, layer.o_bias)
             h = _rms(x, layer.norm2, layer.eps2)
-            gate, up = _linear(h, layer.gate_up, layer.gate_up_bias).split(layer.inter, dim=-1)
+            gate, up = _linear(h.to(dt), layer.gate_up, layer.gate_up_bias).split(layer.inter, dim=-1)
             x = x + _linear(F.silu(gate) * up, layer.down, layer.down_bias)
         if last_only:
             x = x[:, -1:]

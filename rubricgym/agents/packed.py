@@ -69,9 +69,18 @@ def _fits(linears: list[torch.nn.Linear], held: int) -> bool:
 
 
 class PackedLinears:
-    """Packed weights of one model (see the module docstring); safe to share between threads."""
+    """Packed weights of one model (see the module docstring); safe to share between threads.
 
-    def __init__(self) -> None:
+    ``dtype`` (default None: each weight's own dtype, the exact path) makes the decoder's projections compute in
+    that precision instead, on packs cast from the (fp32 master) weights: ``torch.bfloat16`` is the ``bf16-lean``
+    engine (``agents/engines/lean_bf16.py``; the LM head the sampler packs itself stays fp32). ``kv_dtype``: what
+    the lean forward stores keys and values in (None: fp32; ``agents/lean.py``)."""
+
+    def __init__(self, dtype: torch.dtype | None = None, kv_dtype: torch.dtype | None = None) -> None:
+        for name, d in (("dtype", dtype), ("kv_dtype", kv_dtype)):
+            if d is not None and d not in _PACKABLE:
+                raise ValueError(f"PackedLinears {name}={d} is not packable: choose one of {_PACKABLE} or None")
+        self.dtype, self.kv_dtype = dtype, kv_dtype
         self._packs: dict[tuple[Any, torch.dtype], tuple[Any, torch.Tensor]] = {}
         self._lock = threading.Lock()
 
@@ -146,6 +155,8 @@ class PackedLinears:
     def _forward(self, m: torch.nn.Linear, owner: int) -> Any:
         def forward(x: torch.Tensor) -> torch.Tensor:
             if threading.get_ident() == owner and not torch.is_grad_enabled():
+                if self.dtype is not None and not torch.is_autocast_enabled("cpu"):  # reduced precision inside
+                    return self.linear(x.to(self.dtype), m.weight, m.bias).to(x.dtype)
                 dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else m.weight.dtype
                 if dtype in _PACKABLE:
                     return self.linear(x.to(dtype), m.weight, m.bias)

@@ -143,3 +143,100 @@ def test_llamacpp_logprobs_agree_and_updates_reach_it(policy, tokenizer_meta, tm
         assert max_diff(policy.lm, new) <= 1e-3
     finally:
         engine.close()
+
+
+# ---- bf16-lean ------------------------------------------------------------------------------------------------
+
+
+def body_pack_dtypes(engine) -> set[torch.dtype]:
+    head = engine.agent.lm.get_output_embeddings().weight.data_ptr()
+    return {dtype for (ptrs, dtype) in engine.packs._packs if ptrs != (head,)}
+
+
+@pytest.mark.parametrize("kv", ["fp32", "bf16"])
+def test_bf16_lean_samples_on_bf16_packs_and_agrees_with_the_trainers_fp32_recomputation(tiny_model_dir, kv):
+    from rubricgym.agents.engines.lean_bf16 import LeanBf16Sampler
+
+    policy = LocalAgent(
+        str(tiny_model_dir), temperature=TEMPERATURE, max_new_tokens=6, seed=3, threads=1, stop=(), kv_reuse_tokens=512
+    ).load()
+    before = {k: v.clone() for k, v in policy.lm.state_dict().items()}
+    engine = LeanBf16Sampler(policy, kv=kv)
+    turns = sample(engine.agent)
+    assert all(t.completion_ids for t in turns)
+    # the decoder's projections ran on bf16 packs, the LM head on an fp32 one (logits stay fp32)
+    assert body_pack_dtypes(engine) == {torch.bfloat16}
+    head = engine.agent.lm.get_output_embeddings().weight.data_ptr()
+    assert engine.packs._packs[((head,), torch.float32)][1].dtype == torch.float32
+    # keys and values were stored in the dtype asked for
+    stored = next(iter(engine.agent._shared.kv.entries.values()))
+    assert stored.keys[0].dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[kv]
+    # what the engine recorded is close to what the trainer recomputes in fp32, yet not fp32's own numbers
+    assert max_diff(policy.lm, turns) <= 0.05
+    assert any(torch.tensor(t.logprobs).ne(fp32_logprobs(policy.lm, t)).any() for t in turns), (
+        "bf16 GEMMs must change the recorded log-probs at least slightly"
+    )
+    # the fp32 master is read, never written
+    for k, v in policy.lm.state_dict().items():
+        assert v.dtype == torch.float32 and torch.equal(v, before[k]), k
+
+
+def test_bf16_lean_follows_an_update_and_sync_prepacks_it(policy):
+    from rubricgym.agents.engines.lean_bf16 import LeanBf16Sampler
+
+    engine = LeanBf16Sampler(policy)
+    old = sample(engine.agent)[0]
+    perturb(policy.lm)
+    assert engine.sync() > 0
+    packs = {k: v[1] for k, v in engine.packs._packs.items()}
+    assert body_pack_dtypes(engine) == {torch.bfloat16} and len(packs) == 4 * 2 + 1  # 4 per layer + the head
+    new = sample(engine.agent)[0]
+    # sampling after sync used the packs sync built (no repack on the rollout's clock)
+    assert all(engine.packs._packs[k][1] is p for k, p in packs.items())
+    assert new.completion_ids != old.completion_ids or new.logprobs != pytest.approx(old.logprobs, abs=1e-3)
+    assert max_diff(policy.lm, [new]) <= 0.05  # it follows the updated master
+
+
+def test_bf16_lean_never_samples_stale_packs_even_without_sync(policy):
+    """An update the trainer forgets to ``sync`` still reaches the engine: packs are keyed on weight versions."""
+    from rubricgym.agents.engines.lean_bf16 import LeanBf16Sampler
+
+    engine = LeanBf16Sampler(policy)
+    sample(engine.agent)
+    perturb(policy.lm)
+    assert max_diff(policy.lm, sample(engine.agent)) <= 0.05
+
+
+def test_bf16_packs_through_the_hugging_face_forward_keep_its_activation_dtype(tiny_model_dir):
+    """Where the lean forward does not apply, bf16 packs routed into the HF forward return fp32 activations (a bf16
+    value projection next to fp32 rotary queries would make the attention refuse mixed dtypes)."""
+    from rubricgym.agents.decode import sample as decode_sample
+    from rubricgym.agents.packed import PackedLinears
+
+    lm = LocalAgent(str(tiny_model_dir)).load().lm
+    kw = dict(max_new_tokens=5, temperature=0.0, is_end=lambda r, t: False, lean=False)
+    prompts = [[1, 2, 3, 4], [5, 6, 7]]
+    bf16 = decode_sample(lm, prompts, packed=PackedLinears(dtype=torch.bfloat16), **kw)
+    fp32 = decode_sample(lm, prompts, packed=PackedLinears(), **kw)
+    for a, b in zip(bf16, fp32, strict=True):
+        assert len(a.tokens) == 5
+        assert torch.tensor(a.logprobs) == pytest.approx(torch.tensor(b.logprobs), abs=0.05)
+
+
+def test_bf16_lean_refuses_what_it_cannot_run(tiny_model_dir):
+    from rubricgym.agents.engines.lean_bf16 import LeanBf16Sampler
+    from rubricgym.agents.packed import PackedLinears
+
+    fp32 = LocalAgent(str(tiny_model_dir)).load()
+    with pytest.raises(ValueError, match="choose one of fp32, bf16"):
+        LeanBf16Sampler(fp32, kv="fp8")
+    with pytest.raises(ValueError, match="not packable"):
+        PackedLinears(dtype=torch.float16)
+    bf16 = LocalAgent(str(tiny_model_dir), dtype="bfloat16").load()
+    with pytest.raises(ValueError, match="copies of fp32 master weights"):
+        LeanBf16Sampler(bf16)
+    hooked = LocalAgent(str(tiny_model_dir)).load()
+    layer = hooked.lm.model.layers[0].self_attn
+    layer.q_proj.forward = lambda x: torch.nn.functional.linear(x, layer.q_proj.weight) * 2  # an adapter's hook
+    with pytest.raises(ValueError, match="use the 'fp32' sampler"):
+        LeanBf16Sampler(hooked)

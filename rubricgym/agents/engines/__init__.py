@@ -7,6 +7,8 @@ the seconds it took (the per-step weight-sync cost).
 
 - ``engines.lowp``: reduced-precision PyTorch decode: a bf16 copy of the weights, or int8 weight-only
   (``torch.ao`` dynamic quantisation of the decoder's linears, the LM head kept fp32).
+- ``engines.lean_bf16``: today's lean sampler with the decoder's GEMMs on bf16 packs of the fp32 weights (oneDNN
+  AVX512-BF16), the residual stream, attention and logits kept fp32 (engine ``bf16-lean`` in ``bench/rollouts.py``).
 - ``engines.llamacpp``: llama.cpp through ``llama-cpp-python``; the policy is exported to GGUF after each update
   (``gguf_export``).
 

@@ -546,7 +546,8 @@ class Teacher(SeededAgent):
             return tool_call("answer", text="Answer: unknown\n\nNo page I read meets the question's constraints.")
         lines = [f"Answer: {chain[0]}", ""]
         cites: dict[str, int] = {}
-        facts, others = [], []
+        facts: list[tuple[str, str]] = []
+        others: list[tuple[str, str]] = []
         members = set(chain)
         asked = {c.attr for slot in slots for c in slot.constraints}
         for sentence, where in k.sentences.items():
