@@ -1,5 +1,9 @@
 """What a client of ``rubricgym serve`` receives carries no hidden value (issue #22 item 1, the server channel):
-a clinical episode played over the WebSocket by the oracle, every reply scanned for the task's secrets."""
+a clinical episode played over the WebSocket by the oracle, every reply scanned for the task's secrets.
+
+As in the leak audit (``rewards.leaks``), text every task shows alike (the tool specs and system prompt a reset
+returns) tells nothing of one task: a tool description's example exam ("e.g. 'CBC'") is no leak of the case whose
+key exam is a CBC, so long as every case's reset shows the same text."""
 
 from __future__ import annotations
 
@@ -21,11 +25,16 @@ def test_server_replies_carry_no_hidden_value():
             tasks = call(ws, "tasks", {"n": 3, "seed": 0})["data"]
             assert all("hidden" not in t for t in tasks)
             env = spec("clinical-v0").make()
+            resets = {t["id"]: call(ws, "reset", {"task_id": t["id"]}) for t in tasks}
+            shared = {json.dumps(_shown_alike(r)) for r in resets.values()}
+            assert len(shared) == 1, "every case's reset shows the same tool specs and system prompt"
             for served in tasks:
                 task = env.task_set(3, seed=0)[[t.id for t in env.task_set(3, seed=0)].index(served["id"])]
                 scanner = Scanner(make_secrets(type(env).secrets(task)))
                 assert scanner.secrets, "the case has secrets to look for"
-                replies = [json.dumps(served), json.dumps(call(ws, "reset", {"task_id": task.id}))]
+                reset = call(ws, "reset", {"task_id": task.id})
+                _shown_alike(reset, drop=True)
+                replies = [json.dumps(served), json.dumps(reset)]
                 oracle = Oracle().episode(task, 0)
                 written = ""
                 for action in oracle.plan(task):
@@ -41,3 +50,16 @@ def test_server_replies_carry_no_hidden_value():
                 assert not leaked, (task.id, leaked)
     finally:
         server.stop()
+
+
+def _shown_alike(reset: dict, drop: bool = False) -> list:
+    """A reset reply's tool specs and system message (what every task shows alike); ``drop`` removes them from
+    the reply, leaving what is the task's own to scan."""
+    obs = reset["data"]["observation"]
+    system = [m for m in obs["messages"] if m["role"] == "system"]
+    alike = [obs["tools"], system]
+    if drop:
+        del obs["tools"]
+        obs["messages"] = [m for m in obs["messages"] if m["role"] != "system"]
+        obs["text"] = ""  # the reset text is the system prompt and the task, both kept in messages
+    return alike
