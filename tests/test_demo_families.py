@@ -131,6 +131,7 @@ def test_env_demo_end_to_end_on_a_tiny_model(tiny_model_dir, tmp_path):
             "env.eval_tasks": 2,
             "env.kwargs": {"specialty": "cardiology", "max_steps": 2},
             "generation.max_new_tokens": 8,
+            "warm_start.allow_cut_turns": True,  # a tiny cap for speed: the mechanics, not a policy that can answer
             "warm_start.tasks": 2,
             "warm_start.steps": 1,
             "warm_start.batch_size": 2,

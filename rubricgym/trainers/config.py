@@ -330,6 +330,10 @@ class WarmStartConfig(_Strict):
     min_rubric: float = Field(0.5, ge=-MAX_REWARD, le=MAX_REWARD)
     allow_oracle: bool = False
     """Clone an ``oracle``'s trajectories anyway (tests of the cloning mechanics only)."""
+    allow_cut_turns: bool = False
+    """Clone turns longer than ``generation.max_new_tokens`` anyway (tests of the cloning mechanics with a tiny
+    cap only): the sampler cuts such a turn off, so the policy learns a call it can never finish; by default the
+    warm start refuses them before cloning, naming the turn's length."""
     steps: int = Field(100, ge=0, le=MAX_STEPS)
     """Optimizer steps of cloning."""
     batch_size: int = Field(8, ge=1, le=MAX_BATCH)

@@ -681,10 +681,10 @@ async def play(
 
 
 def prepare(
-    demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int, max_new_tokens: int
+    demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int, max_new_tokens: int | None
 ) -> tuple[list[Sample], list[Sample]]:
     """Training and held-out samples, rendered by ``policy`` (the sampler); no turn longer than the sampler's
-    ``max_new_tokens``."""
+    ``max_new_tokens`` (``None``: any length)."""
     train, held = split_held_out(demos, ws)
     out: list[list[Sample]] = []
     for part in (train, held):
@@ -750,7 +750,8 @@ async def clone(
     held: list[Sample] = []
     if not done:
         demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live, env_of)
-        train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len, cfg.generation.max_new_tokens)
+        cap = None if ws.allow_cut_turns else cfg.generation.max_new_tokens
+        train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len, cap)
         counts |= {"train_sequences": len(train), "heldout_sequences": len(held)}
     elif live and is_main():
         console.print(f"warm start: reusing the finished one in {out}")

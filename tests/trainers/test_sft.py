@@ -254,7 +254,13 @@ def test_a_tiny_run_lowers_the_loss_and_its_model_plays_as_a_local_agent(tiny_mo
     # the directory holds the trained weights: the agent's network scores the held-out clone as the run measured
     cfg = sft_config(tiny_model_dir, tmp_path, lr=1e-2)
     demos = [d for d in read_demos(out / "teacher") if d.succeeded]
-    _, held = prepare(demos, cfg.warm_start, TrainingPolicy(str(out / MODEL_DIR)), cfg.optim.max_seq_len)
+    _, held = prepare(
+        demos,
+        cfg.warm_start,
+        TrainingPolicy(str(out / MODEL_DIR)),
+        cfg.optim.max_seq_len,
+        cfg.generation.max_new_tokens,
+    )
     again = heldout_metrics(agent.lm, held, 8, agent.tokenizer.pad_token_id)
     assert again["heldout_loss"] == pytest.approx(summary["heldout_loss_after"], rel=1e-4)
 
@@ -274,7 +280,7 @@ def test_train_layers_trains_only_the_top_layers(tiny_model_dir, tmp_path):
 def test_train_runs_the_warm_start_first_and_reuses_it(tiny_config, tmp_path):
     from rubricgym.trainers.trainer import Trainer
 
-    warm = {"agent": "teacher", "tasks": 6, "steps": 6, "batch_size": 4, "lr": 3e-3}
+    warm = {"agent": "teacher", "tasks": 6, "steps": 6, "batch_size": 4, "lr": 3e-3, "allow_cut_turns": True}
     cfg = tiny_config(tmp_path / "run", steps=1, env={"train_tasks": 8}, warm_start=warm)
     first = Trainer(cfg).run()
     ws = tmp_path / "run" / "warm_start"

@@ -36,6 +36,7 @@ TINY = {
     "env.train_tasks": 2,
     "env.eval_tasks": 2,
     "generation.max_new_tokens": 8,
+    "warm_start.allow_cut_turns": True,  # a tiny cap for speed: the mechanics, not a policy that can answer
     "warm_start.tasks": 2,
     "warm_start.steps": 2,
     "warm_start.batch_size": 2,
@@ -146,13 +147,16 @@ def test_three_rows_share_task_ids_warm_start_is_reused_and_the_arena_names_the_
     text = _run(tiny_model_dir, run)
     saved = json.loads((run / THREE_ROWS).read_text())
     ids = {
-        (row, mode): r["task_ids"]
+        (row, mode, split): r["task_ids"]
         for row, modes in saved["rows"].items()
         for mode, by in modes.items()
-        for r in by.values()
+        for split, r in by.items()
     }
-    assert set(ids) == {(row, mode) for row in ROWS for mode in ("greedy", "sampled")}
-    assert len({tuple(v) for v in ids.values()}) == 1 and len(next(iter(ids.values()))) == 2  # the same tasks
+    splits = ("test", "test-unseen")  # clinical reports the conditions training never draws apart
+    assert set(ids) == {(row, mode, split) for row in ROWS for mode in ("greedy", "sampled") for split in splits}
+    for split in splits:  # every row and mode on the same tasks of each split, and the splits apart
+        assert len({tuple(v) for k, v in ids.items() if k[2] == split}) == 1 and len(ids[ROWS[0], "greedy", split]) == 2
+    assert not set(ids[ROWS[0], "greedy", "test"]) & set(ids[ROWS[0], "greedy", "test-unseen"])
     # the arena ranked the three policies by name, and the leaderboard says so
     assert sorted(saved["arena"]["order"]) == sorted(ARENA_NAMES.values())
     board = text[text.index("arena (round_robin") :]
@@ -166,7 +170,7 @@ def test_three_rows_share_task_ids_warm_start_is_reused_and_the_arena_names_the_
         .read_text()
         .splitlines()
     ]
-    assert sorted(t["task"]["id"] for t in played) == sorted(ids[(ROWS[1], "greedy")])
+    assert sorted(t["task"]["id"] for t in played) == sorted(ids[ROWS[1], "greedy", "test"])
 
     ws = run / "warm_start"
     before = _mtimes(ws / "checkpoints") | _mtimes(ws / "teacher")
