@@ -41,8 +41,8 @@ async def _session(server, seed: int, barrier: Barrier) -> list[str]:
             action = {"text": tool_call("calculator", expression=f"{i} + 1")}
             await ws.send(json.dumps({"type": "step", "data": action}))
             reply = json.loads(await ws.recv())
-            if reply["type"] == "error":
-                errors.append(reply["data"]["code"])
+            if reply["type"] == "error":  # the code and the message (an env bug's exception names itself)
+                errors.append(f"{reply['data']['code']}: {reply['data'].get('message')}")
             elif reply["data"]["observation"]["text"] != str(i + 1):
                 errors.append(f"wrong reply {reply['data']['observation']['text']!r}")
         await ws.send('{"type": "state"}')
