@@ -174,7 +174,7 @@ def test_an_ungated_rubric_fails_outcome_consistency_with_the_pairs_and_the_gate
         env_id = "fixit-ungated-v0"
         rubric_file = rubric
 
-    got = rows(Ungated, seed=35)
+    got = rows(Ungated)
     ok, detail = got[CONSISTENCY_ROW]
     assert not ok and "failed 'outcome:partial' earns 0.630 > solved 'guess' 0.500" in detail
     assert "chance-level 'probe:activity' averages 0.370 > 0.1" in detail

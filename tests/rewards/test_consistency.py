@@ -98,7 +98,7 @@ async def test_the_toy_default_rubric_is_outcome_consistent_and_ranks_work_withi
 
 
 async def test_the_ungated_toy_rubric_is_flagged_with_the_breach_pair():
-    report = await audit_consistency(ENV, n_tasks=2, rubric=UNGATED_TOY_RUBRIC, seed=35)
+    report = await audit_consistency(ENV, n_tasks=2, rubric=UNGATED_TOY_RUBRIC)
     # on one task the guesser's lucky correct answer (no calculator: 0.5) is outranked by two wrong answers: the
     # near miss and the wrong answer after real work
     pairs = [(b.failed_agent, round(b.failed_total, 3), b.solved_agent, b.solved_total) for b in report.breaches()]

@@ -17,7 +17,7 @@ def test_builtin_suites_load_with_deterministic_tasks():
     toy = load_suite("toy")
     assert [e.name for e in toy.entries] == ["toy-expression", "toy-word"]
     first = [t.id for t in toy.tasks("toy-expression")]
-    assert len(first) == 11 and first == [t.id for t in load_suite("toy").tasks("toy-expression")]
+    assert len(first) == 12 and first == [t.id for t in load_suite("toy").tasks("toy-expression")]
     assert toy.tasks("toy-expression")[0].prompt.startswith("Compute")
     mixed = load_suite("mixed")
     assert {e.env for e in mixed.entries} == {"toy-calculator-v0", "deepsearch-v0", "swe-v0", "clinical-v0"}

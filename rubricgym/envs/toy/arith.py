@@ -123,13 +123,16 @@ def expression_problem(rng: np.random.Generator, n_ops: int) -> tuple[str, list[
 
 
 HELDOUT_SHARE = 5
-"""One answer in ``HELDOUT_SHARE`` (by a stable hash of the number) belongs to the held-out splits only."""
+"""One problem in ``HELDOUT_SHARE`` (by a stable hash of its text) belongs to the held-out splits only."""
 
 
-def heldout_answer(answer: int) -> bool:
-    """Whether ``answer`` is reserved for held-out problems: a training problem never has it as its answer.
+def heldout_problem(text: str) -> bool:
+    """Whether the problem ``text`` is reserved for held-out splits: training never draws it.
 
-    A stable hash (not Python's salted ``hash``), so the partition is the same in every process and release.
-    Since a problem has one answer, problems are partitioned too: no held-out problem is a training problem.
+    A stable hash (not Python's salted ``hash``), so the partition is the same in every process and release. The
+    partition is by problem, not by answer: a hash of the text is independent of the numbers' difficulty, so both
+    sides keep the generator's mix of operations and answers (a partition by answer skewed held-out problems
+    towards division and, at the quickstart's seed, trained a policy that stopped answering). Two different
+    problems may share an answer: a number is not the task, the problem is.
     """
-    return int(hashlib.sha1(f"toy-calculator|answer|{answer}".encode()).hexdigest()[:8], 16) % HELDOUT_SHARE == 0
+    return int(hashlib.sha1(f"toy-calculator|problem|{text}".encode()).hexdigest()[:8], 16) % HELDOUT_SHARE == 0

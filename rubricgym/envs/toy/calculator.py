@@ -23,7 +23,7 @@ from rubricgym.envs.toy.arith import (
     evaluate,
     expression_problem,
     format_number,
-    heldout_answer,
+    heldout_problem,
     word_problem,
 )
 from rubricgym.envs.toy.guidance import LEVELS as GUIDANCE_LEVELS
@@ -55,8 +55,8 @@ class CalculatorEnv(RubricEnv):
     ``guidance`` gives two levels of hints for a failing group: the first operation, then the whole plan.
 
     Splits: ``train`` and the held-out splits (``test`` and any other name) draw from one problem space,
-    partitioned by answer: one answer in five (a stable hash of the number, ``arith.heldout_answer``) is held out,
-    so no held-out problem and no held-out answer is ever a training one (``tests/envs/test_split_overlap.py``).
+    partitioned by problem: one problem in five (a stable hash of its text, ``arith.heldout_problem``) is held out,
+    so no held-out problem is ever a training one (``tests/envs/test_split_overlap.py``); answers may repeat.
     """
 
     env_id = "toy-calculator-v0"
@@ -100,20 +100,20 @@ class CalculatorEnv(RubricEnv):
         self._correct = False
 
     def sample_task(self, rng: np.random.Generator, split: str = "train") -> Task:
-        """A problem of ``split``: ``train`` draws only training answers, every other split only held-out ones.
+        """A problem of ``split``: ``train`` draws only training problems, every other split only held-out ones.
 
-        A draw whose answer belongs to the other side is redrawn from the same ``rng`` (deterministic per seed;
-        a training draw keeps its first draw four times in five, a held-out one takes five draws on average).
+        A draw that belongs to the other side is redrawn from the same ``rng`` (deterministic per seed; a training
+        draw keeps its first draw four times in five, a held-out one takes five draws on average).
         """
         heldout = split != "train"
         generate = word_problem if self.style == "word" else expression_problem
         for _ in range(MAX_REDRAWS):
             n_ops = int(rng.integers(self.min_ops, self.max_ops + 1))
             text, steps, answer = generate(rng, n_ops)
-            if heldout_answer(answer) == heldout:
+            if heldout_problem(text) == heldout:
                 break
         else:  # (4/5) ** MAX_REDRAWS: never in practice, but a silent fallback would leak an answer across splits
-            raise RuntimeError(f"no {split} problem with a {split} answer after {MAX_REDRAWS} draws")
+            raise RuntimeError(f"no {split} problem after {MAX_REDRAWS} draws")
         task_id = "calc-" + hashlib.sha1(f"{split}|{text}".encode()).hexdigest()[:10]
         how = "Use the calculator for every operation" if self.style == "word" else "Use the calculator"
         return Task(
