@@ -325,25 +325,25 @@ MAX_FACTS = 3
 """The most facts the teacher's answer cites (a one-hop answer needs three: the answer, the link, the other end)."""
 
 
-def _justifies(sentence: str, asked: set[str]) -> bool:
-    """Whether a sentence links two entities or states one of the attributes ``asked`` (the question's
+def _fields(sentence: str) -> dict[str, str] | None:
+    """What an attribute or relation sentence states (its pattern's named groups: ``s``, ``o`` for a relation's
+    other end, the attributes), or ``None`` for any other sentence."""
+    plain = sentence.rstrip(".")
+    for pattern, _what in _SENTENCES:
+        if m := pattern.match(plain):
+            return m.groupdict()
+    return None
+
+
+def _about(fields: dict[str, str]) -> tuple[str, ...]:
+    """The entities a sentence's ``fields`` are about (one, or the relation's two ends)."""
+    return (fields["s"], fields["o"]) if "o" in fields else (fields["s"],)
+
+
+def _justifies(fields: dict[str, str], asked: set[str]) -> bool:
+    """Whether a sentence's ``fields`` link two entities or state one of the attributes ``asked`` (the question's
     constraints are about them)."""
-    plain = sentence.rstrip(".")
-    for pattern, _what in _SENTENCES:
-        if m := pattern.match(plain):
-            g = m.groupdict()
-            return "o" in g or any(g.get(attr) is not None for attr in asked)
-    return False
-
-
-def _about(sentence: str) -> tuple[str, ...]:
-    """The entities an attribute or relation sentence is about (one, or the relation's two ends)."""
-    plain = sentence.rstrip(".")
-    for pattern, _what in _SENTENCES:
-        if m := pattern.match(plain):
-            g = m.groupdict()
-            return (g["s"], g["o"]) if "o" in g else (g["s"],)
-    return ()
+    return "o" in fields or any(fields.get(attr) is not None for attr in asked)
 
 
 @dataclass
@@ -551,11 +551,11 @@ class Teacher(SeededAgent):
         members = set(chain)
         asked = {c.attr for slot in slots for c in slot.constraints}
         for sentence, where in k.sentences.items():
-            about = _about(sentence)
-            if not about or not set(about) <= members:
+            fields = _fields(sentence)
+            if fields is None or not set(_about(fields)) <= members:
                 continue
             url = next((u for u, read in where.items() if read), next(iter(where)))
-            (facts if _justifies(sentence, asked) else others).append((sentence, url))
+            (facts if _justifies(fields, asked) else others).append((sentence, url))
         facts = facts or others
         if len(facts) > 1:
             facts = [facts[j] for j in self.rng.permutation(len(facts))]
