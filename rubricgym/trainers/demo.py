@@ -145,7 +145,8 @@ the GRPO steps in between; the arena after it judges the evaluations' greedy epi
 EXTRA_EVAL_SPLITS: dict[str, list[str]] = {"deepsearch-v0": ["test-train-world"], "clinical-v0": ["test-unseen"]}
 """Held-out splits a family demo reports beside ``test``: deep search's ``test`` is a world training never saw
 (another world seed), ``test-train-world`` unseen questions about the training world; a gain on the second alone
-may be memorised pages."""
+may be memorised pages; clinical's ``test-unseen`` cases of the conditions training never draws. Greedy only: their
+sampled rows would cost a family demo about 5 of its 20 minutes."""
 
 SAMPLED_EVAL = 1
 """Rollouts per held-out task at the training temperature in the demos' sampled rows (greedy: one)."""

@@ -353,6 +353,9 @@ class ClinicalEnv(RubricEnv):
         return STAGE_OF.get(call.name, self._stage or "history")
 
     # ---- tools ------------------------------------------------------------------------------------------
+    # Tool examples show the format and never name a condition: a policy that copies an example must earn nothing
+    # for it (the base model copied an old example, "Acute inferior STEMI", into every diagnosis and "solved" 7 of
+    # the 16 test-unseen cases, half of which are STEMI). tests/envs/clinical/test_integrity.py checks it.
 
     @tool(examples={"question": "Where is the pain, and does it spread anywhere?"})
     async def ask(self, question: str) -> ToolOutput:
@@ -395,8 +398,8 @@ class ClinicalEnv(RubricEnv):
     @tool(
         examples={
             "exam": "Troponin I",
-            "impression": "acute coronary syndrome",
-            "reason": "central chest pain with sweating; need to confirm myocardial injury",
+            "impression": "<your working diagnosis>",
+            "reason": "<the finding this exam should confirm or exclude>",
         }
     )
     async def order(self, exam: str, impression: str = "", reason: str = "") -> ToolOutput:
@@ -459,9 +462,9 @@ class ClinicalEnv(RubricEnv):
 
     @tool(
         examples={
-            "diagnosis": "Acute inferior STEMI",
-            "reason": "ST elevation in II, III, aVF and a raised troponin",
-            "differential": ["aortic dissection", "pulmonary embolism"],
+            "diagnosis": "<the condition, in words>",
+            "reason": "<the findings and results that support it>",
+            "differential": ["<a condition you excluded>", "<another one>"],
         }
     )
     def diagnose(self, diagnosis: str, reason: str = "", differential: list[str] | None = None) -> ToolOutput:

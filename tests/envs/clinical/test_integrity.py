@@ -115,3 +115,30 @@ def test_shortcut_battery_holds_on_the_real_format_cases():
     report = asyncio.run(run_battery("clinical-v0", env_kwargs=kw, tasks=_tasks(kw, 0)[:8]))
     assert report.ok, report.problems()
     assert report.oracle is not None and report.oracle.total >= 0.9
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+def test_tool_examples_name_no_condition_a_policy_could_copy_for_credit(kb):
+    env = rubricgym.make("clinical-v0")
+    examples = [
+        s
+        for spec in env.tools()
+        for prop in spec.parameters["properties"].values()
+        for s in _strings(prop.get("examples"))
+    ]
+    assert any("condition" in s for s in examples)  # the diagnose tool's examples are among them
+    cases = rubricgym.make("clinical-v0", cases=str(EXAMPLE_CASES))
+    tasks = [*env.task_set(40, seed=0), *env.task_set(16, seed=0, split="test-unseen")]
+    tasks += [cases.task_for(c) for c in cases.cases]
+    named = {(ex, match_diagnosis(kb, t.hidden, ex)) for t in tasks for ex in examples}
+    assert {m for _, m in named} == {None}, sorted((ex, m) for ex, m in named if m is not None)
