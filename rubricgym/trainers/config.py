@@ -349,6 +349,19 @@ class WarmStartConfig(_Strict):
     save_every: int = Field(25, ge=0, le=MAX_STEPS)
     """A checkpoint every N steps (0: only at the end); an interrupted warm start resumes from the newest."""
     seed: int = Field(0, ge=0, le=MAX_SEED)
+    dagger_rounds: int = Field(0, ge=0, le=100)
+    """Rounds of DAgger after cloning (Ross et al., 2011; needs ``agent``): the clone plays ``dagger_tasks``
+    training tasks at ``generation.temperature``, the teacher labels every state those episodes reached (the chat
+    before each of the clone's turns) with the turn it would take there, and cloning goes on ``dagger_steps`` more
+    steps over the teacher's episodes and every label so far. A clone that drifts off the teacher's path (asks the
+    same question again, re-opens a page) learns what to do from where it drifted to. Resumes like cloning."""
+    dagger_tasks: int = Field(16, ge=1, le=MAX_COUNT)
+    dagger_steps: int = Field(20, ge=1, le=MAX_STEPS)
+
+    @property
+    def total_steps(self) -> int:
+        """Cloning's optimizer steps, DAgger's rounds included."""
+        return self.steps + self.dagger_rounds * self.dagger_steps
 
     @model_validator(mode="after")
     def _has_data(self) -> WarmStartConfig:
@@ -356,6 +369,10 @@ class WarmStartConfig(_Strict):
             raise ValueError(
                 "warm_start needs trajectories: data (run directories or `export --format sft` files) or agent (a "
                 "scripted teacher of the env)"
+            )
+        if self.dagger_rounds and self.agent is None:
+            raise ValueError(
+                "warm_start.dagger_rounds needs agent: the teacher that labels the states the clone reaches"
             )
         return self
 

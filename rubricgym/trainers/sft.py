@@ -41,12 +41,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rubricgym.agents.local import LocalAgent, Turn, chat_dicts
+from rubricgym.core.agent import Agent
 from rubricgym.core.jsonl import read_jsonl
-from rubricgym.core.registry import env_agents, spec
+from rubricgym.core.parsing import parse_tool_call
+from rubricgym.core.registry import env_agents, make, spec
 from rubricgym.core.rollout import rollout_many
 from rubricgym.core.safeio import atomic_write
 from rubricgym.core.store import TRAJECTORIES, TrajectoryStore
-from rubricgym.core.types import Message, Task, ToolCall, Trajectory
+from rubricgym.core.types import Message, Task, ToolCall, ToolSpec, Trajectory
 from rubricgym.rewards.path import RewardPath, build_judges
 from rubricgym.rewards.rubric import load_rubric
 from rubricgym.trainers.algo.samples import Sample, build_samples, collate
@@ -92,6 +94,9 @@ class Demo:
     score: float | None = None
     """The rubric total (``scores.jsonl``, the trajectory's ``rubric`` reward, or scored here); None: none yet."""
     trajectory: Trajectory | None = None
+    train_from: int = 0
+    """Only assistant messages from this index on are cloned: a DAgger label trains the teacher's turn, not the
+    clone's turns before it (``relabel``)."""
 
 
 def demos_from_trajectories(trajectories: Sequence[Trajectory], source: str, totals: dict[str, Any]) -> list[Demo]:
@@ -241,17 +246,19 @@ def clone_turns(
     response_prefix: str,
     stop: Sequence[str],
     max_new_tokens: int | None = None,
+    first: int = 0,
 ) -> list[Turn]:
     """Each assistant message of ``messages`` as the sampler's ``Turn``: the prompt ``render`` gives for the
     messages before it, the completion its text after ``response_prefix`` (part of the prompt), cut after the first
     stop string as generation stops there, else ended with the end-of-turn token. A turn the policy could never
     have produced raises ``ValueError``: one that does not start with the prefix, or (given ``max_new_tokens``,
     the sampler's cap) one longer than the sampler may generate: cloning it teaches an output the sampler cuts
-    off mid-call, and every such turn of the policy then fails to parse."""
+    off mid-call, and every such turn of the policy then fails to parse. ``first``: assistant messages before this
+    index are context, not turns."""
     turns = []
     eos = tokenizer.eos_token_id
     for i, m in enumerate(messages):
-        if m.role != "assistant":
+        if m.role != "assistant" or i < first:
             continue
         text = chat_dicts([m])[0]["content"]
         if not text.startswith(response_prefix):
@@ -280,6 +287,7 @@ def demo_samples(
     max_seq_len: int,
     render: Render | None = None,
     max_new_tokens: int | None = None,
+    first: int = 0,
 ) -> list[Sample]:
     """The training sequences of one conversation, laid out as GRPO lays out a rollout (``build_samples``: turns
     whose prompt extends the sequence so far share it), cut to ``max_seq_len``; sequences left with no assistant
@@ -292,6 +300,7 @@ def demo_samples(
         response_prefix=policy.response_prefix,
         stop=policy.stop,
         max_new_tokens=max_new_tokens,
+        first=first,
     )
     samples = build_samples(index, turns, [0] * len(turns))
     return [s for s in (x.truncate(max_seq_len) for x in samples) if s.n_generated]
@@ -438,8 +447,10 @@ class Cloner:
             out.append(samples[int(order[i])])
         return shard(out)
 
-    def run(self, train: Sequence[Sample], held: Sequence[Sample]) -> dict[str, Any]:
+    def run(self, train: Sequence[Sample], held: Sequence[Sample], until: int | None = None) -> dict[str, Any]:
+        """Step up to ``until`` (default ``ws.steps``; DAgger's rounds go on to ``ws.total_steps``)."""
         ws = self.ws
+        self.until = ws.steps if until is None else until
         ckpt = latest_checkpoint(self.out)
         state = TrainState(step=0, cursor=0)
         if ckpt is not None:
@@ -451,20 +462,20 @@ class Cloner:
             self.log_eval(0, held)
         started = time.perf_counter() - state.elapsed_s
         with self.progress(state.step) as advance:
-            while state.step < ws.steps:
+            while state.step < self.until:
                 record = self.step(state.step, train)
                 state.step += 1
                 state.cursor = state.step * ws.batch_size
                 state.elapsed_s = time.perf_counter() - started
                 record |= {"kind": "train", "step": state.step, "elapsed_s": state.elapsed_s}
                 self.metrics.write(record)
-                last = state.step == ws.steps
+                last = state.step == self.until
                 if held and (last or (ws.eval_every and state.step % ws.eval_every == 0)):
                     record |= self.log_eval(state.step, held)
                 if last or (ws.save_every and state.step % ws.save_every == 0):
                     self.save(state)
                 advance(record)
-        if ckpt is None and ws.steps == 0:
+        if ckpt is None and self.until == 0:
             self.save(state)
         return self.finish(state)
 
@@ -503,12 +514,12 @@ class Cloner:
             yield lambda record: None
             return
         if not self.console.is_terminal:
-            every = max(1, ws.steps // 20)
+            every = max(1, ws.total_steps // 20)
 
             def line(r: dict[str, Any]) -> None:
-                if r["step"] % every == 0 or r["step"] == ws.steps or "heldout_accuracy" in r:
+                if r["step"] % every == 0 or r["step"] == self.until or "heldout_accuracy" in r:
                     acc = f" held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
-                    self.console.print(f"warm start step {r['step']}/{ws.steps} loss {r['loss']:.4f}{acc}")
+                    self.console.print(f"warm start step {r['step']}/{ws.total_steps} loss {r['loss']:.4f}{acc}")
 
             yield line
             return
@@ -521,7 +532,7 @@ class Cloner:
             console=self.console,
         )
         with bar:
-            task = bar.add_task("warm start", total=ws.steps, completed=done, status="")
+            task = bar.add_task("warm start", total=ws.total_steps, completed=done, status="")
 
             def advance(r: dict[str, Any]) -> None:
                 acc = f" · held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
@@ -638,6 +649,26 @@ async def play(
     """The scripted agent ``ws.agent`` on the first ``ws.tasks`` of ``tasks`` (stored in ``where``; finished tasks
     are not played again). With ``env_of`` (a suite's trainer) the tasks are grouped by the env and kwargs they are
     played in, and the agent plays the first ``ws.tasks`` of each group, kept in ``where/<env>-<k>``."""
+    out: list[Demo] = []
+    for _, _, store in await play_groups(cfg, ws, where, tasks, live, env_of):
+        out += demos_from_trajectories(list(store.iter()), str(store.dir), {})
+    return out
+
+
+async def play_groups(
+    cfg: TrainConfig,
+    ws: WarmStartConfig,
+    where: Path,
+    tasks: Sequence[Task],
+    live: bool,
+    env_of: EnvOf | None = None,
+    *,
+    agent: Agent | None = None,
+    pick: Callable[[list[Task]], list[Task]] | None = None,
+    seed: int | None = None,
+) -> list[tuple[str, dict[str, Any], TrajectoryStore]]:
+    """``play``'s episodes per (env, kwargs) group with their stores; ``agent`` (default: ``ws.agent``'s scripted
+    agent) plays ``pick(group)`` (default: the first ``ws.tasks``) at ``seed`` (default ``ws.seed``)."""
     if env_of is None:
         if cfg.env.suite is not None:
             raise ConfigError("warm_start.agent plays one env; with env.suite give data: (run directories) instead")
@@ -650,34 +681,110 @@ async def play(
         env_id, kwargs = env_of(t)
         key = json.dumps([env_id, kwargs], sort_keys=True, default=str)
         groups.setdefault(key, (env_id, kwargs, []))[2].append(t)
-    out: list[Demo] = []
+    out: list[tuple[str, dict[str, Any], TrajectoryStore]] = []
     for k, (env_id, kwargs, mine) in enumerate(groups.values()):
-        agents = env_agents(env_id)
-        if ws.agent not in agents:
-            raise ConfigError(
-                f"warm_start.agent: {env_id} has no scripted agent {ws.agent!r}; "
-                f"choose from {', '.join(sorted(agents))}"
-            )
+        who = teacher_of(env_id, ws) if agent is None else agent
         store_dir = where if len(groups) == 1 else where / f"{env_id}-{k}"
         store = TrajectoryStore(store_dir)
         report = await rollout_many(
             env_id,
-            agents[ws.agent](seed=ws.seed),
-            mine[: ws.tasks],
-            group_size=ws.episodes_per_task,
+            who,
+            pick(mine) if pick is not None else mine[: ws.tasks],
+            group_size=ws.episodes_per_task if agent is None else 1,
             store=store,
             resume=True,
-            seed=ws.seed,
+            seed=ws.seed if seed is None else seed,
             env_kwargs=kwargs,
             progress=live and is_main(),
-            description=f"warm start data: {ws.agent} on {env_id}",
+            description=f"warm start data: {ws.agent if agent is None else 'the clone'} on {env_id}",
         )
         if report.failures:
             raise ConfigError(
                 f"warm_start.agent {ws.agent} on {env_id}: {len(report.failures)} episodes failed: {report.failures[0]}"
             )
-        out += demos_from_trajectories(list(store.iter()), str(store_dir), {})
+        out.append((env_id, kwargs, store))
     return out
+
+
+def teacher_of(env_id: str, ws: WarmStartConfig) -> Agent:
+    """``ws.agent``, the scripted agent of ``env_id`` (a clear error naming the env's agents when it has none)."""
+    agents = env_agents(env_id)
+    if ws.agent not in agents:
+        raise ConfigError(
+            f"warm_start.agent: {env_id} has no scripted agent {ws.agent!r}; choose from {', '.join(sorted(agents))}"
+        )
+    return agents[ws.agent](seed=ws.seed)
+
+
+# ---- DAgger ------------------------------------------------------------------------------------------------------
+
+
+async def relabel(episodes: Sequence[Trajectory], teacher: Agent, tools: list[ToolSpec]) -> tuple[list[Demo], int]:
+    """DAgger's labels: for every state an episode of the clone reached (the chat before each of its turns), the
+    turn ``teacher`` takes there, as a demo that trains that turn alone (``train_from``). The teacher reads only
+    the chat, as when it plays. Returns the labels and how many differ from the clone's own turn."""
+    labels: list[Demo] = []
+    differ = 0
+    for t in episodes:
+        for i, m in enumerate(t.messages):
+            if m.role != "assistant":
+                continue
+            context = list(t.messages[:i])
+            said = await teacher.episode(t.task, t.seed).act(context, tools)
+            turn = said if isinstance(said, str) else (said.content or "")
+            differ += _call_of(turn) != _call_of(m.content or "")
+            labels.append(
+                Demo(
+                    f"{t.id}@{i}",
+                    t.task.id,
+                    f"{teacher.name} (DAgger label)",
+                    [*context, Message(role="assistant", content=turn)],
+                    f"DAgger label of {t.id}",
+                    train_from=i,
+                )
+            )
+    return labels, differ
+
+
+def _call_of(text: str) -> Any:
+    call = parse_tool_call(text)
+    return call if isinstance(call, str) else (call.name, json.dumps(call.arguments, sort_keys=True))
+
+
+async def dagger_round(
+    cfg: TrainConfig,
+    out: Path,
+    r: int,
+    policy: LocalAgent,
+    tasks: Sequence[Task],
+    live: bool,
+    env_of: EnvOf | None,
+) -> tuple[list[Demo], dict[str, Any]]:
+    """Round ``r`` (from 0) of DAgger: the clone (``policy``, with the weights cloned so far) plays
+    ``dagger_tasks`` training tasks (round ``r`` takes the next ones, wrapping), kept in ``out/dagger-<r+1>`` (a
+    finished round is not played again); the teacher labels every state they reached."""
+    ws = cfg.warm_start
+    assert ws is not None
+    policy.release_packed()  # sample the weights cloned so far
+
+    def pick(group: list[Task]) -> list[Task]:
+        n = min(ws.dagger_tasks, len(group))
+        return [group[(r * n + i) % len(group)] for i in range(n)]
+
+    groups = await play_groups(
+        cfg, ws, out / f"dagger-{r + 1}", tasks, live, env_of, agent=policy, pick=pick, seed=ws.seed + 1 + r
+    )
+    labels: list[Demo] = []
+    stats = {"episodes": 0, "solved": 0, "labels": 0, "differ": 0}
+    for env_id, kwargs, store in groups:
+        episodes = list(store.iter())
+        found, differ = await relabel(episodes, teacher_of(env_id, ws), make(env_id, **kwargs).tools())
+        labels += found
+        stats["episodes"] += len(episodes)
+        stats["solved"] += sum(bool(t.outcome.succeeded) for t in episodes)
+        stats["labels"] += len(found)
+        stats["differ"] += differ
+    return labels, stats
 
 
 def prepare(
@@ -691,8 +798,12 @@ def prepare(
         samples: list[Sample] = []
         for i, d in enumerate(part):
             try:
-                samples += demo_samples(i, d.messages, policy, max_seq_len, max_new_tokens=max_new_tokens)
+                samples += demo_samples(
+                    i, d.messages, policy, max_seq_len, max_new_tokens=max_new_tokens, first=d.train_from
+                )
             except ValueError as e:
+                if d.train_from:  # a DAgger label the sampler could not produce: skipped, as the teacher's own
+                    continue  # over-long turns are refused before any label exists
                 raise ConfigError(f"warm_start: {d.source} (trajectory {d.id}): {e}") from None
         out.append(samples)
     if not out[0]:
@@ -717,11 +828,11 @@ def check(cfg: TrainConfig) -> WarmStartConfig:
 
 
 def finished(out: Path, ws: WarmStartConfig) -> bool:
-    """Whether ``out`` holds a finished warm start: its newest checkpoint at ``ws.steps``."""
+    """Whether ``out`` holds a finished warm start: its newest checkpoint at ``ws.total_steps``."""
     ckpt = latest_checkpoint(out)
     if ckpt is None:
         return False
-    return int(json.loads((ckpt / "state.json").read_text(encoding="utf-8"))["step"]) >= ws.steps
+    return int(json.loads((ckpt / "state.json").read_text(encoding="utf-8"))["step"]) >= ws.total_steps
 
 
 async def clone(
@@ -745,12 +856,13 @@ async def clone(
     if is_main():
         dump_config(cfg, out / "config.yaml")  # export_merged reads the base model of a LoRA run from it
     done = finished(out, ws)
-    counts: dict[str, int] = {}
+    counts: dict[str, Any] = {}
     train: list[Sample] = []
     held: list[Sample] = []
+    demos: list[Demo] = []
+    cap = None if ws.allow_cut_turns else cfg.generation.max_new_tokens
     if not done:
         demos, counts = await gather_demos(cfg, out, tasks, path_of, console, live, env_of)
-        cap = None if ws.allow_cut_turns else cfg.generation.max_new_tokens
         train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len, cap)
         counts |= {"train_sequences": len(train), "heldout_sequences": len(held)}
     elif live and is_main():
@@ -760,7 +872,22 @@ async def clone(
         params = select_layers(model, ws.train_layers) if ws.train_layers else trainable_parameters(model)
         optimizer = make_optimizer(params, sft_optim(cfg), sharded=sharding.is_sharded(model))
         cloner = Cloner(model, trained, policy.tokenizer, optimizer, ws, sft_optim(cfg), out, console, live)
-        summary = cloner.run(train, held)
+        summary = cloner.run(train, held, until=ws.total_steps if done else ws.steps)
+        rounds: list[dict[str, Any]] = []
+        for r in range(0 if done else ws.dagger_rounds):
+            labels, stats = await dagger_round(cfg, out, r, policy, tasks, live, env_of)
+            demos += labels
+            train, held = prepare(demos, ws, policy, cfg.optim.max_seq_len, cap)
+            rounds.append(stats | {"round": r + 1, "train_sequences": len(train)})
+            if live and is_main():
+                console.print(
+                    f"warm start: DAgger round {r + 1}/{ws.dagger_rounds}: the clone solved {stats['solved']} of "
+                    f"{stats['episodes']} training tasks; the teacher labelled {stats['labels']} states it reached, "
+                    f"{stats['differ']} of them with another turn than the clone's"
+                )
+            summary = cloner.run(train, held, until=ws.steps + (r + 1) * ws.dagger_steps)
+        if rounds:
+            counts["dagger"] = rounds
     finally:
         for p, flag in flags.items():
             p.requires_grad_(flag)
@@ -787,8 +914,17 @@ def run_sft(cfg: TrainConfig, out: Path, *, resume: bool = False, console: Conso
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
     g = cfg.generation
-    policy = TrainingPolicy(
-        cfg.model.name, dtype=cfg.model.dtype, device=device, response_prefix=g.response_prefix, max_new_tokens=1
+    policy = TrainingPolicy(  # the sampler's settings (step.py): DAgger's rounds play with it
+        cfg.model.name,
+        temperature=g.temperature,
+        top_p=g.top_p,
+        max_new_tokens=g.max_new_tokens,
+        dtype=cfg.model.dtype,
+        max_batch=g.max_batch,
+        response_prefix=g.response_prefix,
+        device=device,
+        packed_weights=cfg.model.packed_weights,
+        kv_reuse_tokens=g.kv_reuse_tokens,
     )
     model = policy.lm
     torch.manual_seed(cfg.warm_start.seed if cfg.warm_start else 0)

@@ -39,6 +39,7 @@ from rubricgym.trainers.sft import (
     nll_gradients,
     prepare,
     read_demos,
+    relabel,
     run_sft,
     score_missing,
     select,
@@ -381,3 +382,58 @@ def test_the_sft_command_names_what_is_missing_or_wrong(tmp_path):
     bad = runner.invoke(app, ["sft", "--agent", "teacher", "--keep", "best"], env={"COLUMNS": "200"})
     assert bad.exit_code == 2 and "warm_start.keep" in bad.output
     assert not (tmp_path / "o").exists()  # nothing was written before the config validated
+
+
+# ---- DAgger ------------------------------------------------------------------------------------------------------
+
+
+def test_dagger_labels_every_state_the_clone_reached_with_the_teachers_turn(tiny_model_dir):
+    env = make(ENV, **ENV_KWARGS)
+    tasks = list(env.task_set(4, seed=0, split="train"))
+    drifted = [  # the "random" agent stands in for a clone that left the teacher's path
+        asyncio.run(rollout(make(ENV, **ENV_KWARGS), env_agents(ENV)["random"](seed=i), t, seed=i))
+        for i, t in enumerate(tasks)
+    ]
+    teacher = env_agents(ENV)["teacher"](seed=0)
+    labels, differ = asyncio.run(relabel(drifted, teacher, env.tools()))
+    turns = [(t, i) for t in drifted for i, m in enumerate(t.messages) if m.role == "assistant"]
+    assert len(labels) == len(turns) and differ > 0
+    for label, (t, i) in zip(labels, turns, strict=True):
+        assert label.train_from == i and label.task_id == t.task.id
+        assert label.messages[:-1] == t.messages[:i]  # the clone's own chat up to the state, as it saw it
+        again = asyncio.run(teacher.episode(t.task, t.seed).act(list(t.messages[:i]), env.tools()))
+        assert label.messages[-1] == Message(role="assistant", content=again)
+    # a label trains the teacher's turn alone, not the clone's turns before it
+    policy = TrainingPolicy(str(tiny_model_dir), response_prefix=PREFIX)
+    late = max(labels, key=lambda x: x.train_from)
+    assert late.train_from > 2  # a state after some of the clone's own turns
+    (turn,) = clone_turns(
+        late.messages, policy.render, policy.tokenizer, response_prefix=PREFIX, stop=policy.stop, first=late.train_from
+    )
+    assert PREFIX + turn.text == late.messages[-1].content
+    with pytest.raises(ValueError, match="does not start with"):  # the random clone's turns, were they cloned
+        clone_turns(late.messages, policy.render, policy.tokenizer, response_prefix=PREFIX, stop=policy.stop)
+
+
+def test_dagger_needs_a_teacher():
+    with pytest.raises(ValueError, match="dagger_rounds needs agent"):
+        WarmStartConfig(data=["run"], dagger_rounds=1)
+
+
+@pytest.mark.slow
+def test_a_dagger_round_plays_the_clone_labels_its_states_and_clones_on(tiny_model_dir, tmp_path):
+    out = tmp_path / "sft"
+    cfg = sft_config(tiny_model_dir, tmp_path, steps=4, dagger_rounds=1, dagger_tasks=3, dagger_steps=3, held_out=0.0)
+    cfg = cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"max_new_tokens": 40})})
+    summary = run_sft(cfg, out)
+    assert summary["steps"] == 7
+    (round1,) = summary["dagger"]
+    played = list(TrajectoryStore(out / "dagger-1").iter())
+    assert round1["episodes"] == len(played) == 3 and {t.agent for t in played} == {"policy"}
+    assert round1["labels"] == sum(m.role == "assistant" for t in played for m in t.messages) > 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == list(range(1, 8))
+    # finished: a second run reuses it and plays nothing again
+    before = (out / "dagger-1" / "trajectories.jsonl").stat().st_mtime_ns
+    assert run_sft(cfg, out, resume=True)["steps"] == 7
+    assert (out / "dagger-1" / "trajectories.jsonl").stat().st_mtime_ns == before
