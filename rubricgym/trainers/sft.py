@@ -61,7 +61,7 @@ from rubricgym.trainers.engine.distributed import backend_for, init_from_env, is
 from rubricgym.trainers.engine.export import export_merged
 from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
 from rubricgym.trainers.engine.optim import make_optimizer
-from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.policy import sampler_policy
 from rubricgym.trainers.engine.update import NonFiniteUpdate, logprobs_of, normalizer, sync_gradients
 from rubricgym.trainers.report import MetricsLog
 
@@ -913,19 +913,7 @@ def run_sft(cfg: TrainConfig, out: Path, *, resume: bool = False, console: Conso
     init_from_env(backend_for(device))
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
-    g = cfg.generation
-    policy = TrainingPolicy(  # the sampler's settings (step.py): DAgger's rounds play with it
-        cfg.model.name,
-        temperature=g.temperature,
-        top_p=g.top_p,
-        max_new_tokens=g.max_new_tokens,
-        dtype=cfg.model.dtype,
-        max_batch=g.max_batch,
-        response_prefix=g.response_prefix,
-        device=device,
-        packed_weights=cfg.model.packed_weights,
-        kv_reuse_tokens=g.kv_reuse_tokens,
-    )
+    policy = sampler_policy(cfg, device)  # the sampler as the trainer runs it: DAgger plays with it
     model = policy.lm
     torch.manual_seed(cfg.warm_start.seed if cfg.warm_start else 0)
     peft = None if cfg.model.lora is None else add_adapters(model, cfg.model.lora, cfg.seed)

@@ -54,7 +54,7 @@ from rubricgym.trainers.engine.distributed import (
 )
 from rubricgym.trainers.engine.lora import add_adapters, trainable_parameters
 from rubricgym.trainers.engine.optim import make_optimizer
-from rubricgym.trainers.engine.policy import TrainingPolicy
+from rubricgym.trainers.engine.policy import sampler_policy
 from rubricgym.trainers.engine.sampler_copy import StagedWeights
 from rubricgym.trainers.engine.sampling import RolloutBackend
 from rubricgym.trainers.engine.update import NonFiniteUpdate, UpdateSettings, policy_update, turn_entropies
@@ -128,20 +128,7 @@ class StepTrainer:
         self.rollout_log = RolloutLog(self.run_dir) if cfg.keep_rollouts else None
         if cfg.model.threads:
             torch.set_num_threads(cfg.model.threads)
-        g = cfg.generation
-        self.policy = TrainingPolicy(
-            cfg.model.name,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            max_new_tokens=g.max_new_tokens,
-            dtype=cfg.model.dtype,
-            max_batch=g.max_batch,
-            response_prefix=g.response_prefix,
-            bf16_autocast=cfg.model.bf16_autocast,
-            device=device,
-            packed_weights=cfg.model.packed_weights,
-            kv_reuse_tokens=g.kv_reuse_tokens,
-        )
+        self.policy = sampler_policy(cfg, device)
         self.model = self.policy.lm  # the network the sampler holds: LoRA adapters are injected into it in place
         self.tokenizer = self.policy.tokenizer
         # under LoRA the PeftModel around self.model: what checkpoints save and the KL reference disables

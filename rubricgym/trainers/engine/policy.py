@@ -10,9 +10,13 @@ prompt (never trained on) and of the action text the env sees.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rubricgym.agents.local import LocalAgent
 from rubricgym.core.types import Task
+
+if TYPE_CHECKING:
+    from rubricgym.trainers.config import TrainConfig
 
 
 class TrainingPolicy(LocalAgent):
@@ -27,3 +31,22 @@ class TrainingPolicy(LocalAgent):
         if temperature is not None:
             view.params = replace(view.params, temperature=temperature)
         return view
+
+
+def sampler_policy(cfg: TrainConfig, device: str) -> TrainingPolicy:
+    """The policy as the config's sampler runs it (``generation`` and ``model``): the GRPO trainer's and the warm
+    start's, whose DAgger rounds play with it."""
+    g = cfg.generation
+    return TrainingPolicy(
+        cfg.model.name,
+        temperature=g.temperature,
+        top_p=g.top_p,
+        max_new_tokens=g.max_new_tokens,
+        dtype=cfg.model.dtype,
+        max_batch=g.max_batch,
+        response_prefix=g.response_prefix,
+        bf16_autocast=cfg.model.bf16_autocast,
+        device=device,
+        packed_weights=cfg.model.packed_weights,
+        kv_reuse_tokens=g.kv_reuse_tokens,
+    )
