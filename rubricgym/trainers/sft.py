@@ -699,9 +699,8 @@ async def play_groups(
             description=f"warm start data: {ws.agent if agent is None else 'the clone'} on {env_id}",
         )
         if report.failures:
-            raise ConfigError(
-                f"warm_start.agent {ws.agent} on {env_id}: {len(report.failures)} episodes failed: {report.failures[0]}"
-            )
+            who_failed = f"warm_start.agent {ws.agent}" if agent is None else "the clone (DAgger)"
+            raise ConfigError(f"{who_failed} on {env_id}: {len(report.failures)} episodes failed: {report.failures[0]}")
         out.append((env_id, kwargs, store))
     return out
 
