@@ -508,7 +508,7 @@ async def _three_rows(
         f"GRPO: {steps_budget / 60:.1f} min for steps ({spent / 60:.1f} min spent, "
         f"{timings['warm start evaluation'] / 60:.1f} min kept for the last evaluation"
         + (
-            f"; {-left / 60 if left < 0 else 0:.1f} min short: GRPO still gets {MIN_GRPO_SHARE:.0%} of the budget, "
+            f"; {(steps_budget - left) / 60:.1f} min short: GRPO still gets {MIN_GRPO_SHARE:.0%} of the budget, "
             "so the demo overruns it)"
             if left < steps_budget
             else ")"
