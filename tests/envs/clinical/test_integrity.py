@@ -7,6 +7,7 @@ import json
 import pytest
 
 import rubricgym
+from rubricgym.core.leaves import leaves
 from rubricgym.core.rollout import rollout
 from rubricgym.envs.clinical.cases import EXAMPLE_CASES
 from rubricgym.envs.clinical.diagnosis import match_diagnosis
@@ -117,24 +118,14 @@ def test_shortcut_battery_holds_on_the_real_format_cases():
     assert report.oracle is not None and report.oracle.total >= 0.9
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _strings(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-
-
 def test_tool_examples_name_no_condition_a_policy_could_copy_for_credit(kb):
     env = rubricgym.make("clinical-v0")
     examples = [
         s
         for spec in env.tools()
         for prop in spec.parameters["properties"].values()
-        for s in _strings(prop.get("examples"))
+        for _, s in leaves(prop.get("examples"))
+        if isinstance(s, str)
     ]
     assert any("condition" in s for s in examples)  # the diagnose tool's examples are among them
     cases = rubricgym.make("clinical-v0", cases=str(EXAMPLE_CASES))
