@@ -410,8 +410,11 @@ def check_stamp(out: Path, cfg: TrainConfig) -> None:
 
 
 def split_held_out(demos: Sequence[Demo], ws: WarmStartConfig) -> tuple[list[Demo], list[Demo]]:
-    """Training and held-out demos, by task (a task's trajectories all fall on one side), seeded."""
-    tasks = sorted({d.task_id for d in demos}, key=lambda t: hashlib.sha256(f"{ws.seed}:{t}".encode()).hexdigest())
+    """Training and held-out demos, by task (a task's trajectories all fall on one side), seeded. The held-out
+    tasks are drawn from the cloned trajectories alone, not DAgger's labels, so the split stays the same round
+    after round (a label of a held-out task is held out; one of a task no trajectory had is trained on)."""
+    sources = {d.task_id for d in demos if not d.train_from}
+    tasks = sorted(sources, key=lambda t: hashlib.sha256(f"{ws.seed}:{t}".encode()).hexdigest())
     n = math.ceil(ws.held_out * len(tasks)) if len(tasks) >= 2 and ws.held_out > 0 else 0
     held = set(tasks[:n])
     return [d for d in demos if d.task_id not in held], [d for d in demos if d.task_id in held]

@@ -43,6 +43,7 @@ from rubricgym.trainers.sft import (
     run_sft,
     score_missing,
     select,
+    split_held_out,
 )
 
 ENV = "toy-calculator-v0"
@@ -437,3 +438,13 @@ def test_a_dagger_round_plays_the_clone_labels_its_states_and_clones_on(tiny_mod
     before = (out / "dagger-1" / "trajectories.jsonl").stat().st_mtime_ns
     assert run_sft(cfg, out, resume=True)["steps"] == 7
     assert (out / "dagger-1" / "trajectories.jsonl").stat().st_mtime_ns == before
+
+
+def test_dagger_labels_keep_the_held_out_split_of_the_cloned_trajectories():
+    ws = WarmStartConfig(agent="teacher", held_out=0.25)
+    demos = [Demo(f"t{i}", f"task-{i}", "teacher", [], "run") for i in range(8)]
+    _, held = split_held_out(demos, ws)
+    labels = [Demo(f"l{i}", f"task-{i}", "teacher (DAgger label)", [], "label", train_from=3) for i in range(40)]
+    train2, held2 = split_held_out(demos + labels, ws)  # labels of 32 tasks no trajectory had
+    assert {d.task_id for d in held2} == {d.task_id for d in held}  # the same held-out tasks as before the labels
+    assert {d.id for d in held2 if d.train_from} == {f"l{d.task_id.split('-')[1]}" for d in held}
