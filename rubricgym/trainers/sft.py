@@ -620,7 +620,8 @@ async def gather_demos(
     for src in ws.data:
         demos += read_demos(src)
     if ws.agent is not None:
-        demos += await play(cfg, ws, out / "teacher", tasks, live, env_of)
+        for _, _, store in await play(cfg, ws, out / "teacher", tasks, live, env_of):
+            demos += demos_from_trajectories(list(store.iter()), str(store.dir), {})
     refuse_oracles(demos, ws)
     if ws.keep == "rubric":
         await score_missing(demos, path_of)
@@ -648,30 +649,15 @@ async def play(
     tasks: Sequence[Task],
     live: bool,
     env_of: EnvOf | None = None,
-) -> list[Demo]:
-    """The scripted agent ``ws.agent`` on the first ``ws.tasks`` of ``tasks`` (stored in ``where``; finished tasks
-    are not played again). With ``env_of`` (a suite's trainer) the tasks are grouped by the env and kwargs they are
-    played in, and the agent plays the first ``ws.tasks`` of each group, kept in ``where/<env>-<k>``."""
-    out: list[Demo] = []
-    for _, _, store in await play_groups(cfg, ws, where, tasks, live, env_of):
-        out += demos_from_trajectories(list(store.iter()), str(store.dir), {})
-    return out
-
-
-async def play_groups(
-    cfg: TrainConfig,
-    ws: WarmStartConfig,
-    where: Path,
-    tasks: Sequence[Task],
-    live: bool,
-    env_of: EnvOf | None = None,
     *,
     agent: Agent | None = None,
     pick: Callable[[list[Task]], list[Task]] | None = None,
     seed: int | None = None,
 ) -> list[tuple[str, dict[str, Any], TrajectoryStore]]:
-    """``play``'s episodes per (env, kwargs) group with their stores; ``agent`` (default: ``ws.agent``'s scripted
-    agent) plays ``pick(group)`` (default: the first ``ws.tasks``) at ``seed`` (default ``ws.seed``)."""
+    """Episodes of ``tasks`` in ``where`` (finished tasks are not played again), per (env, kwargs) group with its
+    store: the scripted agent ``ws.agent`` (or ``agent``, the clone in a DAgger round) plays ``pick(group)`` (default:
+    the first ``ws.tasks``) at ``seed`` (default ``ws.seed``). With ``env_of`` (a suite's trainer) the tasks are
+    grouped by the env and kwargs they are played in, each group kept in ``where/<env>-<k>``."""
     if env_of is None:
         if cfg.env.suite is not None:
             raise ConfigError("warm_start.agent plays one env; with env.suite give data: (run directories) instead")
@@ -773,7 +759,7 @@ async def dagger_round(
         n = min(ws.dagger_tasks, len(group))
         return [group[(r * n + i) % len(group)] for i in range(n)]
 
-    groups = await play_groups(
+    groups = await play(
         cfg, ws, out / f"dagger-{r + 1}", tasks, live, env_of, agent=policy, pick=pick, seed=ws.seed + 1 + r
     )
     labels: list[Demo] = []
