@@ -6,7 +6,7 @@ import sys
 import torch
 
 from rubricgym.trainers.config import LossConfig, OptimConfig
-from rubricgym.trainers.engine.distributed import init_from_env, rank_world, shard
+from rubricgym.trainers.engine.distributed import init_from_env, leave, rank_world, shard
 from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, sync_gradients
 
 
@@ -51,4 +51,4 @@ if __name__ == "__main__":
     grads = {a: gradients(model_dir, a, distributed=True) for a in aggregations.split(",")}
     if rank_world()[0] == 0:
         torch.save({"world": rank_world()[1], "grads": grads}, out)
-    torch.distributed.destroy_process_group()
+    leave()

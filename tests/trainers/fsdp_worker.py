@@ -14,7 +14,7 @@ import torch
 
 from rubricgym.trainers.config import LoraConfig, LossConfig, OptimConfig, ParallelConfig
 from rubricgym.trainers.engine.checkpoint import load_distributed, save_distributed
-from rubricgym.trainers.engine.distributed import init_from_env, rank_world, shard
+from rubricgym.trainers.engine.distributed import init_from_env, leave, rank_world, shard
 from rubricgym.trainers.engine.sharding import full_state_dict, gathered, grad_norm_and_clip
 from rubricgym.trainers.engine.sharding import shard as fsdp_shard
 from rubricgym.trainers.engine.update import UpdateSettings, compute_gradients, policy_update, sync_gradients
@@ -112,4 +112,4 @@ if __name__ == "__main__":
     result["after2"] = full_state_dict(model)
     if rank == 0:
         torch.save(result, out / "result.pt")
-    torch.distributed.destroy_process_group()
+    leave()

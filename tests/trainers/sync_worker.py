@@ -77,7 +77,7 @@ def whole_weights(scenario: str, address: str, model_dir: str, out: str) -> None
         torch.save(model.state_dict(), out)
         return
     from rubricgym.trainers.config import ParallelConfig
-    from rubricgym.trainers.engine.distributed import init_from_env, rank_world
+    from rubricgym.trainers.engine.distributed import init_from_env, leave, rank_world
     from rubricgym.trainers.engine.sharding import shard
     from rubricgym.trainers.engine.weight_sync import gather_for_send
 
@@ -96,8 +96,7 @@ def whole_weights(scenario: str, address: str, model_dir: str, out: str) -> None
         sync.close()
     else:
         gather_for_send(model)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    leave()
 
 
 if __name__ == "__main__":
