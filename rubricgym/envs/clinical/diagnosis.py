@@ -72,6 +72,14 @@ def _bag(words: Iterable[str]) -> frozenset[str]:
     return frozenset(w for w in words if (w not in QUALIFIERS or w in _CONTRASTED) and w not in STOP)
 
 
+def _repeats(words: Iterable[str]) -> bool:
+    """Whether a word that tells conditions apart comes twice: the text then names more than one condition, even
+    when its words, as a set, are one name's ("Non-ST-elevation myocardial infarction ST-elevation myocardial
+    infarction" holds two names, and NSTEMI's words alone)."""
+    told = [w for w in words if (w not in QUALIFIERS or w in _CONTRASTED) and w not in STOP]
+    return len(told) != len(set(told))
+
+
 @dataclass(frozen=True)
 class Named:
     """One condition an answer names: its words ``[start, end)`` and who it is (``"case"``, a knowledge-base
@@ -205,7 +213,8 @@ def match_diagnosis(kb: KnowledgeBase, facts: dict[str, Any], text: str) -> str 
     listed = any(not any(n.start < s < n.end for n in named) for s in seps) or any(
         w in ALTERNATIVES and i not in inside for i, w in enumerate(words)
     )
-    whole = vocab.bags.get(_bag(w for w in words if w not in code_words), set())
+    kept = [w for w in words if w not in code_words]
+    whole = vocab.bags.get(_bag(kept), set()) if not _repeats(kept) else set()
     if len(whole) == 1:  # every word is one name's, in another order: "leukemia, chronic myeloid"
         ids, extra, listed = set(whole), [], False
     if not ids and 0 < len(words) <= MAX_TYPO_WORDS and not listed:  # a typo of one name: "pnuemonia"

@@ -114,6 +114,18 @@ def test_a_list_is_several_however_it_is_joined(facts):
         assert match_diagnosis(kb, hidden, joiner.join(labels)) == "several", repr(joiner)
 
 
+def test_a_name_followed_by_one_whose_words_it_holds_is_a_list():
+    """Space-joined "NSTEMI's name, then STEMI's" has, as a set of words, NSTEMI's words alone: it was credited as
+    NSTEMI (the shortcut battery's pair probe found it on the cardiology demo's cases, 34% reward)."""
+    kb = load_kb()
+    hidden = rubricgym.make("clinical-v0").task_for(generate_case(kb, 0, "nstemi")).hidden
+    nstemi, stemi = "Non-ST-elevation myocardial infarction", "ST-elevation myocardial infarction"
+    assert match_diagnosis(kb, hidden, nstemi) == "case"
+    assert match_diagnosis(kb, hidden, "Myocardial infarction, non-ST-elevation") == "case"  # a reordered name
+    for answer in (f"{nstemi} {stemi}", f"{stemi} {nstemi}", f"{nstemi}, {stemi}"):
+        assert match_diagnosis(kb, hidden, answer) == "several", answer
+
+
 def test_a_parenthetical_abbreviation_is_a_name_of_its_own():
     assert name_variants(COPD) == [COPD, "Chronic obstructive pulmonary disease", "COPD"]
     assert name_variants("Sepsis (urinary source)") == ["Sepsis (urinary source)", "Sepsis"]
