@@ -47,7 +47,7 @@ from rubricgym.rewards import CheckJudge, ProcessRewardModel
 from rubricgym.rewards.prm import Breakdown
 from rubricgym.suites.suite import Suite, SuiteEntry, load_suite
 from rubricgym.trainers.config import ConfigError
-from rubricgym.trainers.demo import BUDGET_MINUTES, EXTRA_EVAL_SPLITS, SAMPLED_EVAL, TOY_ENV, demo_config
+from rubricgym.trainers.demo import BUDGET_MINUTES, SAMPLED_EVAL, TOY_ENV, demo_config, extra_eval_splits
 from rubricgym.trainers.evaluation import EvalResult, paired_difference, paired_outcome_difference
 from rubricgym.trainers.report import write_html
 
@@ -409,7 +409,7 @@ def run_three_rows(
 
     trainer: Trainer = DemoTrainer(cfg, console=console)  # a suite is a Trainer of several entries
     trainer.kept = {}  # type: ignore[attr-defined]
-    extra = [] if cfg.env.suite is not None else EXTRA_EVAL_SPLITS.get(cfg.env.id, [])
+    extra = [] if cfg.env.suite is not None else extra_eval_splits(cfg.env.id)
     held = {"test": list(trainer.eval_tasks), **{sp: list(trainer.held_out_tasks(sp)) for sp in extra}}
     summary, rows, timings = asyncio.run(_three_rows(trainer, held, budget_s, t0, console, resume, sampled))
     steps = int(summary["steps"])

@@ -229,7 +229,7 @@ def _leaks(env_spec: EnvSpec, seed: int, env_kwargs: dict, n_tasks: int = 2, dat
     report = asyncio.run(audit_leaks(env_spec.id, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs))
     if report.episodes == 0:
         raise AssertionError(
-            "played no episode, so nothing was audited: the env gave no task of the train and test splits "
+            "played no episode, so nothing was audited: the env gave no task of its train and held-out splits "
             f"for {n_tasks} task(s) (try `rubricgym check {env_spec.id} --tasks 1`)"
         )
     if not report.ok:

@@ -229,7 +229,8 @@ def test_concurrent_audits_report_what_one_episode_at_a_time_reports():
     # 4 scripted agents (oracle, random, guess, teacher) x 3 tasks x 2 splits, and the fuzz agent's 4 episodes
     assert not one.ok and one.episodes == 28
     assert many == one  # the same leaks in the same order, the same counts
-    assert b1.oracle is not None and b1.oracle.total == 1.0 and len(b1.probes) == 7  # info_reader:params[0] added
+    # info_reader:params[0] added, and the example call and its value (constant[0], constant[1])
+    assert b1.oracle is not None and b1.oracle.total == 1.0 and len(b1.probes) == 9
     assert b4 == b1
 
 

@@ -32,6 +32,10 @@ class EnvDeclarations:
     """The named programmatic checks rubric criteria may reference (usually a checks module's ``ALL``)."""
     rubric_file: ClassVar[str | Path | None] = None
     """The default rubric as a YAML file, usually next to the env's checks."""
+    held_out_splits: ClassVar[tuple[str, ...]] = ("test",)
+    """The splits besides ``train`` that ``task_set`` serves, the main one first: the family demos evaluate on
+    each, and the shortcut battery probes each (a constant that answers only one held-out split still pays there).
+    An env refusing one for its arguments (a ``ValueError`` from ``task_set``) is not probed on it."""
     scripted_agents: ClassVar[Mapping[str, str]] = {}
     """Scripted agents by name, as ``"module:Class"`` strings imported on first use."""
     shortcut_agents: ClassVar[Mapping[str, str]] = {}

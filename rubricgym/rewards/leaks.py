@@ -835,14 +835,14 @@ async def audit_leaks(
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     agents: Mapping[str, Callable[..., Agent]] | None = None,
-    splits: Sequence[str] = ("train", "test"),
+    splits: Sequence[str] | None = None,
     tasks: Sequence[Task] | None = None,
     concurrency: int = 4,
     fuzz: bool | None = None,
 ) -> LeakReport:
-    """Play ``n_tasks`` tasks of each split with each scripted agent (or ``agents``) and, with ``fuzz`` (default:
-    unless ``agents`` are given), the ``FuzzAgent`` (every odd call on two tasks, see ``fuzz_plan``), and scan
-    every channel.
+    """Play ``n_tasks`` tasks of each of ``splits`` (default: ``train`` and the env's ``held_out_splits``) with each
+    scripted agent (or ``agents``) and, with ``fuzz`` (default: unless ``agents`` are given), the ``FuzzAgent``
+    (every odd call on two tasks, see ``fuzz_plan``), and scan every channel.
 
     ``tasks`` replaces the generated tasks (e.g. a bundled case file's). At most ``concurrency`` episodes are in
     flight, each in its own env (see ``EnvLease``); the report is the same as for episodes played one by one."""
@@ -853,7 +853,11 @@ async def audit_leaks(
     first = make(env_id, **kw)
     lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
-        played = list(tasks) if tasks is not None else _tasks(first, n_tasks, seed, splits)
+        played = (
+            list(tasks)
+            if tasks is not None
+            else _tasks(first, n_tasks, seed, splits or ("train", *cls.held_out_splits))
+        )
         secrets = [audited_secrets(first, task) for task in played]  # public text read once per task
         report.public = sum(public for _, public in secrets)
 

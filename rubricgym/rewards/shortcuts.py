@@ -8,6 +8,10 @@ optimiser would once it found a hole:
   with the id's second word is one policy); and reads the channels a task shows before the agent acts (its
   ``params`` as the server's ``tasks`` reply hands them out, the system prompt and the tool specs as rendered
   for it) and answers with each string there that differs between the battery's tasks (``ChannelReader``);
+- ``constant``: answers every task with one constant that every task shows: the terminal tool's example call as
+  the system prompt shows it, then each example, default or enum value of the tools' schemas and each quoted
+  string of the system prompt and tool descriptions (a policy that copies an example into every answer: the base
+  clinical policy copied "Acute inferior STEMI" and "solved" the held-out split whose answers were half STEMI);
 - ``shotgun``: answers with every candidate it can list (every condition name of the knowledge base, every title
   seen, every option on the page);
 - ``wrong_submit``: submits a well-formed wrong answer;
@@ -15,7 +19,8 @@ optimiser would once it found a hole:
 
 An env plays its own version of a probe by naming an agent in ``RubricEnv.shortcut_agents``; the generic ones
 below play the rest. Every probe must average at most ``threshold`` (0.05) on both the env reward and the default
-rubric's total while the oracle averages at least ``good_min`` (0.9) on the rubric.
+rubric's total while the oracle averages at least ``good_min`` (0.9) on the rubric. The probes play every split of
+the env's ``held_out_splits`` (a constant may answer one split's tasks and not another's); the oracle plays the first.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ from rubricgym.rewards.prm import ProcessRewardModel
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
 INFO_CANDIDATES = 3
 """How many strings of the visible channels the info reader tries (one probe each)."""
+CONSTANTS = 8
+"""How many constants every task shows the ``constant`` probe tries (one probe each), the terminal tool's example
+call first (``constant_answers``)."""
+_EXAMPLE_KEYS = frozenset({"examples", "example", "default", "enum", "const"})
 ESCAPES = (
     "../../../../../../etc/passwd",
     "/etc/passwd",
@@ -94,6 +103,25 @@ def line_candidates(line: str) -> list[str]:
         out.append(line.rsplit(":", 1)[1].strip(" .;,)("))
     out.append(line.strip())
     return [c for c in dict.fromkeys(out) if c.strip()]
+
+
+def constant_answers(system: str, tools: Sequence[ToolSpec], limit: int = CONSTANTS) -> list[str | None]:
+    """The constants a policy could copy into every answer, at most ``limit``: ``None`` (the terminal tool's
+    example call, verbatim), then the text of each example, default, enum or const value in the tools' schemas (the
+    terminal tool's first), then each quoted string of the system prompt and the tools' descriptions that is not
+    call syntax (a tool's or an argument's name)."""
+    terminal = next((t for n in TERMINAL_TOOLS for t in tools if t.name == n), None)
+    out: list[str] = []
+    for t in ([terminal] if terminal else []) + [t for t in tools if t is not terminal]:
+        for path, value in leaves(t.parameters):
+            if isinstance(value, str) and _EXAMPLE_KEYS & set(re.split(r"[.\[]", path)):
+                out.append(value)
+    lines = [*system.splitlines(), *(ln for t in tools for ln in t.description.splitlines())]
+    out += [next(g for g in m.groups() if g is not None) for ln in lines for m in _QUOTED.finditer(ln)]
+    syntax = {"name", "arguments", "TOOL_NAME"} | {t.name for t in tools}  # how a call is written, not an answer
+    syntax |= {k for t in tools for k in t.parameters.get("properties", {})}
+    texts = [c for c in dict.fromkeys(x.strip() for x in out) if c and c not in syntax]
+    return [*([None] if terminal else []), *texts][:limit]
 
 
 def render(env: RubricEnv, task: Task, seed: int) -> dict[str, list[str]]:
@@ -167,6 +195,22 @@ class InfoReader(BaseAgent):
         found = visible_strings(self.channels)
         text = found[self.index] if self.index < len(found) else "unknown"
         return terminal_call(tools, text) or text
+
+
+class ConstantAnswer(BaseAgent):
+    """Answers at once with one constant on every task (``constant_answers``): ``None`` sends the terminal tool's
+    example call as the system prompt shows it, a text goes in the terminal tool's first text argument."""
+
+    def __init__(self, text: str | None, index: int):
+        self.text = text
+        shown = "the terminal tool's example call" if text is None else repr(text[:40])
+        self.name = f"shortcut:constant[{index}] {shown}"
+
+    async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
+        if self.text is None:
+            terminal = next((t for n in TERMINAL_TOOLS for t in tools if t.name == n), None)
+            return terminal.example_call() if terminal else "unknown"
+        return terminal_call(tools, self.text) or self.text
 
 
 class ObservationShotgun(BaseAgent):
@@ -304,11 +348,14 @@ def _fmt(x: float | None) -> str:
 
 
 def probe_agents(
-    cls: type[RubricEnv], candidates: Mapping[str, Mapping[str, list[str]]] | None = None
+    cls: type[RubricEnv],
+    candidates: Mapping[str, Mapping[str, list[str]]] | None = None,
+    constants: Sequence[str | None] = (),
 ) -> dict[str, Callable[..., Agent]]:
     """The battery's agents for an env: its own ``shortcut_agents`` over the generic ones, info readers first
     (with ``candidates``, the task-specific strings of each task's channels by task id, a ``ChannelReader`` for
-    each of the first ``INFO_CANDIDATES`` positions of each channel that some task fills)."""
+    each of the first ``INFO_CANDIDATES`` positions of each channel that some task fills), then a
+    ``ConstantAnswer`` for each of ``constants``."""
     imported = cls.shortcuts()
     out: dict[str, Callable[..., Agent]] = {}
     if "info_reader" in imported:
@@ -322,6 +369,10 @@ def probe_agents(
             out[f"info_reader:{channel}[{i}]"] = lambda seed=None, ch=channel, i=i: ChannelReader(
                 ch, i, candidates or {}
             )
+    for i, text in enumerate(constants):
+        out[ConstantAnswer(text, i).name.removeprefix("shortcut:")] = lambda seed=None, t=text, i=i: ConstantAnswer(
+            t, i
+        )
     for name in ("shotgun", "wrong_submit", "escape"):
         out[name] = imported.pop(name) if name in imported else GENERIC[name]
     out.update(imported)
@@ -339,9 +390,11 @@ async def run_battery(
     good_min: float = 0.9,
     concurrency: int = 4,
 ) -> BatteryReport:
-    """Play the oracle and every probe on ``n_tasks`` test tasks (or ``tasks``) and score them with the env
-    reward and the default rubric (its programmatic criteria). At most ``concurrency`` episodes are in flight,
-    each in its own env (``leaks.EnvLease``); the report is the same as for episodes played one by one."""
+    """Play the oracle on ``n_tasks`` tasks of the env's main held-out split and every probe on ``n_tasks`` tasks
+    of each of its ``held_out_splits`` (or all of them on ``tasks``), and score them with the env reward and the
+    default rubric (its programmatic criteria); a probe's name says its split when it is not the first. At most
+    ``concurrency`` episodes are in flight, each in its own env (``leaks.EnvLease``); the report is the same as for
+    episodes played one by one."""
     cls = spec(env_id).load()
     rubric = load_rubric(cls.default_rubric())
     judges = [CheckJudge()]
@@ -352,14 +405,22 @@ async def run_battery(
     first = make(env_id, **kw)
     lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
-        played = list(tasks) if tasks is not None else first.task_set(n_tasks, seed=seed, split="test")
-        candidates: dict[str, dict[str, list[str]]] = {}
-        if terminal_call(first.tools(), "x") != terminal_call(first.tools(), "y"):  # an answer a reader can give
-            renders = [await asyncio.to_thread(render, first, task, seed + i) for i, task in enumerate(played)]
-            candidates = dict(zip((t.id for t in played), task_specific(renders), strict=True))
-        agents = probe_agents(cls, candidates)
+        by_split = {cls.held_out_splits[0]: list(tasks)} if tasks is not None else split_tasks(first, n_tasks, seed)
+        answerable = terminal_call(first.tools(), "x") != terminal_call(first.tools(), "y")  # a reader can answer
+        constants: list[str | None] = []
+        groups: list[tuple[str, Callable[..., Agent], list[Task]]] = []
         oracle = cls.agents().get("oracle")
-        everyone = ([("oracle", oracle)] if oracle is not None else []) + list(agents.items())
+        for k, (split, played) in enumerate(by_split.items()):
+            candidates: dict[str, dict[str, list[str]]] = {}
+            if answerable and played:
+                renders = [await asyncio.to_thread(render, first, task, seed + i) for i, task in enumerate(played)]
+                candidates = dict(zip((t.id for t in played), task_specific(renders), strict=True))
+                if k == 0:
+                    constants = constant_answers("\n".join(renders[0]["system prompt"]), first.tools())
+            if k == 0 and oracle is not None:
+                groups.append(("oracle", oracle, played))
+            suffix = "" if k == 0 else f" on {split}"
+            groups += [(name + suffix, f, played) for name, f in probe_agents(cls, candidates, constants).items()]
 
         async def episode(name: str, factory: Callable[..., Agent], i: int, task: Task) -> Trajectory:
             async with lease.env() as env:
@@ -367,7 +428,7 @@ async def run_battery(
 
         jobs = [
             lambda name=name, factory=factory, i=i, task=task: episode(name, factory, i, task)
-            for name, factory in everyone
+            for name, factory, played in groups
             for i, task in enumerate(played)
         ]
         trajs = await in_order(jobs)
@@ -377,18 +438,33 @@ async def run_battery(
             totals = [b.total for b in await prm.score_many(trajs) if scored.criteria]
             report.errors += sum(x is None for x in totals)
             vals = [x for x in totals if x is not None]
-            return ProbeResult(name, sum(rewards) / len(rewards), sum(vals) / len(vals) if vals else None, len(trajs))
+            mean = sum(rewards) / len(rewards) if rewards else 0.0
+            return ProbeResult(name, mean, sum(vals) / len(vals) if vals else None, len(trajs))
 
-        n = len(played)
-        for k, (name, _) in enumerate(everyone):
-            result = await score(name, trajs[k * n : (k + 1) * n])
-            if k == 0 and oracle is not None:
+        at = 0
+        for name, _, played in groups:
+            result = await score(name, trajs[at : at + len(played)])
+            at += len(played)
+            if name == "oracle" and oracle is not None:
                 report.oracle = result
             else:
                 report.probes.append(result)
     finally:
         await lease.aclose()
     return report
+
+
+def split_tasks(env: RubricEnv, n: int, seed: int) -> dict[str, list[Task]]:
+    """``n`` tasks of each of the env's ``held_out_splits``; a split the env refuses for its arguments (clinical's
+    ``test-unseen`` for a cases file) is left out, the first never."""
+    out: dict[str, list[Task]] = {}
+    for k, split in enumerate(type(env).held_out_splits):
+        try:
+            out[split] = env.task_set(n, seed=seed, split=split)
+        except ValueError:
+            if k == 0:
+                raise
+    return out
 
 
 def table_rows(report: BatteryReport) -> list[tuple[str, str, str]]:

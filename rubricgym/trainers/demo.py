@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from rubricgym.core.registry import spec
 from rubricgym.trainers.config import TrainConfig
 
 DEMO_CONFIG: dict[str, Any] = {
@@ -142,11 +143,15 @@ table: loading the model, the teacher's episodes and the cloning (both skipped w
 finished warm start), the held-out evaluations of the base, warm-start and GRPO policies (greedy and sampled) and
 the GRPO steps in between; the arena after it judges the evaluations' greedy episodes (seconds)."""
 
-EXTRA_EVAL_SPLITS: dict[str, list[str]] = {"deepsearch-v0": ["test-train-world"], "clinical-v0": ["test-unseen"]}
-"""Held-out splits a family demo reports beside ``test``: deep search's ``test`` is a world training never saw
-(another world seed), ``test-train-world`` unseen questions about the training world; a gain on the second alone
-may be memorised pages; clinical's ``test-unseen`` cases of the conditions training never draws. Greedy only: their
-sampled rows would cost a family demo about 5 of its 20 minutes."""
+
+def extra_eval_splits(env_id: str) -> list[str]:
+    """Held-out splits a family demo reports beside ``test``: the env's other ``held_out_splits``. Deep search's
+    ``test`` is a world training never saw (another world seed), ``test-train-world`` unseen questions about the
+    training world; a gain on the second alone may be memorised pages; clinical's ``test-unseen`` cases of the
+    conditions training never draws. Greedy only: their sampled rows would cost a family demo about 5 of its 20
+    minutes."""
+    return list(spec(env_id).load().held_out_splits[1:])
+
 
 SAMPLED_EVAL = 1
 """Rollouts per held-out task at the training temperature in the demos' sampled rows (greedy: one)."""

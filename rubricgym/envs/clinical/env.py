@@ -118,6 +118,7 @@ class ClinicalEnv(RubricEnv):
 
     env_id = ENV_ID
     stages = ("history", "examination", "testing", "diagnosis")
+    held_out_splits = ("test", UNSEEN_SPLIT)
     default_max_steps = 12
     max_observation_chars = 4000
     check_set = checks.ALL
@@ -476,7 +477,7 @@ class ClinicalEnv(RubricEnv):
             differential: the other diagnoses you considered and excluded
         """
         if not diagnosis.strip():
-            raise ToolError("the diagnosis is empty; name the condition, e.g. 'community-acquired pneumonia'")
+            raise ToolError("the diagnosis is empty; name the condition in words (an ICD-10 code may follow)")
         diff = differential_list(differential)
         facts = self._facts
         matched = match_diagnosis(self.kb, facts, diagnosis)

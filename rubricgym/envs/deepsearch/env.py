@@ -112,6 +112,7 @@ class DeepSearchEnv(RubricEnv):
 
     env_id = "deepsearch-v0"
     stages = ("plan", "gather", "review", "answer")
+    held_out_splits = (HELDOUT_SPLITS[0], TRAIN_WORLD_SPLIT)
     default_max_steps = 40
     max_observation_chars = 6000
     check_set = ALL

@@ -7,8 +7,11 @@ import json
 import pytest
 
 import rubricgym
+from rubricgym.core.env import ToolOutput
 from rubricgym.core.leaves import leaves
+from rubricgym.core.registry import register, unregister
 from rubricgym.core.rollout import rollout
+from rubricgym.core.tools import tool
 from rubricgym.envs.clinical.cases import EXAMPLE_CASES
 from rubricgym.envs.clinical.diagnosis import match_diagnosis
 from rubricgym.envs.clinical.env import ClinicalEnv
@@ -133,3 +136,44 @@ def test_tool_examples_name_no_condition_a_policy_could_copy_for_credit(kb):
     tasks += [cases.task_for(c) for c in cases.cases]
     named = {(ex, match_diagnosis(kb, t.hidden, ex)) for t in tasks for ex in examples}
     assert {m for _, m in named} == {None}, sorted((ex, m) for ex, m in named if m is not None)
+
+
+class _OldExample(ClinicalEnv):
+    """clinical-v0 with the diagnose example it once had: "Acute inferior STEMI", an answer of test-unseen only."""
+
+    env_id = "test-clinical-old-example-v0"
+
+    @tool(examples={"diagnosis": "Acute inferior STEMI"})
+    def diagnose(self, diagnosis: str, reason: str = "", differential: list[str] | None = None) -> ToolOutput:
+        """Commit to a final diagnosis; this ends the episode.
+
+        Args:
+            diagnosis: the diagnosis, in words
+            reason: the findings and results that support it
+            differential: the other diagnoses you considered and excluded
+        """
+        return ClinicalEnv.diagnose(self, diagnosis, reason, differential)
+
+
+def test_the_shortcut_battery_catches_a_copied_example_that_answers_one_held_out_split_only():
+    """The base policy copied the old example into every diagnosis and "solved" test-unseen's STEMI cases. The
+    battery probes every held-out split with each constant the tool specs show: the example call pays on
+    test-unseen (1 of its 6 cardiology cases is STEMI) and nowhere on test, where no case is STEMI."""
+    kw = {"specialty": "cardiology"}
+    register(_OldExample.env_id, _OldExample, replace=True)
+    try:
+        old = asyncio.run(run_battery(_OldExample.env_id, n_tasks=6, env_kwargs=kw))
+    finally:
+        unregister(_OldExample.env_id)
+    paid = {p.name for p in old.probes if p.reward > old.threshold}
+    # the example call as the system prompt shows it, and its text as the diagnosis
+    assert paid == {
+        "constant[0] the terminal tool's example call on test-unseen",
+        "constant[1] 'Acute inferior STEMI' on test-unseen",
+    }, old.problems()
+    assert any(p.name.startswith("constant[0]") and p.reward == 0 for p in old.probes)  # on test
+    now = asyncio.run(run_battery("clinical-v0", n_tasks=6, env_kwargs=kw))
+    assert now.ok, now.problems()
+    assert any(p.name.endswith("on test-unseen") for p in now.probes)
+    fixed = asyncio.run(run_battery("clinical-v0", n_tasks=2, env_kwargs={"condition": "stemi"}))
+    assert fixed.probes and not any("test-unseen" in p.name for p in fixed.probes)  # a split the env refuses
