@@ -492,8 +492,10 @@ async def _three_rows(
         timings["warm start (reused)" if reused else "warm start"] = time.perf_counter() - began
         how = f"reused the finished one in {where}" if reused else f"cloned {cloned.get('kept', '?')} teacher episodes"
         acc = cloned.get("heldout_accuracy_before"), cloned.get("heldout_accuracy_after")
+        dec = cloned.get("heldout_decision_accuracy_before"), cloned.get("heldout_decision_accuracy_after")
         console.print(
-            f"warm start: {how}; held-out token accuracy {_num(acc[0])} -> {_num(acc[1])}",
+            f"warm start: {how}; held-out token accuracy {_num(acc[0])} -> {_num(acc[1])}, "
+            f"decisions {_num(dec[0])} -> {_num(dec[1])}",
             highlight=False,
             soft_wrap=True,
         )

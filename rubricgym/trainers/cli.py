@@ -153,5 +153,8 @@ def register_sft(app: typer.Typer) -> None:
         if summary.get("heldout_accuracy_before") is not None:
             before, after = summary["heldout_accuracy_before"], summary["heldout_accuracy_after"]
             line += f", held-out token accuracy {before:.3f} -> {after:.3f}"
+        if summary.get("heldout_decision_accuracy_before") is not None:
+            before, after = summary["heldout_decision_accuracy_before"], summary["heldout_decision_accuracy_after"]
+            line += f", decisions {before:.3f} -> {after:.3f}"
         console.print(line)
         console.print(f"model: {summary['model']} (use it as model.name, or `rubricgym run ENV --agent local --model`)")

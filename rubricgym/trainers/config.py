@@ -357,6 +357,13 @@ class WarmStartConfig(_Strict):
     same question again, re-opens a page) learns what to do from where it drifted to. Resumes like cloning."""
     dagger_tasks: int = Field(16, ge=1, le=MAX_COUNT)
     dagger_steps: int = Field(20, ge=1, le=MAX_STEPS)
+    decision_tokens: int = Field(2, ge=1, le=64)
+    """The first tokens of each cloned turn, after ``generation.response_prefix`` (with the demos' prefix: the
+    tool's name), that the held-out *decision accuracy* measures and ``decision_weight`` weights."""
+    decision_weight: float = Field(1.0, ge=1.0, le=100.0)
+    """The loss weight of those tokens (1: the plain mean NLL). A clone's token accuracy can read 0.9 while it picks
+    the wrong tool at most of the turns that matter (clinical: it orders one more test where the teacher
+    diagnoses); a weight above 1 makes those choices count as much as the arguments' many tokens."""
 
     @property
     def total_steps(self) -> int:

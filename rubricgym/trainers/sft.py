@@ -309,18 +309,50 @@ def demo_samples(
 # ---- the loss ----------------------------------------------------------------------------------------------------
 
 
+def turn_starts(loss_mask: Sequence[int], k: int) -> list[bool]:
+    """Whether each token is among the first ``k`` of its assistant turn (a run of ``loss_mask`` 1s; turns are
+    always apart, an observation lies between them): the decision of the turn, such as the tool's name."""
+    out, run = [], 0
+    for m in loss_mask:
+        run = run + 1 if m else 0
+        out.append(0 < run <= k)
+    return out
+
+
+def weigh_decisions(samples: Sequence[Sample], k: int, weight: float) -> None:
+    """Give the first ``k`` tokens of every assistant turn of ``samples`` the loss weight ``weight``, every other
+    assistant token 1 (kept in ``Sample.advantages``: cloning is a policy gradient whose advantage is the weight)."""
+    for s in samples:
+        s.advantages = [
+            (weight if start else 1.0) if m else 0.0
+            for m, start in zip(s.loss_mask, turn_starts(s.loss_mask, k), strict=True)
+        ]
+
+
+def _accuracies(record: dict[str, Any], lead: str) -> str:
+    """A progress line's held-out accuracies (token and decision), or ``""`` at a step without an evaluation."""
+    if "heldout_accuracy" not in record:
+        return ""
+    decision = record.get("heldout_decision_accuracy")
+    return f"{lead}held-out acc {record['heldout_accuracy']:.3f}" + (
+        "" if decision is None else f", decisions {decision:.3f}"
+    )
+
+
 def nll_gradients(model: torch.nn.Module, samples: Sequence[Sample], micro_batch: int, pad_id: int) -> dict[str, float]:
     """Accumulate the gradient of the mean negative log-likelihood of ``samples``' assistant tokens (``loss_mask``
-    1; every rank's share of the global token count) into ``model``'s ``.grad``; returns the loss and token count."""
+    1; every rank's share of the global token count) into ``model``'s ``.grad``, each token weighted by its
+    ``Sample.advantages`` where ``weigh_decisions`` set them (else 1); returns the loss and token count."""
     norm = normalizer(samples, "token-mean")
     forward = logprobs_of(model)
+    weighted = any(s.advantages for s in samples)
     total, tokens = 0.0, 0
     for _chunk, b, filler in lockstep_batches(model, samples, micro_batch, pad_id):
         logp, _ = forward(b.input_ids, b.attention_mask, b.loss_mask)
         if filler:  # a sharded rank's extra micro-batch: the collectives run, the gradient gets zero
             (logp.sum() * 0.0).backward()
             continue
-        loss = -(logp * b.loss_mask).sum() / max(norm, 1.0)
+        loss = -(logp * (b.loss_mask * b.advantages if weighted else b.loss_mask)).sum() / max(norm, 1.0)
         loss.backward()
         total += float(loss.detach())
         tokens += int(b.loss_mask.sum())
@@ -337,30 +369,53 @@ def _sum_over_ranks(value: float) -> float:
 
 @torch.no_grad()
 def heldout_metrics(
-    model: torch.nn.Module, samples: Sequence[Sample], micro_batch: int, pad_id: int
+    model: torch.nn.Module, samples: Sequence[Sample], micro_batch: int, pad_id: int, decision_tokens: int = 2
 ) -> dict[str, float]:
     """Mean negative log-likelihood and greedy token accuracy (the argmax is the cloned token) on ``samples``'
-    assistant tokens, on whole weights (a sharded model is gathered for it)."""
+    assistant tokens, and the decision accuracy: the share of turns whose first ``decision_tokens`` tokens are all
+    the argmax (``turn_starts``), on whole weights (a sharded model is gathered for it)."""
     if not samples:
         return {}
     body = getattr(model, getattr(model, "base_model_prefix", "model"))
     head = model.get_output_embeddings()  # type: ignore[operator]
     device = next(model.parameters()).device
-    nll, right, count = 0.0, 0, 0
+    nll, right, count, decided, turns = 0.0, 0, 0, 0, 0
     was_training = model.training
     model.eval()
     with sharding.gathered(model) if sharding.is_sharded(model) else contextlib.nullcontext():
         for start in range(0, len(samples), micro_batch):
-            b = collate(samples[start : start + micro_batch], pad_id).to(device)
+            chunk = samples[start : start + micro_batch]
+            b = collate(chunk, pad_id).to(device)
             hidden = body(input_ids=b.input_ids, attention_mask=b.attention_mask).last_hidden_state
             select = b.loss_mask[:, 1:] > 0
             logits = head(hidden[:, :-1][select]).float()
             targets = b.input_ids[:, 1:][select]
             nll += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
-            right += int((logits.argmax(-1) == targets).sum())
-            count += int(targets.numel())
+            hits = (logits.argmax(-1) == targets).tolist()
+            right += sum(hits)
+            count += len(hits)
+            i = 0  # the selected tokens come in row order: every token with loss_mask 1 (a prompt comes first)
+            for sample in chunk:
+                ok: bool | None = None  # this turn's decision tokens were all the argmax so far
+                firsts, begins = turn_starts(sample.loss_mask, decision_tokens), turn_starts(sample.loss_mask, 1)
+                for m, first, begin in zip(sample.loss_mask, firsts, begins, strict=True):
+                    if not m:
+                        continue
+                    if begin:
+                        if ok is not None:
+                            decided, turns = decided + ok, turns + 1
+                        ok = True
+                    ok = bool(ok) and (hits[i] or not first)
+                    i += 1
+                if ok is not None:
+                    decided, turns = decided + ok, turns + 1
     model.train(was_training)
-    return {"heldout_loss": nll / max(count, 1), "heldout_accuracy": right / max(count, 1), "heldout_tokens": count}
+    return {
+        "heldout_loss": nll / max(count, 1),
+        "heldout_accuracy": right / max(count, 1),
+        "heldout_decision_accuracy": decided / max(turns, 1),
+        "heldout_tokens": count,
+    }
 
 
 # ---- the run -----------------------------------------------------------------------------------------------------
@@ -501,7 +556,7 @@ class Cloner:
         return stats | {"grad_norm": norm, "lr": self.ws.lr, "step_s": time.perf_counter() - t0}
 
     def log_eval(self, step: int, held: Sequence[Sample]) -> dict[str, float]:
-        result = heldout_metrics(self.model, held, self.optim.micro_batch, self.pad_id)
+        result = heldout_metrics(self.model, held, self.optim.micro_batch, self.pad_id, self.ws.decision_tokens)
         self.metrics.write({"kind": "eval", "step": step, **result})
         return result
 
@@ -521,7 +576,7 @@ class Cloner:
 
             def line(r: dict[str, Any]) -> None:
                 if r["step"] % every == 0 or r["step"] == self.until or "heldout_accuracy" in r:
-                    acc = f" held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
+                    acc = _accuracies(r, " ")
                     self.console.print(f"warm start step {r['step']}/{ws.total_steps} loss {r['loss']:.4f}{acc}")
 
             yield line
@@ -538,7 +593,7 @@ class Cloner:
             task = bar.add_task("warm start", total=ws.total_steps, completed=done, status="")
 
             def advance(r: dict[str, Any]) -> None:
-                acc = f" · held-out acc {r['heldout_accuracy']:.3f}" if "heldout_accuracy" in r else ""
+                acc = _accuracies(r, " · ")
                 bar.update(task, advance=1, status=f"loss {r['loss']:.4f}{acc}")
 
             yield advance
@@ -554,6 +609,8 @@ class Cloner:
             "last_loss": train[-1]["loss"] if train else None,
             "heldout_accuracy_before": first.get("heldout_accuracy"),
             "heldout_accuracy_after": last.get("heldout_accuracy"),
+            "heldout_decision_accuracy_before": first.get("heldout_decision_accuracy"),
+            "heldout_decision_accuracy_after": last.get("heldout_decision_accuracy"),
             "heldout_loss_before": first.get("heldout_loss"),
             "heldout_loss_after": last.get("heldout_loss"),
             "elapsed_s": state.elapsed_s,
@@ -794,6 +851,8 @@ def prepare(
                     continue  # over-long turns are refused before any label exists
                 raise ConfigError(f"warm_start: {d.source} (trajectory {d.id}): {e}") from None
         out.append(samples)
+    if ws.decision_weight != 1.0:
+        weigh_decisions(out[0], ws.decision_tokens, ws.decision_weight)
     if not out[0]:
         raise ConfigError("warm_start: no training sequence has an assistant token within optim.max_seq_len")
     return out[0], out[1]

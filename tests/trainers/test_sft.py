@@ -44,6 +44,8 @@ from rubricgym.trainers.sft import (
     score_missing,
     select,
     split_held_out,
+    turn_starts,
+    weigh_decisions,
 )
 
 ENV = "toy-calculator-v0"
@@ -186,6 +188,43 @@ def test_the_loss_is_the_mean_nll_of_the_masked_tokens_only(tiny_model_dir):
 # ---- data and rejection sampling -------------------------------------------------------------------------------
 
 
+def _by_hand(model, samples):
+    """Each sample's log-prob and argmax hit of every token (position t predicts token t)."""
+    out = []
+    with torch.no_grad():
+        for s in samples:
+            ids = torch.tensor([s.input_ids])
+            logp = model(input_ids=ids).logits.float().log_softmax(-1)[0, :-1]
+            picked = [0.0, *logp.gather(-1, ids[0, 1:, None])[:, 0].tolist()]
+            hit = [False, *(logp.argmax(-1) == ids[0, 1:]).tolist()]
+            out.append((picked, hit))
+    return out
+
+
+def test_turn_starts_marks_the_first_tokens_of_each_assistant_turn():
+    assert turn_starts([0, 1, 1, 1, 0, 0, 1, 1], 2) == [False, True, True, False, False, False, True, True]
+    assert turn_starts([0, 1, 1, 0, 1], 1) == [False, True, False, False, True]
+
+
+def test_decision_weight_weighs_the_first_tokens_of_each_turn_and_one_is_the_plain_loss(tiny_model_dir):
+    policy = TrainingPolicy(str(tiny_model_dir))
+    model, pad = policy.lm, policy.tokenizer.pad_token_id
+    samples = demo_samples(0, oracle_trajectories(2)[1].messages, policy, 4096)
+    plain = nll_gradients(model, samples, 8, pad)
+    weigh_decisions(samples, 1, 1.0)
+    assert nll_gradients(model, samples, 8, pad)["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    weigh_decisions(samples, 2, 10.0)
+    weighted = nll_gradients(model, samples, 8, pad)
+    by_hand = 0.0
+    for s, (picked, _) in zip(samples, _by_hand(model, samples), strict=True):
+        firsts = turn_starts(s.loss_mask, 2)
+        by_hand -= sum(lp * (10.0 if f else 1.0) for lp, m, f in zip(picked, s.loss_mask, firsts, strict=True) if m)
+    assert weighted["tokens"] == plain["tokens"]
+    assert weighted["loss"] == pytest.approx(by_hand / plain["tokens"], rel=1e-4)
+    assert weighted["loss"] > plain["loss"] * 1.2  # measured: the tool names' tokens weigh in
+    model.zero_grad(set_to_none=True)
+
+
 def test_rejection_sampling_keeps_successes_or_rubric_totals():
     task = Task(id="t", env_id=ENV, prompt="p")
 
@@ -265,6 +304,16 @@ def test_a_tiny_run_lowers_the_loss_and_its_model_plays_as_a_local_agent(tiny_mo
     )
     again = heldout_metrics(agent.lm, held, 8, agent.tokenizer.pad_token_id)
     assert again["heldout_loss"] == pytest.approx(summary["heldout_loss_after"], rel=1e-4)
+    # decision accuracy: the share of turns whose first 2 tokens (the tool's name) are all the argmax
+    right = turns = 0
+    for sample, (_, hit) in zip(held, _by_hand(agent.lm, held), strict=True):
+        begins = [i for i, b in enumerate(turn_starts(sample.loss_mask, 1)) if b]
+        turns += len(begins)
+        right += sum(hit[a] and hit[a + 1] for a in begins)
+    assert turns >= 2 and right > 0
+    assert again["heldout_decision_accuracy"] == pytest.approx(right / turns)
+    assert summary["heldout_decision_accuracy_after"] == pytest.approx(again["heldout_decision_accuracy"])
+    assert summary["heldout_decision_accuracy_after"] > summary["heldout_decision_accuracy_before"]
 
 
 def test_train_layers_trains_only_the_top_layers(tiny_model_dir, tmp_path):
