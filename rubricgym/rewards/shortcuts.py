@@ -67,10 +67,15 @@ CHANNELS = ("params", "system prompt", "tools")
 """What ``ChannelReader`` reads: the task's params, the system prompt and the tool specs as rendered for it."""
 
 
+def terminal_tool(tools: Sequence[ToolSpec]) -> ToolSpec | None:
+    """The env's terminal tool: the first of ``TERMINAL_TOOLS`` it offers, or ``None``."""
+    by_name = {t.name: t for t in tools}
+    return next((by_name[n] for n in TERMINAL_TOOLS if n in by_name), None)
+
+
 def terminal_call(tools: Sequence[ToolSpec], text: str) -> str | None:
     """A call of the env's terminal tool with ``text`` as its first text argument (placeholders for the rest)."""
-    by_name = {t.name: t for t in tools}
-    tool = next((by_name[n] for n in TERMINAL_TOOLS if n in by_name), None)
+    tool = terminal_tool(tools)
     if tool is None:
         return None
     args = placeholder_arguments(tool)
@@ -110,7 +115,7 @@ def constant_answers(system: str, tools: Sequence[ToolSpec], limit: int = CONSTA
     example call, verbatim), then the text of each example, default, enum or const value in the tools' schemas (the
     terminal tool's first), then each quoted string of the system prompt and the tools' descriptions that is not
     call syntax (a tool's or an argument's name)."""
-    terminal = next((t for n in TERMINAL_TOOLS for t in tools if t.name == n), None)
+    terminal = terminal_tool(tools)
     out: list[str] = []
     for t in ([terminal] if terminal else []) + [t for t in tools if t is not terminal]:
         for path, value in leaves(t.parameters):
@@ -208,7 +213,7 @@ class ConstantAnswer(BaseAgent):
 
     async def act(self, messages: list[Message], tools: list[ToolSpec]) -> str:
         if self.text is None:
-            terminal = next((t for n in TERMINAL_TOOLS for t in tools if t.name == n), None)
+            terminal = terminal_tool(tools)
             return terminal.example_call() if terminal else "unknown"
         return terminal_call(tools, self.text) or self.text
 
