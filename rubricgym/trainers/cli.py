@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"[bold red]error:[/] {e}", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from None
         from rubricgym.trainers.engine.checkpoint import CheckpointError
+        from rubricgym.trainers.engine.distributed import leave
         from rubricgym.trainers.engine.update import NonFiniteUpdate
 
         try:
@@ -75,6 +76,7 @@ def register(app: typer.Typer) -> None:
         for line in summary["lines"][shown:]:
             console.print(line)
         console.print(f"report: {summary['html']}")
+        leave()  # under torchrun: every rank exits together (a rank leaving alone can abort)
 
     register_sft(app)
 
@@ -113,6 +115,7 @@ def register_sft(app: typer.Typer) -> None:
         from rich.console import Console
 
         from rubricgym.trainers.config import ConfigError, TrainConfig, load_config, validate_config
+        from rubricgym.trainers.engine.distributed import leave
         from rubricgym.trainers.engine.update import NonFiniteUpdate
         from rubricgym.trainers.sft import WARM_START_DIR, run_sft
 
@@ -158,3 +161,4 @@ def register_sft(app: typer.Typer) -> None:
             line += f", decisions {before:.3f} -> {after:.3f}"
         console.print(line)
         console.print(f"model: {summary['model']} (use it as model.name, or `rubricgym run ENV --agent local --model`)")
+        leave()

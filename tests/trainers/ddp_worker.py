@@ -45,10 +45,15 @@ def gradients(model_dir: str, aggregation: str, distributed: bool) -> dict[str, 
     return {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
 
 
-if __name__ == "__main__":
-    model_dir, aggregations, out = sys.argv[1:4]  # aggregations: comma-separated, one gradient each
+def main(model_dir: str, aggregations: str, out: str) -> None:
+    """Every gradient lives in this frame, so it is freed before the interpreter shuts down: a tensor a gloo work
+    object still holds, freed during finalization, can abort the process (pytorch/pytorch#190489)."""
     init_from_env("gloo")
     grads = {a: gradients(model_dir, a, distributed=True) for a in aggregations.split(",")}
     if rank_world()[0] == 0:
         torch.save({"world": rank_world()[1], "grads": grads}, out)
     leave()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])  # aggregations: comma-separated, one gradient each

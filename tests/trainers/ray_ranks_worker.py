@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from rubricgym.trainers.config import load_config
-from rubricgym.trainers.engine.distributed import rank_world
+from rubricgym.trainers.engine.distributed import leave, rank_world
 from rubricgym.trainers.engine.ray_ranks import RankedCollectError
 from rubricgym.trainers.trainer import Trainer
 
@@ -24,6 +24,7 @@ def main(config: str, out: str) -> None:
     except RankedCollectError as e:
         seen["error"] = str(e)
     Path(out, f"rank{rank}.json").write_text(json.dumps(seen))
+    leave()
 
 
 if __name__ == "__main__":

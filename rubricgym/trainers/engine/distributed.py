@@ -35,7 +35,8 @@ def init_from_env(backend: str = "gloo") -> bool:
 def leave() -> None:
     """Wait for every rank, then leave the process group. A rank that destroys its gloo group while another rank
     still works in it (rank 0 saving a result, say) can abort with "terminate called without an active exception"
-    (a CI failure of the 2-rank gradient test)."""
+    (CI failures of the 2-rank tests); a rank that exits without leaving, too. ``rubricgym train`` and ``sft`` leave
+    this way at the end of a run."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
