@@ -818,13 +818,18 @@ async def in_order(jobs: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return results  # type: ignore[return-value]
 
 
-def _tasks(env: RubricEnv, n: int, seed: int, splits: Sequence[str]) -> list[Task]:
-    out: list[Task] = []
+def tasks_by_split(
+    env: RubricEnv, n: int, seed: int, splits: Sequence[str], *, required: str | None = None
+) -> dict[str, list[Task]]:
+    """``n`` tasks of each of ``splits``, by split. A split the env refuses for its arguments (a ``ValueError``, e.g.
+    clinical's ``test-unseen`` for a cases file) is left out, except ``required``, whose error is raised."""
+    out: dict[str, list[Task]] = {}
     for split in splits:
         try:
-            out += env.task_set(n, seed=seed, split=split)
-        except ValueError:  # an env without this split
-            continue
+            out[split] = list(env.task_set(n, seed=seed, split=split))
+        except ValueError:
+            if split == required:
+                raise
     return out
 
 
@@ -856,7 +861,11 @@ async def audit_leaks(
         played = (
             list(tasks)
             if tasks is not None
-            else _tasks(first, n_tasks, seed, splits or ("train", *cls.held_out_splits))
+            else [
+                t
+                for part in tasks_by_split(first, n_tasks, seed, splits or ("train", *cls.held_out_splits)).values()
+                for t in part
+            ]
         )
         secrets = [audited_secrets(first, task) for task in played]  # public text read once per task
         report.public = sum(public for _, public in secrets)

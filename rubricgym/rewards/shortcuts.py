@@ -40,7 +40,7 @@ from rubricgym.core.rubric import load_rubric
 from rubricgym.core.types import Message, Task, ToolSpec, Trajectory
 from rubricgym.rewards.gaming import TERMINAL_TOOLS, judgeable, placeholder_arguments
 from rubricgym.rewards.judges import CheckJudge
-from rubricgym.rewards.leaks import EnvLease, as_text, in_order, public_task
+from rubricgym.rewards.leaks import EnvLease, as_text, in_order, public_task, tasks_by_split
 from rubricgym.rewards.prm import ProcessRewardModel
 
 PROBES = ("info_reader", "shotgun", "wrong_submit", "escape")
@@ -410,7 +410,12 @@ async def run_battery(
     first = make(env_id, **kw)
     lease = EnvLease(lambda: make(env_id, **kw), concurrency, first)
     try:
-        by_split = {cls.held_out_splits[0]: list(tasks)} if tasks is not None else split_tasks(first, n_tasks, seed)
+        main = cls.held_out_splits[0]
+        by_split = (
+            {main: list(tasks)}
+            if tasks is not None
+            else tasks_by_split(first, n_tasks, seed, cls.held_out_splits, required=main)
+        )
         answerable = terminal_call(first.tools(), "x") != terminal_call(first.tools(), "y")  # a reader can answer
         constants: list[str | None] = []
         groups: list[tuple[str, Callable[..., Agent], list[Task]]] = []
@@ -457,19 +462,6 @@ async def run_battery(
     finally:
         await lease.aclose()
     return report
-
-
-def split_tasks(env: RubricEnv, n: int, seed: int) -> dict[str, list[Task]]:
-    """``n`` tasks of each of the env's ``held_out_splits``; a split the env refuses for its arguments (clinical's
-    ``test-unseen`` for a cases file) is left out, the first never."""
-    out: dict[str, list[Task]] = {}
-    for k, split in enumerate(type(env).held_out_splits):
-        try:
-            out[split] = env.task_set(n, seed=seed, split=split)
-        except ValueError:
-            if k == 0:
-                raise
-    return out
 
 
 def table_rows(report: BatteryReport) -> list[tuple[str, str, str]]:
