@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from rubricgym.agents.kvcache import cache_kwargs
 from rubricgym.agents.kvreuse import Entry, KVStore
 from rubricgym.agents.lean import LeanLlama, check_cache, lean_for
 from rubricgym.agents.packed import PackedLinears
@@ -202,7 +203,7 @@ def _last_hidden(fast: LeanLlama | None, body: Any, cache: Any, **kw: Any) -> to
     """The body's fp32 hidden state at each row's last position, through ``fast`` where there is one."""
     if fast is not None:
         return fast.hidden(cache, last_only=True, **kw)[:, -1]
-    return body(past_key_values=cache, use_cache=True, **kw).last_hidden_state[:, -1].float()
+    return body(**cache_kwargs(body, cache), **kw).last_hidden_state[:, -1].float()
 
 
 def _reuse_plan(

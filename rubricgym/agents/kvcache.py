@@ -10,11 +10,25 @@ shared prefix) selects rows of the buffer.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+
+
+@functools.cache
+def _cache_name(forward: Any) -> str:
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def cache_kwargs(module: torch.nn.Module, kv: Any) -> dict[str, Any]:
+    """The keyword that hands ``module`` (a transformers model body) the KV cache ``kv``: ``cache`` where its
+    ``forward`` takes it (transformers renamed ``past_key_values``, which warns on every call until 5.40 removes it),
+    else ``past_key_values``."""
+    return {_cache_name(type(module).forward): kv, "use_cache": True}
 
 
 class PreallocatedLayer(DynamicLayer):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rubricgym.agents.kvcache import preallocated_cache
+from rubricgym.agents.kvcache import cache_kwargs, preallocated_cache
 from rubricgym.agents.lean import LeanLlama, lean_for
 from rubricgym.agents.packed import PackedLinears
 
@@ -32,12 +32,12 @@ def test_lean_hidden_states_equal_the_models_with_padding_a_prefix_and_decode_st
     mask[0, 6:8] = 0
     pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, 6:]
     caches = [preallocated_cache(lm.config, 32) for _ in range(2)]
-    ref_prefix = body(input_ids=prefix, past_key_values=caches[0], use_cache=True).last_hidden_state
+    ref_prefix = body(input_ids=prefix, **cache_kwargs(body, caches[0])).last_hidden_state
     ours_prefix = lean.hidden(caches[1], prefix)
     torch.testing.assert_close(ours_prefix, ref_prefix, atol=1e-5, rtol=1e-4)
     for c in caches:
         c.batch_repeat_interleave(3)
-    ref = body(input_ids=suffix, attention_mask=mask, position_ids=pos, past_key_values=caches[0], use_cache=True)
+    ref = body(input_ids=suffix, attention_mask=mask, position_ids=pos, **cache_kwargs(body, caches[0]))
     ours = lean.hidden(caches[1], suffix, attention_mask=mask, position_ids=pos)
     real = mask[:, 6:].bool()  # padding positions' outputs are read by nothing
     torch.testing.assert_close(ours[real], ref.last_hidden_state[real], atol=1e-5, rtol=1e-4)
@@ -45,7 +45,7 @@ def test_lean_hidden_states_equal_the_models_with_padding_a_prefix_and_decode_st
     for _ in range(3):
         tok = torch.randint(5, 500, (3, 1))
         mask = torch.cat([mask, mask.new_ones(3, 1)], dim=1)
-        ref = body(input_ids=tok, attention_mask=mask, position_ids=next_pos, past_key_values=caches[0], use_cache=True)
+        ref = body(input_ids=tok, attention_mask=mask, position_ids=next_pos, **cache_kwargs(body, caches[0]))
         ours = lean.hidden(caches[1], tok, attention_mask=mask, position_ids=next_pos, last_only=True)
         torch.testing.assert_close(ours, ref.last_hidden_state, atol=1e-5, rtol=1e-4)
         next_pos = next_pos + 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from rubricgym.agents.kvcache import cache_kwargs
 from rubricgym.trainers.algo.loss import selected_logprobs
 
 
@@ -51,15 +52,14 @@ def generated_logprobs(
     if prefix and not checkpointing:
         # the rows' common prompt runs once; its keys/values (still in the autograd graph) serve every row
         cache = DynamicCache(config=getattr(model, "config", None))
-        body(input_ids=input_ids[:1, :prefix], past_key_values=cache, use_cache=True)
+        body(input_ids=input_ids[:1, :prefix], **cache_kwargs(body, cache))
         cache.batch_repeat_interleave(input_ids.shape[0])
         pos = torch.arange(prefix, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
         hidden = body(
             input_ids=input_ids[:, prefix:],
             attention_mask=attention_mask,
             position_ids=pos,
-            past_key_values=cache,
-            use_cache=True,
+            **cache_kwargs(body, cache),
         ).last_hidden_state
         h = hidden[:, :-1][select[:, prefix:]]
     else:
