@@ -339,6 +339,9 @@ class WarmStartConfig(_Strict):
     batch_size: int = Field(8, ge=1, le=MAX_BATCH)
     """Training sequences per optimizer step (cut into ``optim.micro_batch`` micro-batches)."""
     lr: LearningRate = 5e-5
+    """Constant learning rate of the cloning. The family demos' 30 steps over the top 8 layers under-fit at this
+    default (the clinical clone repeated turns and solved nothing) and use 2e-4 (docs/guides/warm-start.md, "The
+    learning rate")."""
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     train_layers: int | None = Field(None, ge=1, le=10_000)
     """Train only the top ``k`` decoder layers and the final norm (None: every weight, or the LoRA adapters when

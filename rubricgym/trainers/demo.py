@@ -74,15 +74,19 @@ WARM_START: dict[str, Any] = {
     "keep": "succeeded",
     "steps": 30,
     "batch_size": 8,
+    "lr": 2e-4,
     "train_layers": 8,
+    "decision_weight": 10.0,
     "eval_every": 10,
     "save_every": 10,
 }
 """The family demos' warm start: the env's ``teacher`` (it acts only on what the policy has seen) plays 48 training
 tasks, the episodes that solved theirs are cloned for 30 steps of 8 sequences (~1,900 assistant tokens a step on
-clinical) into the top 8 of SmolLM2's 30 decoder layers (the prototype of issue #38 lifted clinical's greedy
-held-out rubric reward from 0.06 to 0.55 with 44 episodes and 8 layers; the toy's 30 steps taught the protocol).
-Cached in ``RUN/warm_start`` and reused by a rerun."""
+clinical) into the top 8 of SmolLM2's 30 decoder layers at lr 2e-4, the tool's name weighted 10x
+(``decision_weight``). At the default lr 5e-5 the same cloning under-fits: on clinical the clone still repeated the
+teacher's previous turn at 29 of 116 teacher-forced turns and solved no held-out case; at 2e-4 it repeats 3 and
+solves 81% greedy (docs/guides/warm-start.md, "The learning rate"). Cached in ``RUN/warm_start`` and reused by a
+rerun."""
 
 FAMILY_DEMOS: dict[str, dict[str, Any]] = {
     "clinical-v0": _family(
