@@ -89,7 +89,8 @@ def _write_distributed(ckpt: Path, base: Path, dtype: str, dest: Path) -> None:
     if (ckpt / ADAPTER_CONFIG).exists():
         peft_model = get_peft_model(lm, PeftLoraConfig.from_pretrained(str(ckpt)))
         load_distributed(peft_model, None, ckpt / DCP_DIR)
-        lm = peft_model.merge_and_unload()
+        # peft >= 0.22 types the merged model as a plain ``nn.Module``; it is the base model, adapters folded in.
+        peft_model.merge_and_unload()
     else:
         load_distributed(lm, None, ckpt / DCP_DIR)
     lm.save_pretrained(dest, safe_serialization=True)
