@@ -56,7 +56,9 @@ def check_parallel(parallel: ParallelConfig) -> None:
 
 
 def check_model(model: ModelConfig) -> None:
-    """The sharding settings fit the model's device and precision."""
+    """The sharding settings fit the model's device and precision; one setting chooses what trains."""
+    if model.train_layers is not None and model.lora is not None:
+        raise ValueError("model.train_layers and model.lora both choose what trains: keep one")
     p = model.parallel
     if p.cpu_offload and model.device == "cpu":
         raise ValueError(

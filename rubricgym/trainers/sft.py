@@ -421,25 +421,15 @@ def heldout_metrics(
 # ---- the run -----------------------------------------------------------------------------------------------------
 
 
-def select_layers(model: torch.nn.Module, k: int) -> list[torch.nn.Parameter]:
-    """Freeze every weight but the top ``k`` decoder layers and the final norm; returns those trained."""
-    layers = sharding.decoder_layers(model)
-    if k > len(layers):
-        raise ConfigError(f"warm_start.train_layers: {k}, but the model has {len(layers)} decoder layers")
-    model.requires_grad_(False)
-    body = getattr(model, getattr(model, "base_model_prefix", "model"))
-    for m in [*layers[-k:], getattr(body, "norm", None)]:
-        if m is not None:
-            m.requires_grad_(True)
-    return trainable_parameters(model)
-
-
 def fingerprint(cfg: TrainConfig) -> dict[str, Any]:
     """What a warm start's result depends on: a directory made under another is not reused."""
     data = cfg.model_dump(mode="json")
+    model = {k: data["model"][k] for k in ("name", "dtype", "lora")}
+    if cfg.model.train_layers is not None and (cfg.warm_start is None or cfg.warm_start.train_layers is None):
+        model["train_layers"] = cfg.model.train_layers  # without its own, the clone trains GRPO's layers
     return {
         "warm_start": data["warm_start"],
-        "model": {k: data["model"][k] for k in ("name", "dtype", "lora")},
+        "model": model,
         "env": {k: data["env"][k] for k in ("id", "kwargs", "train_tasks", "task_seed", "rubric", "suite")},
         "response_prefix": data["generation"]["response_prefix"],
         "max_seq_len": data["optim"]["max_seq_len"],
@@ -916,7 +906,11 @@ async def clone(
         console.print(f"warm start: reusing the finished one in {out}")
     flags = {p: p.requires_grad for p in model.parameters()}
     try:
-        params = select_layers(model, ws.train_layers) if ws.train_layers else trainable_parameters(model)
+        params = (
+            sharding.select_layers(model, ws.train_layers, "warm_start.train_layers")
+            if ws.train_layers
+            else trainable_parameters(model)
+        )
         optimizer = make_optimizer(params, sft_optim(cfg), sharded=sharding.is_sharded(model))
         cloner = Cloner(model, trained, policy.tokenizer, optimizer, ws, sft_optim(cfg), out, console, live)
         summary = cloner.run(train, held, until=ws.total_steps if done else ws.steps)

@@ -133,6 +133,8 @@ class StepTrainer:
         self.tokenizer = self.policy.tokenizer
         # under LoRA the PeftModel around self.model: what checkpoints save and the KL reference disables
         self.peft = None if cfg.model.lora is None else add_adapters(self.model, cfg.model.lora, cfg.seed)
+        if cfg.model.train_layers is not None:  # the top k layers train, the rest stays the model it loaded
+            sharding.select_layers(self.model, cfg.model.train_layers, "model.train_layers")
         if cfg.model.gradient_checkpointing:
             (getattr(self.model, "activation_checkpointing_enable", None) or self.model.gradient_checkpointing_enable)()
         self.ref_model: Any = None

@@ -57,6 +57,22 @@ def decoder_layers(lm: torch.nn.Module) -> list[torch.nn.Module]:
     return list(layers)
 
 
+def select_layers(lm: torch.nn.Module, k: int, field: str = "train_layers") -> list[torch.nn.Parameter]:
+    """Freeze every weight but the top ``k`` decoder layers and the final norm; returns those trained. ``field``
+    names the setting in the error when the model has fewer layers."""
+    from rubricgym.trainers.config import ConfigError
+
+    layers = decoder_layers(lm)
+    if k > len(layers):
+        raise ConfigError(f"{field}: {k}, but the model has {len(layers)} decoder layers")
+    lm.requires_grad_(False)
+    body = getattr(lm, getattr(lm, "base_model_prefix", "model"))
+    for m in [*layers[-k:], getattr(body, "norm", None)]:
+        if m is not None:
+            m.requires_grad_(True)
+    return [p for p in lm.parameters() if p.requires_grad]
+
+
 def _logprobs(self: torch.nn.Module, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     # one body call per micro-batch: the shared-prefix path would run every unit twice in one forward
     kwargs["share_prefix"] = False
