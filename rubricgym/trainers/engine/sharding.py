@@ -27,14 +27,13 @@ import contextlib
 import datetime
 import types
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from rubricgym.trainers.algo.logprobs import generated_logprobs
-
-if TYPE_CHECKING:
-    from rubricgym.trainers.config import ParallelConfig
+from rubricgym.trainers.config import ConfigError, ParallelConfig
+from rubricgym.trainers.engine.lora import trainable_parameters
 
 LOGPROBS_METHOD = "rubricgym_logprobs"
 """The root's registered FSDP forward method that runs ``algo.logprobs.generated_logprobs``."""
@@ -60,8 +59,6 @@ def decoder_layers(lm: torch.nn.Module) -> list[torch.nn.Module]:
 def select_layers(lm: torch.nn.Module, k: int, field: str = "train_layers") -> list[torch.nn.Parameter]:
     """Freeze every weight but the top ``k`` decoder layers and the final norm; returns those trained. ``field``
     names the setting in the error when the model has fewer layers."""
-    from rubricgym.trainers.config import ConfigError
-
     layers = decoder_layers(lm)
     if k > len(layers):
         raise ConfigError(f"{field}: {k}, but the model has {len(layers)} decoder layers")
@@ -70,7 +67,7 @@ def select_layers(lm: torch.nn.Module, k: int, field: str = "train_layers") -> l
     for m in [*layers[-k:], getattr(body, "norm", None)]:
         if m is not None:
             m.requires_grad_(True)
-    return [p for p in lm.parameters() if p.requires_grad]
+    return trainable_parameters(lm)
 
 
 def _logprobs(self: torch.nn.Module, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
