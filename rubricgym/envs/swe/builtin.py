@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rubricgym.core.pyast import parse_module
 from rubricgym.envs.swe.instance import SweInstance
 from rubricgym.envs.swe.sandbox.treediff import file_diff
 
@@ -287,7 +288,7 @@ def cache_root() -> Path:
 
 
 def _test_ids() -> list[str]:
-    tree = ast.parse(TESTS)
+    tree = parse_module(TESTS)
     return [f"{TEST_FILE}::{n.name}" for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from rubricgym.core.pyast import parse_module
 from rubricgym.envs.swe.builtin import cache_root
 from rubricgym.envs.swe.sandbox import WORKDIR, Limits, SandboxBackend, SandboxPathError, get_backend
 from rubricgym.envs.swe.sandbox.runtime import RUNTIME_DISTRIBUTIONS, SANDBOX_PYTHON
@@ -65,7 +66,7 @@ def _requirement_lines(text: str) -> list[str]:
 def _from_setup_py(text: str) -> tuple[list[str], str]:
     """Literal ``install_requires``, ``tests_require`` and test ``extras_require`` of a ``setup(...)`` call."""
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError:
         return [], ""
     reqs: list[str] = []

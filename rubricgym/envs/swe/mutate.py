@@ -11,6 +11,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from rubricgym.core.pyast import parse_module
+
 KINDS = (
     "flipped_comparison",
     "off_by_one",
@@ -100,7 +102,7 @@ def _skipped_regions(tree: ast.Module) -> list[ast.AST]:
 def find_mutations(path: str, text: str) -> list[Mutation]:  # noqa: C901 (one visitor over the mutation operators; split is a follow-up)
     """Every candidate mutation in ``text`` (the source of ``path``), in source order."""
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError:
         return []
     src = _Source(text)
@@ -195,5 +197,5 @@ def apply_mutation(text: str, m: Mutation) -> str:
     """``text`` with mutation ``m`` applied; the result is checked to still parse."""
     data = text.encode()
     new = (data[: m.start] + m.replacement.encode() + data[m.end :]).decode()
-    ast.parse(new)
+    parse_module(new)
     return new

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rubricgym.core.agent import ReplayingAgent, last_observation, tool_call
+from rubricgym.core.pyast import parse_module
 from rubricgym.core.types import Message
 from rubricgym.envs.swe.patch import is_test_path
 
@@ -323,7 +324,7 @@ def function_span(lines: dict[int, str], def_line: int) -> list[int]:
 def _parameters(signature: str) -> tuple[dict[str, str | None], list[str]]:
     """The function's parameters with their default's source (or None), and the int-typed ones."""
     try:
-        node = ast.parse(signature.strip() + "\n    pass\n").body[0]
+        node = parse_module(signature.strip() + "\n    pass\n").body[0]
     except SyntaxError:
         return {}, []
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

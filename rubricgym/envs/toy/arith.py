@@ -8,6 +8,8 @@ import operator
 
 import numpy as np
 
+from rubricgym.core.pyast import parse_expression
+
 _BINOPS = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -31,12 +33,12 @@ def evaluate(expression: str) -> float | int:
     if len(expression) > 200:
         raise CalculatorError("the expression is longer than 200 characters")
     try:
-        tree = ast.parse(expression.replace("×", "*").replace("÷", "/").replace("^", "**"), mode="eval")
+        tree = parse_expression(expression.replace("×", "*").replace("÷", "/").replace("^", "**"))
     except SyntaxError:
         raise CalculatorError(
             f"{expression!r} is not an arithmetic expression (use numbers, + - * / // % ** and parentheses)"
         ) from None
-    value = _eval(tree.body)
+    value = _eval(tree)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value

@@ -18,6 +18,7 @@ import numpy as np
 
 from rubricgym.core.agent import SeededAgent, tool_call
 from rubricgym.core.parsing import parse_tool_call
+from rubricgym.core.pyast import parse_expression
 from rubricgym.core.types import Message, Task, ToolSpec
 
 DEFAULT_MAX_STEPS = 8
@@ -53,7 +54,7 @@ def read_problem(prompt: str) -> list[Operation]:
     """The operations the prompt asks for, in the order they must be computed (innermost first)."""
     if m := _COMPUTE.search(prompt):
         try:
-            tree = ast.parse(m.group(1).replace("×", "*").replace("÷", "/").replace("^", "**"), mode="eval").body
+            tree = parse_expression(m.group(1).replace("×", "*").replace("÷", "/").replace("^", "**"))
         except SyntaxError:
             raise ProblemError(f"cannot read the expression in {prompt!r}") from None
         ops: list[Operation] = []
