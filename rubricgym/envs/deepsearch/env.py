@@ -272,7 +272,8 @@ class DeepSearchEnv(RubricEnv):
             raise QuestionError(
                 f"no {split} question with an allowed answer after {MAX_REDRAWS} draws; use a larger world (n_docs)"
             )
-        key = hashlib.sha1(f"{corpus.key}|{split}|{q['prompt']}".encode()).hexdigest()[:12]
+        # the difficulty too: with ``hops`` fixed, two difficulties can draw the same question, and an id names one task
+        key = hashlib.sha1(f"{corpus.key}|{split}|{difficulty}|{q['prompt']}".encode()).hexdigest()[:12]
         task_id = f"ds-{key}"
         return Task(
             id=task_id,

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from rubricgym.core.agent import tool_call
+from rubricgym.core.tasks import TaskSet
 from rubricgym.envs.deepsearch import DeepSearchEnv
 from rubricgym.envs.deepsearch.env import HELDOUT_SEED_OFFSET, reserved
 from rubricgym.envs.deepsearch.world import generate_world
@@ -83,3 +84,14 @@ def test_a_missing_page_error_names_no_page_of_the_world():
     env.reset(options={"task": env.task_set(1, split="test")[0]})
     obs, *_ = env.step(tool_call("open", doc="https://nowhere.test/x"))
     assert "no page" in obs and not any(d.url in obs for d in env.corpus.docs)
+
+
+def test_the_demos_200_training_tasks_make_a_task_set():
+    # Two difficulties drew the same one-hop question under one id, so `rubricgym run deepsearch-v0 --tasks 200` with
+    # the demo's knobs stopped with "two different tasks share the id"; the id now names the difficulty too.
+    tasks = TaskSet.generate("deepsearch-v0", 200, seed=0, **DEMO)
+    assert len(tasks) >= 195  # a question drawn twice at one difficulty is kept once
+    by_prompt: dict[str, set[str]] = {}
+    for t in tasks:
+        by_prompt.setdefault(t.prompt, set()).add(t.params["difficulty"])
+    assert any(len(d) > 1 for d in by_prompt.values())  # the case the id must tell apart is in this set
