@@ -111,6 +111,9 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
     """Seconds an ``async def`` tool call may run under ``astep_typed`` before it is cancelled; the agent then sees
     a timeout error and the episode goes on (``None``: no limit). Set on an instance by whoever runs it (the
     trainer's ``env.tool_timeout_s``). Synchronous tools are not interrupted: a slow tool should be ``async def``."""
+    announce_steps: bool = False
+    """Whether each observation ends with how many steps are left (``[2 of 4 steps left]``), so an agent can plan to
+    its step limit; an env that takes it as a constructor argument sets it on the instance."""
     tool_limiter: asyncio.Semaphore | None = None
     """A semaphore shared by the envs of a run: at most its value of their ``async def`` tool calls run at once
     under ``astep_typed`` (sandboxes, browsers, judges), whatever the generation's concurrency (``None``: no cap)."""
@@ -381,6 +384,9 @@ class RubricEnv(EpisodeViews, ToolDispatch, EnvDeclarations, gymnasium.Env[str, 
             reply = truncate(reply, self.max_observation_chars)
         if truncated:
             reply += f"\n\nStep limit reached ({self.max_steps} steps): the episode is over."
+        elif self.announce_steps and not out.done:
+            left = self.max_steps - index - 1
+            reply += f"\n\n[{left} of {self.max_steps} steps left{': the next call is your last' if left == 1 else ''}]"
         rec = StepRecord(
             index=index,
             stage=stage,

@@ -311,6 +311,9 @@ class OptimConfig(_Strict):
     """At most this many samples per forward and backward; unsharded, the update cuts fewer where padding costs
     more than another micro-batch (``trainers/engine/batching.py``)."""
     max_seq_len: int = Field(1024, ge=16, le=MAX_SEQ_LEN)
+    """Tokens of one training sequence (an episode's turns, prompt included); what lies past it gets no gradient.
+    Set it to the longest episode: GRPO counts the generated tokens it cuts in ``metrics.jsonl``'s ``cut_tokens``
+    and warns once, and a warm start refuses a conversation that does not fit (``warm_start.allow_cut_turns``)."""
 
 
 class WarmStartConfig(_Strict):
@@ -336,9 +339,10 @@ class WarmStartConfig(_Strict):
     allow_oracle: bool = False
     """Clone an ``oracle``'s trajectories anyway (tests of the cloning mechanics only)."""
     allow_cut_turns: bool = False
-    """Clone turns longer than ``generation.max_new_tokens`` anyway (tests of the cloning mechanics with a tiny
-    cap only): the sampler cuts such a turn off, so the policy learns a call it can never finish; by default the
-    warm start refuses them before cloning, naming the turn's length."""
+    """Clone turns longer than ``generation.max_new_tokens`` and conversations longer than ``optim.max_seq_len``
+    anyway (tests of the cloning mechanics with a tiny cap only). The sampler cuts such a turn off, so the policy
+    learns a call it can never finish; the sequence limit cuts a conversation's last turns (the answer) out of the
+    loss. By default the warm start refuses both before cloning, naming the length needed."""
     steps: int = Field(100, ge=0, le=MAX_STEPS)
     """Optimizer steps of cloning."""
     batch_size: int = Field(8, ge=1, le=MAX_BATCH)

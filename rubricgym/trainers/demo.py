@@ -88,6 +88,12 @@ teacher's previous turn at 29 of 116 teacher-forced turns and solved no held-out
 greedy, and 60 steps at 2e-4 repeat 3 turns of 116 (docs/guides/warm-start.md, "The learning rate"). Cached in
 ``RUN/warm_start`` and reused by a rerun."""
 
+SEQ_LEN = {"clinical-v0": 1536, "deepsearch-v0": 3072}
+"""``optim.max_seq_len`` where each family plays: the teacher's whole episode, answer included, fits (the longest
+of 40 cardiology episodes is 1,241 tokens; of 80 one-hop deep-search episodes, 2,330). At the default 1024 the last
+turns fell out of the loss: no deep-search answer and about half of the clinical diagnoses were ever cloned, and
+GRPO gave them no gradient (``metrics.jsonl``'s ``cut_tokens``). The warm start now refuses such a cut."""
+
 GRPO_OPTIM: dict[str, Any] = {**DEMO_CONFIG["optim"], "lr": 2e-6}
 """GRPO after a warm start steps at lr 2e-6, a fifth of the toy's 1e-5. From the clinical clone (81.2% of held-out
 cases solved greedy), 4 GRPO steps at 1e-5 left 18.8% solved; 8 steps at 2e-6 left 81.2% (docs/guides/warm-start.md,
@@ -105,7 +111,7 @@ FAMILY_DEMOS: dict[str, dict[str, Any]] = {
         {"max_new_tokens": 64, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
         tasks_per_step=2,
         save_every=2,
-        optim=dict(GRPO_OPTIM),
+        optim={**GRPO_OPTIM, "max_seq_len": SEQ_LEN["clinical-v0"]},
         warm_start=copy.deepcopy(WARM_START),
     ),
     "deepsearch-v0": _family(
@@ -119,7 +125,7 @@ FAMILY_DEMOS: dict[str, dict[str, Any]] = {
         {"max_new_tokens": ANSWER_TOKENS, "max_batch": 16, "kv_reuse_tokens": KV_REUSE_TOKENS},
         tasks_per_step=2,
         save_every=2,
-        optim=dict(GRPO_OPTIM),
+        optim={**GRPO_OPTIM, "max_seq_len": SEQ_LEN["deepsearch-v0"]},
         warm_start=copy.deepcopy(WARM_START),
     ),
 }
@@ -134,7 +140,7 @@ SUITE_DEMO: dict[str, Any] = _family(
     {"max_new_tokens": ANSWER_TOKENS, "kv_reuse_tokens": KV_REUSE_TOKENS},
     tasks_per_step=4,
     save_every=2,
-    optim=dict(GRPO_OPTIM),
+    optim={**GRPO_OPTIM, "max_seq_len": max(SEQ_LEN.values())},
     warm_start={**WARM_START, "tasks": 24},
 )
 """The built-in ``demo-mix`` suite (toy 1 and 2 operations, one-hop deep search, cardiology cases, each at its family

@@ -77,6 +77,7 @@ def train_record(
         "masked": est.masked_rollouts,
         "zero_variance": _zero_variance(groups, est),
         "comparisons": est.comparisons,
+        "cut_tokens": est.cut_tokens,
         "response_tokens": float(np.mean([sum(len(t.completion_ids) for t in r.turns) for r in rollouts])),
         "turns": float(np.mean([len(r.trajectory.steps) for r in rollouts])),
         "samples": len(est.samples),

@@ -280,6 +280,14 @@ def clone_turns(
     return turns
 
 
+class CutConversationError(ValueError):
+    """A conversation whose assistant tokens run past ``optim.max_seq_len``: its last turns would not be cloned."""
+
+    def __init__(self, needed: int, max_seq_len: int):
+        super().__init__(f"its assistant turns run to token {needed}, past optim.max_seq_len ({max_seq_len})")
+        self.needed = needed
+
+
 def demo_samples(
     index: int,
     messages: Sequence[Message],
@@ -288,11 +296,14 @@ def demo_samples(
     render: Render | None = None,
     max_new_tokens: int | None = None,
     first: int = 0,
+    allow_cut: bool = False,
 ) -> list[Sample]:
     """The training sequences of one conversation, laid out as GRPO lays out a rollout (``build_samples``: turns
-    whose prompt extends the sequence so far share it), cut to ``max_seq_len``; sequences left with no assistant
-    token are dropped. ``max_new_tokens``: the sampler's cap (``generation.max_new_tokens``), which no turn may
-    exceed (``clone_turns``)."""
+    whose prompt extends the sequence so far share it). ``max_new_tokens``: the sampler's cap
+    (``generation.max_new_tokens``), which no turn may exceed (``clone_turns``). A sequence whose assistant tokens
+    run past ``max_seq_len`` raises ``CutConversationError`` (its last turns, where an episode's answer is, would
+    silently not be cloned); with ``allow_cut`` it is cut to ``max_seq_len`` and one left with no assistant token
+    is dropped."""
     turns = clone_turns(
         messages,
         render or policy.render,
@@ -303,6 +314,10 @@ def demo_samples(
         first=first,
     )
     samples = build_samples(index, turns, [0] * len(turns))
+    if not allow_cut:
+        for s in samples:
+            if any(s.loss_mask[max_seq_len:]):
+                raise CutConversationError(len(s), max_seq_len)
     return [s for s in (x.truncate(max_seq_len) for x in samples) if s.n_generated]
 
 
@@ -826,21 +841,40 @@ def prepare(
     demos: Sequence[Demo], ws: WarmStartConfig, policy: LocalAgent, max_seq_len: int, max_new_tokens: int | None
 ) -> tuple[list[Sample], list[Sample]]:
     """Training and held-out samples, rendered by ``policy`` (the sampler); no turn longer than the sampler's
-    ``max_new_tokens`` (``None``: any length)."""
+    ``max_new_tokens`` (``None``: any length), and no conversation longer than ``max_seq_len`` unless
+    ``ws.allow_cut_turns`` (a DAgger label that does not fit is skipped)."""
     train, held = split_held_out(demos, ws)
     out: list[list[Sample]] = []
+    cut: list[tuple[int, Demo]] = []
     for part in (train, held):
         samples: list[Sample] = []
         for i, d in enumerate(part):
             try:
                 samples += demo_samples(
-                    i, d.messages, policy, max_seq_len, max_new_tokens=max_new_tokens, first=d.train_from
+                    i,
+                    d.messages,
+                    policy,
+                    max_seq_len,
+                    max_new_tokens=max_new_tokens,
+                    first=d.train_from,
+                    allow_cut=ws.allow_cut_turns,
                 )
+            except CutConversationError as e:
+                if not d.train_from:
+                    cut.append((e.needed, d))
             except ValueError as e:
                 if d.train_from:  # a DAgger label the sampler could not produce: skipped, as the teacher's own
                     continue  # over-long turns are refused before any label exists
                 raise ConfigError(f"warm_start: {d.source} (trajectory {d.id}): {e}") from None
         out.append(samples)
+    if cut:
+        needed, longest = max(cut, key=lambda c: c[0])
+        raise ConfigError(
+            f"warm_start: {len(cut)} of {len(demos)} conversations run past optim.max_seq_len ({max_seq_len} "
+            f"tokens), the longest to {needed} ({longest.source}, trajectory {longest.id}): their last turns, where "
+            f"an episode's answer is, would not be cloned. Set optim.max_seq_len to at least {needed}, or "
+            "warm_start.allow_cut_turns: true to clone only what fits"
+        )
     if ws.decision_weight != 1.0:
         weigh_decisions(out[0], ws.decision_tokens, ws.decision_weight)
     if not out[0]:

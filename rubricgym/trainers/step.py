@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.console import Console
 
 from rubricgym.core.safeio import append_lines
 from rubricgym.core.tasks import TaskSet
@@ -94,6 +95,7 @@ class StepTrainer:
     def __init__(self, cfg: TrainConfig, *, console: Any = None):
         self.cfg = cfg
         self.console = console
+        self.warned_cut = False  # the warning that generated tokens lie past optim.max_seq_len, once a run
         if cfg.ray and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             why = None
             if cfg.guidance is not None:
@@ -347,6 +349,14 @@ class StepTrainer:
             extra["ray_restarts"] = restarts  # rollout actors replaced so far (trainers/engine/ray_backend.py)
         cursor = self.cursor_at(step + 1)
         record = train_record(step + 1, cursor, groups, est, stats, self.stages, laps)
+        if est.cut_tokens and not self.warned_cut and is_main():
+            self.warned_cut = True
+            (self.console or Console(stderr=True)).print(
+                f"[yellow]warning:[/] step {step + 1}: {est.cut_tokens} generated tokens lie past optim.max_seq_len "
+                f"({cfg.optim.max_seq_len}) and get no gradient (an episode's last turns, where the answer is); raise "
+                "optim.max_seq_len to the longest episode (metrics.jsonl's cut_tokens counts them each step)",
+                soft_wrap=True,
+            )
         monitored = any(e.monitor is not None for e in self.entries.values())  # monitors may sample the policy
         with self.gathered() if monitored else contextlib.nullcontext():
             extra |= await self.after_step(step + 1, groups)

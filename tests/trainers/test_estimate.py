@@ -77,3 +77,12 @@ def test_the_step_estimator_reads_the_breakdowns_step_rewards():
     mean = (1.0 + 0.0 + 1.0) / 3  # the missing step reward is left out of the baseline and gets 0
     by_rollout = {s.rollout: generated(s) for s in est.samples}
     assert by_rollout[0] == pytest.approx([1.0 - mean, 0.0]) and by_rollout[1] == pytest.approx([-mean, 1.0 - mean])
+
+
+def test_generated_tokens_past_max_seq_len_are_counted_as_cut():
+    # each rollout is [1, 2 | 3 | 4 | 5]: its second turn's token is the fifth, where an episode's answer would be
+    group = [rollout(1.0), rollout(0.0)]
+    est = estimate([group], STAGES, AdvantageConfig(estimator="grpo"), max_seq_len=4)
+    assert est.cut_tokens == 2 and all(len(s) == 4 and sum(s.loss_mask) == 1 for s in est.samples)
+    whole = estimate([group], STAGES, AdvantageConfig(estimator="grpo"), max_seq_len=5)
+    assert whole.cut_tokens == 0 and all(sum(s.loss_mask) == 2 for s in whole.samples)

@@ -497,3 +497,23 @@ def test_dagger_labels_keep_the_held_out_split_of_the_cloned_trajectories():
     train2, held2 = split_held_out(demos + labels, ws)  # labels of 32 tasks no trajectory had
     assert {d.task_id for d in held2} == {d.task_id for d in held}  # the same held-out tasks as before the labels
     assert {d.id for d in held2 if d.train_from} == {f"l{d.task_id.split('-')[1]}" for d in held}
+
+
+def test_a_conversation_past_max_seq_len_is_refused_not_silently_cut(tiny_model_dir, tmp_path):
+    # At the default 1024 tokens the deep-search teacher's episodes (1,400-2,300 tokens) lost their answer turn
+    # from the loss, and the clone never learned to answer; the warm start now says so before cloning.
+    policy = TrainingPolicy(str(tiny_model_dir))
+    demos = demos_from_trajectories(oracle_trajectories(4), "oracle-run", {})
+    full = [len(s) for d in demos for s in demo_samples(0, d.messages, policy, 100_000)]
+    limit = min(full) - 1  # every conversation's last assistant tokens lie past it
+    cfg = sft_config(tiny_model_dir, tmp_path, allow_oracle=True)
+    with pytest.raises(ConfigError) as e:
+        prepare(demos, cfg.warm_start, policy, limit, cfg.generation.max_new_tokens)
+    msg = str(e.value)
+    assert f"run past optim.max_seq_len ({limit} tokens), the longest to {max(full)}" in msg
+    assert f"optim.max_seq_len to at least {max(full)}" in msg and "allow_cut_turns" in msg
+    cut = cfg.warm_start.model_copy(update={"allow_cut_turns": True})
+    train, held = prepare(demos, cut, policy, limit, cfg.generation.max_new_tokens)
+    assert train and all(len(s) <= limit for s in [*train, *held])
+    fits, _ = prepare(demos, cfg.warm_start, policy, max(full), cfg.generation.max_new_tokens)
+    assert sum(len(s) for s in fits) > sum(len(s) for s in train)

@@ -154,8 +154,10 @@ class DeepSearchEnv(RubricEnv):
         cache_dir: str | None = None,
         max_steps: int | None = None,
         render_mode: str | None = None,
+        announce_steps: bool = False,
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
+        self.announce_steps = announce_steps
         if difficulty is not None and difficulty not in DIFFICULTY_HOPS:
             raise ValueError(f"difficulty must be one of {sorted(DIFFICULTY_HOPS)} or None, got {difficulty!r}")
         if hops is not None and not 1 <= hops <= 5:

@@ -27,6 +27,8 @@ class Estimate:
     samples: list[Sample]
     masked_rollouts: int = 0
     comparisons: int = 0
+    cut_tokens: int = 0
+    """Generated tokens past ``optim.max_seq_len``: cut off with their sequence, so they get no gradient."""
     per_rollout: list[float] = field(default_factory=list)
 
 
@@ -165,10 +167,9 @@ def estimate(
     for g, group in enumerate(groups):
         for i, r in enumerate(group):
             masked = not math.isfinite(rewards[g, i]) or not credits[g][i].finite
-            out.samples += [
-                s.truncate(max_seq_len)
-                for s in rollout_samples(index, r, stage_index, None if masked else credits[g][i], plain_guided)
-            ]
+            samples = rollout_samples(index, r, stage_index, None if masked else credits[g][i], plain_guided)
+            out.cut_tokens += sum(sum(s.loss_mask[max_seq_len:]) for s in samples)
+            out.samples += [s.truncate(max_seq_len) for s in samples]
             out.masked_rollouts += int(masked)
             out.per_rollout.append(math.nan if masked else float(rewards[g, i]))
             index += 1

@@ -185,3 +185,20 @@ def test_bad_constructor_arguments_say_what_to_do():
         DeepSearchEnv(hops=9)
     with pytest.raises(ValueError, match="questions"):
         DeepSearchEnv(corpus="/tmp")
+
+
+def test_announced_steps_count_down_to_the_last_call():
+    # The teacher answers on its last turn; without the count a clone cannot see when that is (issue #38).
+    kwargs = {"hops": 1, "n_docs": 100, "distractors": 0, "max_steps": 3, "window_chars": 600}
+    env = DeepSearchEnv(**kwargs, announce_steps=True)
+    env.reset(options={"task": env.task_set(1)[0]})
+    replies = [env.step(call("search", query="historian"))[0] for _ in range(3)]
+    assert replies[0].endswith("\n\n[2 of 3 steps left]")
+    assert replies[1].endswith("\n\n[1 of 3 steps left: the next call is your last]")
+    assert replies[2].endswith("Step limit reached (3 steps): the episode is over.")
+    assert "steps left" not in replies[2]
+    quiet = DeepSearchEnv(**kwargs)
+    quiet.reset(options={"task": quiet.task_set(1)[0]})
+    assert "steps left" not in quiet.step(call("search", query="historian"))[0]
+    env.reset(options={"task": env.task_set(1)[0]})
+    assert "steps left" not in env.step(call("answer", text="Answer: nobody"))[0]  # the episode is over
