@@ -316,7 +316,7 @@ def demo_samples(
     samples = build_samples(index, turns, [0] * len(turns))
     if not allow_cut:
         for s in samples:
-            if any(s.loss_mask[max_seq_len:]):
+            if s.generated_past(max_seq_len):
                 raise CutConversationError(len(s), max_seq_len)
     return [s for s in (x.truncate(max_seq_len) for x in samples) if s.n_generated]
 

@@ -26,6 +26,12 @@ class CalculatorError(ValueError):
     """An expression the calculator refuses, with a reason an agent can act on."""
 
 
+def arithmetic_tree(text: str) -> ast.expr:
+    """The expression ``text`` parsed, the operator signs people write (``× ÷ ^``) read as Python's; raises
+    ``SyntaxError`` for anything that does not parse."""
+    return parse_expression(text.replace("×", "*").replace("÷", "/").replace("^", "**"))
+
+
 def evaluate(expression: str) -> float | int:
     """Evaluate ``+ - * / // % **`` over numbers and parentheses; anything else is refused with a reason."""
     if not expression.strip():
@@ -33,7 +39,7 @@ def evaluate(expression: str) -> float | int:
     if len(expression) > 200:
         raise CalculatorError("the expression is longer than 200 characters")
     try:
-        tree = parse_expression(expression.replace("×", "*").replace("÷", "/").replace("^", "**"))
+        tree = arithmetic_tree(expression)
     except SyntaxError:
         raise CalculatorError(
             f"{expression!r} is not an arithmetic expression (use numbers, + - * / // % ** and parentheses)"

@@ -18,8 +18,8 @@ import numpy as np
 
 from rubricgym.core.agent import SeededAgent, tool_call
 from rubricgym.core.parsing import parse_tool_call
-from rubricgym.core.pyast import parse_expression
 from rubricgym.core.types import Message, Task, ToolSpec
+from rubricgym.envs.toy.arith import arithmetic_tree
 
 DEFAULT_MAX_STEPS = 8
 """``toy-calculator-v0``'s turn budget (``CalculatorEnv.default_max_steps``); the prompt does not state it."""
@@ -54,7 +54,7 @@ def read_problem(prompt: str) -> list[Operation]:
     """The operations the prompt asks for, in the order they must be computed (innermost first)."""
     if m := _COMPUTE.search(prompt):
         try:
-            tree = parse_expression(m.group(1).replace("×", "*").replace("÷", "/").replace("^", "**"))
+            tree = arithmetic_tree(m.group(1))
         except SyntaxError:
             raise ProblemError(f"cannot read the expression in {prompt!r}") from None
         ops: list[Operation] = []

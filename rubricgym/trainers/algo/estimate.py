@@ -168,7 +168,7 @@ def estimate(
         for i, r in enumerate(group):
             masked = not math.isfinite(rewards[g, i]) or not credits[g][i].finite
             samples = rollout_samples(index, r, stage_index, None if masked else credits[g][i], plain_guided)
-            out.cut_tokens += sum(sum(s.loss_mask[max_seq_len:]) for s in samples)
+            out.cut_tokens += sum(s.generated_past(max_seq_len) for s in samples)
             out.samples += [s.truncate(max_seq_len) for s in samples]
             out.masked_rollouts += int(masked)
             out.per_rollout.append(math.nan if masked else float(rewards[g, i]))

@@ -49,6 +49,10 @@ class Sample:
     def n_generated(self) -> int:
         return int(sum(self.loss_mask))
 
+    def generated_past(self, max_len: int) -> int:
+        """Generated tokens past the first ``max_len``: what ``truncate(max_len)`` leaves untrained."""
+        return int(sum(self.loss_mask[max_len:]))
+
     def extend(
         self, ids: Sequence[int], generated: bool, step: int, stage: int, logprobs: Sequence[float] | None = None
     ) -> None:
